@@ -1,0 +1,62 @@
+/*
+ * tips/errors.h - the error codes every part of libtips returns.
+ *
+ * Every function that can fail returns 0 on success or a negative code: either one of
+ * the TIPS_E* codes below (a reserved range, so they never collide with -errno), or a
+ * plain -errno for failures of the operating system that have no better name.
+ * tips_strerror() names a code; tips_errormsg() gives the detail of the last failure
+ * on the calling thread (which file, which size, which address).
+ */
+#ifndef TIPS_ERRORS_H
+#define TIPS_ERRORS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIPS_API __attribute__((visibility("default")))
+
+/* The reserved range: TIPS_E_FIRST >= code >= TIPS_E_LAST. */
+enum tips_error {
+	TIPS_E_FIRST = -30000,
+	TIPS_EINVAL = -30000,     /* an argument is invalid (NULL, out of range) */
+	TIPS_ENOENT = -30001,     /* no file at the given path */
+	TIPS_ENODIR = -30002,     /* the directory of the path does not exist */
+	TIPS_EEXIST = -30003,     /* a file already exists at the path */
+	TIPS_ENOSPC = -30004,     /* the file system has no room for the pool */
+	TIPS_ESIZE = -30005,      /* pool size too small, too large or not aligned */
+	TIPS_ENOTPOOL = -30006,   /* the file is not a TIPS pool */
+	TIPS_EVERSION = -30007,   /* the pool has a layout version this build cannot read */
+	TIPS_ECORRUPT = -30008,   /* header checksum or on-media structure is wrong */
+	TIPS_ETRUNCATED = -30009, /* the file is shorter than the size in its header */
+	TIPS_ELOCKED = -30010,    /* the pool is open elsewhere (another process or handle) */
+	TIPS_EADDRINUSE = -30011, /* the pool's fixed mapping address is taken */
+	TIPS_ENOMEM = -30012,     /* the pool's heap is full, or DRAM ran out */
+	TIPS_ETOOBIG = -30013,    /* a request exceeds a hard limit (allocation size...) */
+	TIPS_EIO = -30014,        /* an I/O call failed; tips_errormsg() has errno */
+	TIPS_EPERM = -30015,      /* permission denied on the pool file */
+	TIPS_ELOGFULL = -30016,   /* an allocation log is full and only its owner may checkpoint */
+	TIPS_EBUSY = -30017,      /* the object is in use (e.g. closed while threads run) */
+	TIPS_E_LAST = -30017,
+};
+
+/**
+ * tips_strerror() - name an error code.
+ * @code: a TIPS_E* code, a negative errno, or 0.
+ *
+ * Return: a static string; never NULL. Thread-safe.
+ */
+TIPS_API const char *tips_strerror(int code);
+
+/**
+ * tips_errormsg() - detail of the last failure on this thread.
+ *
+ * Return: a thread-local string describing the most recent error a libtips call
+ * returned on the calling thread ("" if none). Valid until the next failing call.
+ */
+TIPS_API const char *tips_errormsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIPS_ERRORS_H */

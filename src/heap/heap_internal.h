@@ -1,0 +1,22 @@
+/*
+ * heap_internal.h - how the pool creates, opens and closes its heap.
+ */
+#ifndef TIPS_HEAP_HEAP_INTERNAL_H
+#define TIPS_HEAP_HEAP_INTERNAL_H
+
+#include <stddef.h>
+#include <tips/heap.h>
+
+/* Smallest heap area a pool may have. */
+#define HEAP_MIN_SIZE (4ull << 20)
+
+/* Writes an empty heap into [base, base+size) and persists it. 0 or TIPS_ESIZE. */
+int heap_format(void *base, size_t size);
+/* Opens the heap at @base: validates it, replays its allocation logs if a crash left
+ * records behind, and rebuilds the volatile free lists. 0, TIPS_ECORRUPT, TIPS_ENOMEM. */
+int heap_open(void *base, size_t size, struct tips_heap **out);
+/* Checkpoints (unless @crashed) and frees the volatile state. */
+/* Returns 1 if MLog records were left for the owner's recovery (pool not clean). */
+int heap_close(struct tips_heap *heap, int crashed);
+
+#endif

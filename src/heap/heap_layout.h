@@ -1,0 +1,91 @@
+/*
+ * heap_layout.h - on-media layout of the heap (layout version 1).
+ *
+ *   base + 0              struct heap_header (4 KiB)
+ *   base + lanes_offset   nlanes lane logs, lane_records struct heap_record each
+ *   base + table_offset   chunk table: one uint64 per chunk (see CHUNK_* below)
+ *   base + chunks_offset  nchunks chunks of HEAP_CHUNK_SIZE bytes, chunk-aligned
+ *
+ * A chunk is FREE, the head of an EXTENT (one large block spanning `count` chunks),
+ * a CONTinuation of an extent (its distance to the head in the low bits), or a RUN of
+ * equal blocks of one size class: a bitmap (bit set = allocated) in its first
+ * RUN_BITMAP_BYTES, then the blocks. Every block starts with a struct block_header.
+ *
+ * Invariants:
+ *  - a record is valid iff its tag's generation equals header.generation; advancing
+ *    the generation (one 8-byte persisted store) retires every record at once;
+ *  - a valid record was persistent before any metadata, slot or block change it
+ *    describes could reach the media (stores to those happen after its fence), so
+ *    replaying the valid records reconstructs every change since the last checkpoint;
+ *  - within one generation a block has at most one ALLOC and one FREE record, ALLOC
+ *    first (freed blocks are not reused before the generation advances);
+ *  - records carry a sequence number from one counter per generation, so replaying in
+ *    that order rebuilds every slot's last value, even when lanes shared a slot.
+ */
+#ifndef TIPS_HEAP_HEAP_LAYOUT_H
+#define TIPS_HEAP_HEAP_LAYOUT_H
+
+#include <stdint.h>
+
+#define HEAP_MAGIC 0x5041454853504954ull /* "TIPSHEAP" */
+#define HEAP_LAYOUT_VERSION 1u
+#define HEAP_HEADER_SIZE 4096u
+#define HEAP_CHUNK_SIZE (256u * 1024u)
+#define HEAP_LANES 64u
+#define RUN_BITMAP_BYTES 1024u
+#define BLOCK_HEADER_SIZE 16u
+
+struct heap_header {
+	uint64_t magic;          /* HEAP_MAGIC */
+	uint32_t layout_version; /* HEAP_LAYOUT_VERSION */
+	uint32_t nlanes;         /* lane logs */
+	uint64_t lane_records;   /* records per lane log */
+	uint64_t nchunks;
+	uint64_t lanes_offset, table_offset, chunks_offset; /* from the heap base */
+	uint64_t checksum;       /* crc32 of the fields above */
+	/* Mutable, own cache line: the checkpoint generation, starts at 1. */
+	uint64_t generation __attribute__((aligned(64)));
+};
+
+/* Chunk table entry: kind in the top byte, size class or count below it. */
+#define CHUNK_FREE 0ull
+#define CHUNK_RUN 1ull
+#define CHUNK_EXTENT 2ull
+#define CHUNK_CONT 3ull
+#define CHUNK_KIND(e) ((e) >> 56)
+#define CHUNK_ARG(e) ((e) & ((1ull << 56) - 1))
+#define CHUNK_ENTRY(kind, arg) (((uint64_t)(kind) << 56) | (uint64_t)(arg))
+
+/* Record types. LOGGED ones belong to the MLog and wait for checkpoint or rollback. */
+enum heap_record_type {
+	REC_ALLOC_SLOT = 1,
+	REC_FREE_SLOT = 2,
+	REC_ALLOC_LOGGED = 3,
+	REC_FREE_LOGGED = 4,
+};
+
+/* One ownership change; 32 bytes, so it never straddles a cache line. */
+struct heap_record {
+	uint64_t block; /* address of the block header */
+	uint64_t slot;  /* address of the slot, 0 for LOGGED records */
+	uint64_t size_seq; /* requested size << 24 | sequence number within the generation */
+	uint64_t tag;   /* generation << 8 | type; written last, after the other fields */
+} __attribute__((aligned(32)));
+
+/* Records are replayed in sequence order: the one global order of ownership changes. */
+#define REC_SEQ_BITS 24
+#define REC_SIZE(sz_seq) ((sz_seq) >> REC_SEQ_BITS)
+#define REC_SEQ(sz_seq) ((sz_seq) & ((1ull << REC_SEQ_BITS) - 1))
+#define REC_MAX_SIZE ((1ull << (64 - REC_SEQ_BITS)) - 1)
+
+#define REC_TAG(gen, type) (((gen) << 8) | (uint64_t)(type))
+#define REC_GEN(tag) ((tag) >> 8)
+#define REC_TYPE(tag) ((unsigned)((tag) & 0xff))
+
+/* In front of every block. */
+struct block_header {
+	uint64_t alloc_gen; /* generation the block was allocated in */
+	uint64_t size;      /* requested size */
+};
+
+#endif

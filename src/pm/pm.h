@@ -1,0 +1,45 @@
+/*
+ * pm.h - persistence primitives of libtips, and the registry of mapped pool regions.
+ *
+ * Rule of the project: only src/pm/ issues cache-line flushes, fences or msync. Every
+ * other part persists through pm_flush/pm_drain/pm_persist, which pick what to do from
+ * the media of the region the address lies in (see tips/pool.h for the four media) and
+ * count per thread what they did.
+ */
+#ifndef TIPS_PM_PM_H
+#define TIPS_PM_PM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tips/pool.h>
+
+#define PM_CACHELINE 64u
+
+/* Start writing back [addr, addr+len): flush instruction, msync, or (sim) mark pending. */
+void pm_flush(const void *addr, size_t len);
+/* Fence: everything this thread flushed is persistent when it returns. */
+void pm_drain(void);
+/* pm_flush then pm_drain. */
+static inline void pm_persist(const void *addr, size_t len)
+{
+	pm_flush(addr, len);
+	pm_drain();
+}
+
+struct pm_sim;
+
+/* A mapped pool as the primitives see it. */
+struct pm_region {
+	uintptr_t start, end;
+	enum tips_media media;
+	struct pm_sim *sim; /* SIM only */
+};
+
+/* Registers a region so that pm_flush knows its media; 0 or TIPS_EBUSY (table full). */
+int pm_region_register(const struct pm_region *region);
+void pm_region_unregister(uintptr_t start);
+
+/* Name of the flush instruction in use: "clwb", "clflushopt" or "clflush". */
+const char *pm_flush_instruction(void);
+
+#endif

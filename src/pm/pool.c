@@ -1,0 +1,461 @@
+/*
+ * pool.c - create, open and close pool files (tips/pool.h).
+ *
+ * Create builds the pool under a hidden temporary name in the target directory and
+ * publishes it with renameat2(RENAME_NOREPLACE) only once header, root and heap are
+ * persistent: a failure at any step removes the temporary file, so a path either holds
+ * a complete pool or nothing new. Open validates the header (magic, version, checksum,
+ * size) before mapping anything, takes an exclusive flock for as long as the pool is
+ * open, and maps at the recorded address or fails.
+ */
+#define _GNU_SOURCE
+#include "heap/heap_internal.h"
+#include "pm/map.h"
+#include "pm/pm.h"
+#include "pm/pool_layout.h"
+#include "pm/sim.h"
+#include "util/errors_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define SIM_DEFAULT_EXIT_CODE 86
+
+struct tips_pool {
+	int fd;
+	char *path;
+	struct pool_header *hdr;
+	struct pm_mapping map;
+	struct pm_sim *sim;
+	struct tips_heap *heap;
+	int clean_at_open;
+};
+
+void tips_pool_options_init(struct tips_pool_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->struct_size = sizeof(*o);
+	o->root_size = POOL_DEFAULT_ROOT_SIZE;
+	o->log_size = UINT64_MAX; /* default: 1/8 of the pool */
+	o->media = TIPS_MEDIA_AUTO;
+	o->sim_crash_exit_code = SIM_DEFAULT_EXIT_CODE;
+}
+
+const char *tips_media_name(enum tips_media media)
+{
+	switch (media) {
+	case TIPS_MEDIA_PMEM: return "pmem";
+	case TIPS_MEDIA_SHM: return "shm";
+	case TIPS_MEDIA_FILE: return "file";
+	case TIPS_MEDIA_SIM: return "sim";
+	default: return "auto";
+	}
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+
+static uint64_t header_checksum(const struct pool_header *h)
+{
+	return crc32(0, (const Bytef *)h, offsetof(struct pool_header, checksum));
+}
+
+/* Fills the immutable header fields for a pool of opts->size bytes. */
+static int layout_plan(const struct tips_pool_options *o, struct pool_header *h)
+{
+	if (o->size < TIPS_POOL_MIN_SIZE || o->size % TIPS_POOL_ALIGN != 0)
+		return tips_set_error(TIPS_ESIZE, "pool size %llu: must be a multiple of 2 MiB "
+				      "and at least %llu MiB", (unsigned long long)o->size,
+				      TIPS_POOL_MIN_SIZE >> 20);
+	uint64_t root_size = align_up(o->root_size ? o->root_size : 4096, 4096);
+	uint64_t log_off = align_up(POOL_HEADER_SIZE + root_size, POOL_AREA_ALIGN);
+	uint64_t log_size = o->log_size == UINT64_MAX ? o->size / 8 : o->log_size;
+	log_size = align_up(log_size, POOL_AREA_ALIGN);
+	uint64_t heap_off = log_off + log_size;
+	if (heap_off >= o->size || o->size - heap_off < HEAP_MIN_SIZE)
+		return tips_set_error(TIPS_ESIZE, "pool size %llu leaves less than %llu MiB for "
+				      "the heap after a %llu-byte root area and a %llu-byte log area",
+				      (unsigned long long)o->size, HEAP_MIN_SIZE >> 20,
+				      (unsigned long long)root_size, (unsigned long long)log_size);
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, POOL_MAGIC, 8);
+	h->layout_version = POOL_LAYOUT_VERSION;
+	h->header_bytes = offsetof(struct pool_header, checksum);
+	if (getrandom(h->uuid, sizeof(h->uuid), 0) != sizeof(h->uuid))
+		return tips_set_error(TIPS_EIO, "getrandom failed: %s", strerror(errno));
+	h->uuid[6] = (h->uuid[6] & 0x0f) | 0x40; /* RFC 4122 version 4 */
+	h->uuid[8] = (h->uuid[8] & 0x3f) | 0x80;
+	h->size = o->size;
+	h->root_offset = POOL_HEADER_SIZE;
+	h->root_size = root_size;
+	h->log_offset = log_off;
+	h->log_size = log_size;
+	h->heap_offset = heap_off;
+	h->heap_size = o->size - heap_off;
+	h->create_time = (uint64_t)time(NULL);
+	return 0;
+}
+
+/* Checks a header read from a file of @file_size bytes. */
+static int header_validate(const struct pool_header *h, uint64_t file_size, const char *path)
+{
+	if (file_size < 8 || memcmp(h->magic, POOL_MAGIC, 8) != 0)
+		return tips_set_error(TIPS_ENOTPOOL, "%s is not a TIPS pool (no pool magic)", path);
+	if (file_size < POOL_HEADER_SIZE)
+		return tips_set_error(TIPS_ETRUNCATED, "%s is truncated: %llu bytes, shorter than "
+				      "the pool header", path, (unsigned long long)file_size);
+	if (h->layout_version != POOL_LAYOUT_VERSION)
+		return tips_set_error(TIPS_EVERSION, "%s has layout version %u; this build reads "
+				      "version %u", path, h->layout_version, POOL_LAYOUT_VERSION);
+	if (h->header_bytes != offsetof(struct pool_header, checksum) ||
+	    h->checksum != header_checksum(h))
+		return tips_set_error(TIPS_ECORRUPT, "%s: pool header checksum mismatch (header "
+				      "corrupted)", path);
+	if (h->size < TIPS_POOL_MIN_SIZE || h->root_offset < POOL_HEADER_SIZE ||
+	    h->root_offset + h->root_size > h->log_offset ||
+	    h->log_offset + h->log_size != h->heap_offset ||
+	    h->heap_offset + h->heap_size != h->size)
+		return tips_set_error(TIPS_ECORRUPT, "%s: pool header describes an impossible "
+				      "layout", path);
+	if (file_size < h->size)
+		return tips_set_error(TIPS_ETRUNCATED, "%s is truncated: %llu bytes, the pool "
+				      "needs %llu", path, (unsigned long long)file_size,
+				      (unsigned long long)h->size);
+	return 0;
+}
+
+static int lock_exclusive(int fd, const char *path)
+{
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	if (errno == EWOULDBLOCK)
+		return tips_set_error(TIPS_ELOCKED, "%s is already open (in another process or "
+				      "through another handle)", path);
+	return tips_set_error(TIPS_EIO, "flock %s: %s", path, strerror(errno));
+}
+
+static int open_error(int err, const char *path)
+{
+	int code = tips_errno_code(err);
+	if (code == TIPS_ENOENT)
+		return tips_set_error(code, "no pool file at %s", path);
+	return tips_set_error(code, "cannot open %s: %s", path, strerror(err));
+}
+
+/* Maps the pool described by @hdr_copy and builds the handle (not yet registered). */
+static int pool_attach(int fd, const char *path, const struct pool_header *h,
+		       const struct tips_pool_options *o, struct tips_pool **out)
+{
+	struct tips_pool *p = calloc(1, sizeof(*p));
+	char *path_copy = strdup(path);
+	if (!p || !path_copy) {
+		free(p);
+		free(path_copy);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
+	}
+	p->fd = fd;
+	p->path = path_copy;
+	enum tips_media req = o ? o->media : TIPS_MEDIA_AUTO;
+	int rc = pm_map(fd, h->map_addr, h->size, req, &p->map);
+	if (rc) {
+		free(p->path);
+		free(p);
+		return rc;
+	}
+	if (p->map.media == TIPS_MEDIA_SIM) {
+		p->sim = pm_sim_new(p->map.addr, p->map.media_view, p->map.size, o->sim_crash_at,
+				    o->sim_evict, o->sim_seed, o->sim_crash_exit_code);
+		if (!p->sim) {
+			pm_unmap(&p->map);
+			free(p->path);
+			free(p);
+			return tips_set_error(TIPS_ENOMEM, "out of DRAM");
+		}
+	}
+	struct pm_region region = { (uintptr_t)p->map.addr, (uintptr_t)p->map.addr + h->size,
+				    p->map.media, p->sim };
+	rc = pm_region_register(&region);
+	if (rc) {
+		pm_sim_delete(p->sim);
+		pm_unmap(&p->map);
+		free(p->path);
+		free(p);
+		return rc;
+	}
+	p->hdr = p->map.addr;
+	*out = p;
+	return 0;
+}
+
+static void pool_detach(struct tips_pool *p)
+{
+	pm_region_unregister((uintptr_t)p->map.addr);
+	pm_unmap(&p->map);
+	pm_sim_delete(p->sim);
+	close(p->fd);
+	free(p->path);
+	free(p);
+}
+
+/* Marks the pool in use and opens its heap (recovering it if needed). */
+static int pool_start(struct tips_pool *p)
+{
+	p->clean_at_open = p->hdr->clean == 1;
+	p->hdr->clean = 0;
+	p->hdr->open_count++;
+	pm_persist(&p->hdr->clean, 2 * sizeof(uint64_t));
+	return heap_open((char *)p->map.addr + p->hdr->heap_offset, p->hdr->heap_size, &p->heap);
+}
+
+int tips_pool_create(const char *path, const struct tips_pool_options *o,
+		     struct tips_pool **out)
+{
+	if (!path || !o || !out || o->struct_size < sizeof(*o))
+		return tips_set_error(TIPS_EINVAL, "tips_pool_create: path, options (initialised "
+				      "with tips_pool_options_init) and out are required");
+	struct pool_header h;
+	int rc = layout_plan(o, &h);
+	if (rc)
+		return rc;
+
+	char dir_buf[PATH_MAX], base_buf[PATH_MAX];
+	snprintf(dir_buf, sizeof(dir_buf), "%s", path);
+	snprintf(base_buf, sizeof(base_buf), "%s", path);
+	const char *dir = dirname(dir_buf), *base = basename(base_buf);
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return tips_set_error(TIPS_ENODIR, "cannot create %s: directory %s does not exist",
+				      path, dir);
+	if (lstat(path, &st) == 0)
+		return tips_set_error(TIPS_EEXIST, "cannot create %s: a file already exists there",
+				      path);
+
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s/.%s.creating-XXXXXX", dir, base) >= (int)sizeof(tmp))
+		return tips_set_error(TIPS_EINVAL, "path too long: %s", path);
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return tips_set_error(tips_errno_code(errno), "cannot create a file in %s: %s", dir,
+				      strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = tips_set_error(TIPS_EIO, "flock %s: %s", tmp, strerror(errno));
+		goto fail_file;
+	}
+	int err = posix_fallocate(fd, 0, (off_t)o->size);
+	if (err) {
+		rc = tips_set_error(tips_errno_code(err), "cannot reserve %llu bytes for %s: %s",
+				    (unsigned long long)o->size, path, strerror(err));
+		goto fail_file;
+	}
+	if (o->map_addr) {
+		if (o->map_addr % TIPS_POOL_ALIGN) {
+			rc = tips_set_error(TIPS_EINVAL, "map address 0x%llx is not 2 MiB aligned",
+					    (unsigned long long)o->map_addr);
+			goto fail_file;
+		}
+		h.map_addr = o->map_addr;
+	} else if ((rc = pm_choose_address(o->size, &h.map_addr)) != 0) {
+		goto fail_file;
+	}
+	h.checksum = header_checksum(&h);
+
+	struct tips_pool *p;
+	rc = pool_attach(fd, path, &h, o, &p);
+	if (rc)
+		goto fail_file;
+	memcpy(p->hdr, &h, sizeof(h));
+	p->hdr->clean = 1;
+	pm_persist(p->hdr, sizeof(h));
+	rc = heap_format((char *)p->map.addr + h.heap_offset, h.heap_size);
+	if (rc == 0)
+		rc = pool_start(p);
+	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) != 0)
+		rc = errno == EEXIST
+			     ? tips_set_error(TIPS_EEXIST, "cannot create %s: a file appeared there",
+					      path)
+			     : tips_set_error(tips_errno_code(errno), "rename to %s: %s", path,
+					      strerror(errno));
+	if (rc) {
+		if (p->heap)
+			heap_close(p->heap, 1);
+		pool_detach(p); /* closes fd */
+		unlink(tmp);
+		return rc;
+	}
+	*out = p;
+	return 0;
+
+fail_file:
+	close(fd);
+	unlink(tmp);
+	return rc;
+}
+
+/* Opens @path and reads and validates its header. On success *fd_out is open. */
+static int read_header(const char *path, int flags, struct pool_header *h, int *fd_out,
+		       uint64_t *file_size)
+{
+	int fd = open(path, flags | O_CLOEXEC);
+	if (fd < 0)
+		return open_error(errno, path);
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		return open_error(e, path);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return tips_set_error(TIPS_ENOTPOOL, "%s is not a regular file", path);
+	}
+	memset(h, 0, sizeof(*h));
+	ssize_t n = pread(fd, h, sizeof(*h), 0);
+	if (n < 0) {
+		int e = errno;
+		close(fd);
+		return tips_set_error(TIPS_EIO, "read %s: %s", path, strerror(e));
+	}
+	*fd_out = fd;
+	*file_size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int tips_pool_open(const char *path, const struct tips_pool_options *o, struct tips_pool **out)
+{
+	struct tips_pool_options defaults;
+	if (!o) {
+		tips_pool_options_init(&defaults);
+		o = &defaults;
+	}
+	if (!path || !out || o->struct_size < sizeof(*o))
+		return tips_set_error(TIPS_EINVAL, "tips_pool_open: path and out are required");
+	struct pool_header h;
+	int fd;
+	uint64_t file_size;
+	int rc = read_header(path, O_RDWR, &h, &fd, &file_size);
+	if (rc)
+		return rc;
+	if ((rc = lock_exclusive(fd, path)) != 0 ||
+	    (rc = header_validate(&h, file_size, path)) != 0) {
+		close(fd);
+		return rc;
+	}
+	struct tips_pool *p;
+	if ((rc = pool_attach(fd, path, &h, o, &p)) != 0) {
+		close(fd);
+		return rc;
+	}
+	/* The mapping must show the header we validated (no one else holds the lock). */
+	if (memcmp(p->hdr, &h, offsetof(struct pool_header, clean)) != 0) {
+		pool_detach(p);
+		return tips_set_error(TIPS_ECORRUPT, "%s changed while it was being opened", path);
+	}
+	if ((rc = pool_start(p)) != 0) {
+		pool_detach(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+int tips_pool_close(struct tips_pool **pool)
+{
+	if (!pool || !*pool)
+		return tips_set_error(TIPS_EINVAL, "tips_pool_close: no pool");
+	struct tips_pool *p = *pool;
+	int mlog_pending = heap_close(p->heap, 0);
+	p->hdr->clean = mlog_pending ? 0 : 1; /* an undecided MLog still needs recovery */
+	pm_persist(&p->hdr->clean, sizeof(p->hdr->clean));
+	pool_detach(p);
+	*pool = NULL;
+	return 0;
+}
+
+int tips_pool_sim_power_fail(struct tips_pool **pool, double evict, uint64_t seed)
+{
+	if (!pool || !*pool || !(*pool)->sim)
+		return tips_set_error(TIPS_EINVAL, "power failure needs a pool on SIM media");
+	struct tips_pool *p = *pool;
+	pm_sim_power_fail(p->sim, evict, seed);
+	heap_close(p->heap, 1);
+	pool_detach(p);
+	*pool = NULL;
+	return 0;
+}
+
+static void info_from_header(const struct pool_header *h, struct tips_pool_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->layout_version = h->layout_version;
+	memcpy(info->uuid, h->uuid, sizeof(info->uuid));
+	info->size = h->size;
+	info->map_addr = h->map_addr;
+	info->root_offset = h->root_offset;
+	info->root_size = h->root_size;
+	info->log_offset = h->log_offset;
+	info->log_size = h->log_size;
+	info->heap_offset = h->heap_offset;
+	info->heap_size = h->heap_size;
+	info->clean = h->clean == 1;
+}
+
+int tips_pool_stat(const char *path, struct tips_pool_info *info)
+{
+	if (!path || !info)
+		return tips_set_error(TIPS_EINVAL, "tips_pool_stat: path and info are required");
+	struct pool_header h;
+	int fd;
+	uint64_t file_size;
+	int rc = read_header(path, O_RDWR, &h, &fd, &file_size);
+	if (rc == TIPS_EPERM)
+		rc = read_header(path, O_RDONLY, &h, &fd, &file_size);
+	if (rc)
+		return rc;
+	rc = header_validate(&h, file_size, path);
+	if (rc == 0) {
+		info_from_header(&h, info);
+		info->media = pm_media_probe(fd, info->media_reason, sizeof(info->media_reason));
+	}
+	close(fd);
+	return rc;
+}
+
+void tips_pool_info(const struct tips_pool *p, struct tips_pool_info *info)
+{
+	info_from_header(p->hdr, info);
+	info->clean = p->clean_at_open;
+	info->media = p->map.media;
+	snprintf(info->media_reason, sizeof(info->media_reason), "%s", p->map.reason);
+}
+
+void *tips_pool_root(const struct tips_pool *p, size_t *size)
+{
+	if (size)
+		*size = p->hdr->root_size;
+	return (char *)p->map.addr + p->hdr->root_offset;
+}
+
+void *tips_pool_log_area(const struct tips_pool *p, size_t *size)
+{
+	if (size)
+		*size = p->hdr->log_size;
+	return (char *)p->map.addr + p->hdr->log_offset;
+}
+
+struct tips_heap *tips_pool_heap(const struct tips_pool *p) { return p->heap; }
+
+int tips_pool_contains(const struct tips_pool *p, const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr, s = (uintptr_t)p->map.addr;
+	return a >= s && len <= p->map.size && a - s <= p->map.size - len;
+}

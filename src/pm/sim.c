@@ -1,0 +1,160 @@
+/*
+ * sim.c - simulated power failure; see sim.h for the model and its invariant.
+ *
+ * Pending lines (flushed, not yet fenced) are kept per sim in one list tagged with the
+ * flushing thread, under a mutex: the sim is a test harness, so clarity beats speed.
+ * A power failure draws from a splitmix64 stream seeded by the caller and visits lines
+ * in address order, so the same seed on the same state gives the same file.
+ */
+#define _GNU_SOURCE
+#include "pm/sim.h"
+#include "pm/pm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct pending_line {
+	uintptr_t line;
+	pthread_t owner;
+};
+
+struct pm_sim {
+	pthread_mutex_t lock;
+	char *working, *media;
+	size_t size;
+	struct pending_line *pending;
+	size_t npending, cap;
+	_Atomic uint64_t events;
+	uint64_t crash_at;
+	double evict;
+	uint64_t seed;
+	int exit_code;
+};
+
+static _Atomic uint64_t all_events;
+
+uint64_t pm_sim_events_total(void) { return atomic_load(&all_events); }
+
+struct pm_sim *pm_sim_new(void *working, void *media, size_t size, uint64_t crash_at,
+			  double evict, uint64_t seed, int exit_code)
+{
+	struct pm_sim *sim = calloc(1, sizeof(*sim));
+	if (!sim)
+		return NULL;
+	pthread_mutex_init(&sim->lock, NULL);
+	sim->working = working;
+	sim->media = media;
+	sim->size = size;
+	sim->crash_at = crash_at;
+	sim->evict = evict;
+	sim->seed = seed;
+	sim->exit_code = exit_code;
+	return sim;
+}
+
+void pm_sim_delete(struct pm_sim *sim)
+{
+	if (!sim)
+		return;
+	pthread_mutex_destroy(&sim->lock);
+	free(sim->pending);
+	free(sim);
+}
+
+void pm_sim_flush(struct pm_sim *sim, uintptr_t first, uintptr_t end)
+{
+	pthread_t self = pthread_self();
+	pthread_mutex_lock(&sim->lock);
+	for (uintptr_t line = first; line < end; line += PM_CACHELINE) {
+		if (sim->npending == sim->cap) {
+			size_t cap = sim->cap ? sim->cap * 2 : 1024;
+			struct pending_line *p = realloc(sim->pending, cap * sizeof(*p));
+			if (!p) {
+				fprintf(stderr, "libtips sim: out of memory for pending lines\n");
+				abort();
+			}
+			sim->pending = p;
+			sim->cap = cap;
+		}
+		sim->pending[sim->npending++] = (struct pending_line){ line, self };
+	}
+	pthread_mutex_unlock(&sim->lock);
+}
+
+static void line_write_back(struct pm_sim *sim, uintptr_t line)
+{
+	size_t off = line - (uintptr_t)sim->working;
+	if (off < sim->size)
+		memcpy(sim->media + off, sim->working + off, PM_CACHELINE);
+}
+
+void pm_sim_drain(struct pm_sim *sim)
+{
+	pthread_t self = pthread_self();
+	pthread_mutex_lock(&sim->lock);
+	size_t kept = 0;
+	for (size_t i = 0; i < sim->npending; i++) {
+		if (pthread_equal(sim->pending[i].owner, self))
+			line_write_back(sim, sim->pending[i].line);
+		else
+			sim->pending[kept++] = sim->pending[i];
+	}
+	sim->npending = kept;
+	pthread_mutex_unlock(&sim->lock);
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double draw(uint64_t *state)
+{
+	return (double)(splitmix64(state) >> 11) / 9007199254740992.0;
+}
+
+static int cmp_line(const void *a, const void *b)
+{
+	uintptr_t x = ((const struct pending_line *)a)->line;
+	uintptr_t y = ((const struct pending_line *)b)->line;
+	return (x > y) - (x < y);
+}
+
+void pm_sim_power_fail(struct pm_sim *sim, double evict, uint64_t seed)
+{
+	pthread_mutex_lock(&sim->lock);
+	uint64_t rng = seed;
+	/* Flushed but unfenced lines: each reached the media or not, a coin each. */
+	qsort(sim->pending, sim->npending, sizeof(*sim->pending), cmp_line);
+	for (size_t i = 0; i < sim->npending; i++)
+		if (i == 0 || sim->pending[i].line != sim->pending[i - 1].line)
+			if (draw(&rng) < 0.5)
+				line_write_back(sim, sim->pending[i].line);
+	sim->npending = 0;
+	/* Dirty lines never flushed: the CPU may have evicted any of them. */
+	if (evict > 0) {
+		for (size_t off = 0; off < sim->size; off += PM_CACHELINE)
+			if (memcmp(sim->working + off, sim->media + off, PM_CACHELINE) != 0)
+				if (draw(&rng) < evict)
+					memcpy(sim->media + off, sim->working + off, PM_CACHELINE);
+	}
+	pthread_mutex_unlock(&sim->lock);
+}
+
+void pm_sim_event(struct pm_sim *sim)
+{
+	atomic_fetch_add_explicit(&all_events, 1, memory_order_relaxed);
+	uint64_t n = atomic_fetch_add(&sim->events, 1) + 1;
+	if (sim->crash_at != 0 && n == sim->crash_at) {
+		pm_sim_power_fail(sim, sim->evict, sim->seed);
+		_exit(sim->exit_code);
+	}
+}

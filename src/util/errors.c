@@ -1,0 +1,79 @@
+/*
+ * errors.c - names of the TIPS_E* codes and the per-thread error message.
+ *
+ * Invariant: tips_errormsg() always returns a NUL-terminated thread-local string; a
+ * failing call sets it through tips_set_error() before it returns the code.
+ */
+#include "util/errors_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char last_message[512];
+
+static const char *const error_names[] = {
+	[0] = "invalid argument",
+	[1] = "no pool file at that path",
+	[2] = "directory does not exist",
+	[3] = "file already exists",
+	[4] = "no space left for the pool",
+	[5] = "pool size too small, too large or not aligned",
+	[6] = "file is not a TIPS pool",
+	[7] = "pool has a foreign layout version",
+	[8] = "pool is corrupted",
+	[9] = "pool file is truncated",
+	[10] = "pool is already open elsewhere",
+	[11] = "pool mapping address is taken",
+	[12] = "out of pool memory",
+	[13] = "request too large",
+	[14] = "I/O error",
+	[15] = "permission denied",
+	[16] = "allocation log full",
+	[17] = "busy",
+};
+
+const char *tips_strerror(int code)
+{
+	if (code == 0)
+		return "success";
+	if (code <= TIPS_E_FIRST && code >= TIPS_E_LAST)
+		return error_names[TIPS_E_FIRST - code];
+	if (code < 0 && code > -4096)
+		return strerror(-code);
+	return "unknown error";
+}
+
+const char *tips_errormsg(void)
+{
+	return last_message;
+}
+
+int tips_set_error(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(last_message, sizeof(last_message), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int tips_errno_code(int err)
+{
+	switch (err) {
+	case ENOENT: return TIPS_ENOENT;
+	case EEXIST: return TIPS_EEXIST;
+	case ENOSPC: case EFBIG: case EDQUOT: return TIPS_ENOSPC;
+	case EACCES: case EPERM: case EROFS: return TIPS_EPERM;
+	case ENOMEM: return TIPS_ENOMEM;
+	case EINVAL: return TIPS_EINVAL;
+	default: return TIPS_EIO;
+	}
+}
+
+void tips_invariant_failed(const char *file, int line, const char *what)
+{
+	fprintf(stderr, "libtips: broken invariant at %s:%d: %s\n", file, line, what);
+	abort();
+}

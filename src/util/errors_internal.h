@@ -1,0 +1,27 @@
+/*
+ * errors_internal.h - how parts of libtips report a failure.
+ *
+ * Pattern: `return tips_set_error(TIPS_EXXX, "pool %s: ...", path);` sets the thread's
+ * message (tips_errormsg()) and returns the code in one step.
+ */
+#ifndef TIPS_UTIL_ERRORS_INTERNAL_H
+#define TIPS_UTIL_ERRORS_INTERNAL_H
+
+#include <errno.h>
+#include <tips/errors.h>
+
+int tips_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Maps an errno value to the closest TIPS_E* code. */
+int tips_errno_code(int err);
+
+/* Aborts with a message naming the broken invariant; for internal bugs only. */
+#define TIPS_INVARIANT(cond, what)                                                       \
+	do {                                                                             \
+		if (!(cond))                                                             \
+			tips_invariant_failed(__FILE__, __LINE__, what);                 \
+	} while (0)
+void tips_invariant_failed(const char *file, int line, const char *what)
+	__attribute__((noreturn));
+
+#endif
