@@ -103,7 +103,8 @@ TIPS_API int tips_heap_checkpoint(struct tips_heap *heap, unsigned flags);
  */
 TIPS_API int tips_heap_rollback(struct tips_heap *heap);
 
-/** tips_heap_usable_size() - bytes of user data the block at @ptr can hold. */
+/** tips_heap_usable_size() - bytes of user data the block at @ptr can hold; 0 if @ptr
+ * is not the start of an allocated block. */
 TIPS_API size_t tips_heap_usable_size(const struct tips_heap *heap, const void *ptr);
 
 /**

@@ -86,6 +86,7 @@ struct class_list {
 struct tips_heap {
 	char *base;
 	size_t size;
+	uintptr_t pool_start, pool_end; /* slots must lie in the pool */
 	struct heap_header *hdr;
 	uint64_t *table;
 	char *chunks;
@@ -114,6 +115,12 @@ static inline char *chunk_addr(const struct tips_heap *h, uint64_t idx)
 static inline uint64_t chunk_index(const struct tips_heap *h, const void *addr)
 {
 	return (uint64_t)((const char *)addr - h->chunks) / HEAP_CHUNK_SIZE;
+}
+
+static bool slot_in_pool(const struct tips_heap *h, const uint64_t *slot)
+{
+	uintptr_t a = (uintptr_t)slot;
+	return a % 8 == 0 && a >= h->pool_start && a + 8 <= h->pool_end;
 }
 
 static uint64_t generation(const struct tips_heap *h)
@@ -481,9 +488,8 @@ static int block_reserve(struct tips_heap *h, struct lane *lane, size_t size, ch
 	return 0;
 }
 
-/* Marks a reserved block allocated: bitmap bit or table entries, and header. */
-static void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size_t size,
-				 uint64_t gen)
+/* Sets a block's allocated state in the metadata: bitmap bit or table entries. */
+static void block_set_bits(struct tips_heap *h, const struct block_ref *ref, size_t size)
 {
 	if (ref->extent) {
 		uint64_t n = extent_chunks(size);
@@ -493,6 +499,13 @@ static void block_mark_allocated(struct tips_heap *h, const struct block_ref *re
 	} else {
 		run_bitmap(h, ref->chunk)[ref->bit / 64] |= 1ull << (ref->bit % 64);
 	}
+}
+
+/* Marks a reserved block allocated: metadata and header. */
+static void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size_t size,
+				 uint64_t gen)
+{
+	block_set_bits(h, ref, size);
 	ref->hdr->alloc_gen = gen;
 	ref->hdr->size = size;
 }
@@ -536,8 +549,9 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 
 int tips_heap_alloc_to(struct tips_heap *h, size_t size, uint64_t *slot)
 {
-	if (!slot)
-		return tips_set_error(TIPS_EINVAL, "tips_heap_alloc_to: no slot");
+	if (!h || !slot_in_pool(h, slot))
+		return tips_set_error(TIPS_EINVAL, "tips_heap_alloc_to: slot %p is not an aligned "
+				      "word inside the pool", (void *)slot);
 	return alloc_common(h, size, slot, NULL);
 }
 
@@ -592,7 +606,10 @@ static int free_common(struct tips_heap *h, void *ptr, uint64_t *slot)
 
 int tips_heap_free_from(struct tips_heap *h, uint64_t *slot)
 {
-	if (!slot || !*slot)
+	if (!h || !slot_in_pool(h, slot))
+		return tips_set_error(TIPS_EINVAL, "tips_heap_free_from: slot %p is not an aligned "
+				      "word inside the pool", (void *)slot);
+	if (!*slot)
 		return tips_set_error(TIPS_EINVAL, "tips_heap_free_from: empty slot");
 	return free_common(h, (void *)*slot, slot);
 }
@@ -867,8 +884,8 @@ static bool record_sane(const struct tips_heap *h, const struct heap_record *r)
 	const char *blk = (const char *)r->block;
 	if (blk < h->chunks || blk >= chunk_addr(h, h->nchunks))
 		return false;
-	if (r->slot && (r->slot < (uint64_t)h->base || r->slot % 8 != 0))
-		return false; /* slots live in the pool, below or in the heap */
+	if (r->slot && !slot_in_pool(h, (const uint64_t *)r->slot))
+		return false;
 	uint64_t idx = chunk_index(h, blk);
 	uint64_t e = h->table[idx];
 	if (CHUNK_KIND(e) == CHUNK_RUN) {
@@ -929,10 +946,16 @@ static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 				*(uint64_t *)r->slot = r->block + BLOCK_HEADER_SIZE;
 				pm_flush((void *)r->slot, sizeof(uint64_t));
 			}
-		} else if (t == REC_FREE_SLOT &&
-			   *(uint64_t *)r->slot == r->block + BLOCK_HEADER_SIZE) {
-			*(uint64_t *)r->slot = 0;
-			pm_flush((void *)r->slot, sizeof(uint64_t));
+		} else {
+			/* Undo any part of an interrupted checkpoint's step 2: until the
+			 * generation advances, a freed block is still allocated. */
+			block_set_bits(h, &ref, REC_SIZE(r->size_seq));
+			flush_alloc(h, r, false);
+			if (t == REC_FREE_SLOT &&
+			    *(uint64_t *)r->slot == r->block + BLOCK_HEADER_SIZE) {
+				*(uint64_t *)r->slot = 0;
+				pm_flush((void *)r->slot, sizeof(uint64_t));
+			}
 		}
 		logged += t == REC_ALLOC_LOGGED || t == REC_FREE_LOGGED;
 		if (REC_SEQ(r->size_seq) + 1 > max_seq)
@@ -1011,7 +1034,8 @@ static void heap_free_volatile(struct tips_heap *h)
 	free(h);
 }
 
-int heap_open(void *base, size_t size, struct tips_heap **out)
+int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
+	      struct tips_heap **out)
 {
 	struct heap_header *hh = base;
 	if (hh->magic != HEAP_MAGIC || hh->layout_version != HEAP_LAYOUT_VERSION ||
@@ -1027,6 +1051,8 @@ int heap_open(void *base, size_t size, struct tips_heap **out)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
 	h->base = base;
 	h->size = size;
+	h->pool_start = (uintptr_t)pool_start;
+	h->pool_end = (uintptr_t)pool_start + pool_size;
 	h->hdr = hh;
 	h->table = (uint64_t *)(h->base + hh->table_offset);
 	h->chunks = h->base + hh->chunks_offset;
@@ -1074,7 +1100,7 @@ int heap_open(void *base, size_t size, struct tips_heap **out)
 	if (atomic_load(&h->logged_records) > 0)
 		h->undecided = true; /* the MLog's owner decides: checkpoint or rollback */
 	else if (nrecs > 0)
-		tips_heap_checkpoint(h, 0);
+		checkpoint_locked(h, 0, false);
 	*out = h;
 	return 0;
 }
@@ -1097,7 +1123,8 @@ int heap_close(struct tips_heap *h, int crashed)
 size_t tips_heap_usable_size(const struct tips_heap *h, const void *ptr)
 {
 	struct block_ref ref;
-	if (!h || !ptr || !block_find(h, (const char *)ptr - BLOCK_HEADER_SIZE, true, &ref))
+	if (!h || !ptr || !block_find(h, (const char *)ptr - BLOCK_HEADER_SIZE, true, &ref) ||
+	    !block_is_allocated(h, &ref))
 		return 0;
 	return ref.usable;
 }

@@ -19,6 +19,10 @@
  *    replaying the valid records reconstructs every change since the last checkpoint;
  *  - within one generation a block has at most one ALLOC and one FREE record, ALLOC
  *    first (freed blocks are not reused before the generation advances);
+ *  - frees reach the media only in a checkpoint, and until its generation advances the
+ *    replay marks every block named by a record allocated again, so an interrupted
+ *    checkpoint (or rollback) is undone whole and can be redone either way: the
+ *    generation store is a checkpoint's single commit point;
  *  - records carry a sequence number from one counter per generation, so replaying in
  *    that order rebuilds every slot's last value, even when lanes shared a slot.
  */

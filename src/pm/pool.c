@@ -210,11 +210,18 @@ static void pool_detach(struct tips_pool *p)
 /* Marks the pool in use and opens its heap (recovering it if needed). */
 static int pool_start(struct tips_pool *p)
 {
-	p->clean_at_open = p->hdr->clean == 1;
+	uint64_t was_clean = p->hdr->clean;
+	p->clean_at_open = was_clean == 1;
 	p->hdr->clean = 0;
 	p->hdr->open_count++;
 	pm_persist(&p->hdr->clean, 2 * sizeof(uint64_t));
-	return heap_open((char *)p->map.addr + p->hdr->heap_offset, p->hdr->heap_size, &p->heap);
+	int rc = heap_open((char *)p->map.addr + p->hdr->heap_offset, p->hdr->heap_size,
+			   p->map.addr, p->hdr->size, &p->heap);
+	if (rc) { /* refused before changing anything: leave the flag as it was */
+		p->hdr->clean = was_clean;
+		pm_persist(&p->hdr->clean, sizeof(uint64_t));
+	}
+	return rc;
 }
 
 int tips_pool_create(const char *path, const struct tips_pool_options *o,

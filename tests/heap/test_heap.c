@@ -1,0 +1,256 @@
+/*
+ * test_heap.c - unit tests of the persistent allocator (tips/heap.h).
+ *
+ * Covers: sizes across every class and extents, alignment, non-overlap, the walk and
+ * the check, deferred frees (no reuse before a checkpoint), double and foreign frees,
+ * freshness by generation, a full heap that recovers, the MLog (checkpoint applies it,
+ * rollback undoes it, a full lane log refuses instead of committing it), and that a
+ * close/reopen keeps every block.
+ */
+#include "test_util.h"
+
+#include <stdint.h>
+
+#define POOL_SIZE (64ull << 20)
+
+struct walk_count {
+	uint64_t blocks, pending;
+};
+
+static int count_blocks(const struct tips_heap_block *b, void *arg)
+{
+	struct walk_count *c = arg;
+	c->blocks++;
+	c->pending += b->pending != 0;
+	return 0;
+}
+
+static uint64_t heap_blocks(struct tips_heap *h)
+{
+	struct walk_count c = { 0, 0 };
+	tips_heap_walk(h, count_blocks, &c);
+	return c.blocks;
+}
+
+static void check_consistent(struct tips_heap *h)
+{
+	struct tips_heap_report rep;
+	int rc = tips_heap_check(h, &rep);
+	if (rc)
+		fprintf(stderr, "heap check: %s\n", rep.first_error);
+	CHECK(rc == 0);
+}
+
+/* Every size from 1 byte to past the largest run class, and extents. */
+static void test_sizes(struct tips_heap *h, uint64_t *slots)
+{
+	static const size_t sizes[] = { 1,     15,    16,    17,    31,     32,      100,
+					128,   129,   1000,  4096,  5000,   16368,   16369,
+					65519, 65520, 65521, 100000, 262128, 1u << 20 };
+	size_t n = sizeof(sizes) / sizeof(sizes[0]);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_RC(tips_heap_alloc_to(h, sizes[i], &slots[i]), 0);
+		char *p = (char *)slots[i];
+		REQUIRE(p != NULL);
+		CHECK(((uintptr_t)p % 16) == 0);
+		CHECK(tips_heap_usable_size(h, p) >= sizes[i]);
+		memset(p, (int)(i + 1), sizes[i]);
+	}
+	/* No block overlaps another: each still holds its own byte. */
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *p = (const unsigned char *)slots[i];
+		size_t bad = 0;
+		for (size_t k = 0; k < sizes[i]; k++)
+			bad += p[k] != (unsigned char)(i + 1);
+		CHECK(bad == 0);
+	}
+	CHECK(heap_blocks(h) == n);
+	check_consistent(h);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_RC(tips_heap_free_from(h, &slots[i]), 0);
+		CHECK(slots[i] == 0);
+	}
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(heap_blocks(h) == 0);
+	check_consistent(h);
+}
+
+/* A freed block is not handed out again before the next checkpoint. */
+static void test_deferred_reuse(struct tips_heap *h, uint64_t *slots)
+{
+	enum { N = 200 };
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	for (int i = 0; i < N; i++)
+		CHECK_RC(tips_heap_alloc_to(h, 48, &slots[i]), 0);
+	uint64_t freed[N];
+	for (int i = 0; i < N; i++) {
+		freed[i] = slots[i];
+		CHECK_RC(tips_heap_free_from(h, &slots[i]), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		CHECK_RC(tips_heap_alloc_to(h, 48, &slots[i]), 0);
+		for (int k = 0; k < N; k++)
+			if (slots[i] == freed[k]) {
+				fprintf(stderr, "block %#llx reused before a checkpoint\n",
+					(unsigned long long)freed[k]);
+				test_failures++;
+			}
+	}
+	for (int i = 0; i < N; i++)
+		CHECK_RC(tips_heap_free_from(h, &slots[i]), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	/* After the checkpoint the space comes back. */
+	struct tips_heap_stats st;
+	tips_heap_stats(h, &st);
+	CHECK(st.bytes_in_use == 0);
+	CHECK(heap_blocks(h) == 0);
+}
+
+static void test_bad_frees(struct tips_heap *h, uint64_t *slots)
+{
+	CHECK_RC(tips_heap_alloc_to(h, 64, &slots[0]), 0);
+	void *p = (void *)slots[0];
+	CHECK_RC(tips_heap_free_logged(h, p), 0);
+	CHECK_RC(tips_heap_free_logged(h, p), TIPS_EINVAL); /* double free */
+	CHECK(strstr(tips_errormsg(), "double free") != NULL);
+	uint64_t empty = 0;
+	CHECK_RC(tips_heap_free_from(h, &empty), TIPS_EINVAL);
+	int on_stack;
+	CHECK_RC(tips_heap_free_logged(h, &on_stack), TIPS_EINVAL);
+	CHECK_RC(tips_heap_alloc_to(h, 0, &slots[1]), TIPS_EINVAL);
+	CHECK(slots[1] == 0);
+	CHECK_RC(tips_heap_alloc_to(h, (size_t)1 << 40, &slots[1]), TIPS_ETOOBIG);
+	CHECK(slots[1] == 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	slots[0] = 0; /* freed through the MLog */
+	CHECK(heap_blocks(h) == 0);
+}
+
+static void test_freshness(struct tips_heap *h, uint64_t *slots)
+{
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	uint64_t gen = tips_heap_generation(h);
+	CHECK_RC(tips_heap_alloc_to(h, 100, &slots[0]), 0);
+	CHECK_RC(tips_heap_alloc_to(h, 300000, &slots[1]), 0);
+	char *small = (char *)slots[0], *big = (char *)slots[1];
+	CHECK(tips_heap_block_is_fresh(h, small));
+	CHECK(tips_heap_block_is_fresh(h, small + 99)); /* interior address */
+	CHECK(tips_heap_block_is_fresh(h, big + 299999));
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(tips_heap_generation(h) == gen + 1);
+	CHECK(!tips_heap_block_is_fresh(h, small));
+	CHECK(!tips_heap_block_is_fresh(h, big + 4096));
+	int local;
+	CHECK(!tips_heap_block_is_fresh(h, &local));
+	CHECK_RC(tips_heap_free_from(h, &slots[0]), 0);
+	CHECK_RC(tips_heap_free_from(h, &slots[1]), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+}
+
+/* Fill the heap until ENOMEM; then everything still works after freeing. */
+static void test_full(struct tips_heap *h, uint64_t *slots, size_t nslots)
+{
+	size_t n = 0;
+	int rc = 0;
+	while (n < nslots && (rc = tips_heap_alloc_to(h, 4000, &slots[n])) == 0)
+		n++;
+	CHECK(rc == TIPS_ENOMEM);
+	CHECK(n > 1000);             /* a 64 MiB pool holds many 4 KB blocks */
+	CHECK(slots[n] == 0);        /* the failed call left its slot alone */
+	check_consistent(h);
+	CHECK(heap_blocks(h) == n);
+	for (size_t i = 0; i < n; i++)
+		CHECK_RC(tips_heap_free_from(h, &slots[i]), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(heap_blocks(h) == 0);
+	/* Empty runs went back to the chunk pool: a large extent fits again. */
+	CHECK_RC(tips_heap_alloc_to(h, 16u << 20, &slots[0]), 0);
+	CHECK_RC(tips_heap_free_from(h, &slots[0]), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+}
+
+static void test_mlog(struct tips_heap *h, uint64_t *slots)
+{
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	void *a, *b, *keep;
+	CHECK_RC(tips_heap_alloc_logged(h, 200, &keep), 0);
+	CHECK_RC(tips_heap_checkpoint(h, TIPS_HEAP_FLUSH_LOGGED_BLOCKS), 0);
+	/* keep is now permanent. A logged alloc and a logged free of keep, then roll back. */
+	CHECK_RC(tips_heap_alloc_logged(h, 64, &a), 0);
+	CHECK_RC(tips_heap_alloc_logged(h, 500000, &b), 0);
+	CHECK_RC(tips_heap_free_logged(h, keep), 0);
+	CHECK(heap_blocks(h) == 3);
+	CHECK_RC(tips_heap_rollback(h), 0);
+	CHECK(heap_blocks(h) == 1); /* a and b returned, the free of keep forgotten */
+	CHECK(tips_heap_usable_size(h, keep) >= 200);
+	/* keep can be freed again (the forgotten free left no pending mark). */
+	CHECK_RC(tips_heap_free_logged(h, keep), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(heap_blocks(h) == 0);
+
+	/* With MLog records pending, a full lane log refuses rather than commit them. */
+	CHECK_RC(tips_heap_alloc_logged(h, 32, &a), 0);
+	int rc = 0;
+	size_t i = 0;
+	while (i < 100000 && (rc = tips_heap_alloc_to(h, 32, &slots[i])) == 0)
+		i++;
+	CHECK(rc == TIPS_ELOGFULL);
+	CHECK_RC(tips_heap_rollback(h), 0);
+	CHECK(heap_blocks(h) == i); /* the slot allocations stay, the logged one is gone */
+	for (size_t k = 0; k < i; k++)
+		CHECK_RC(tips_heap_free_from(h, &slots[k]), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(heap_blocks(h) == 0);
+	check_consistent(h);
+}
+
+/* Blocks, contents and slots survive close and reopen at the same address. */
+static void test_reopen(const char *path, struct tips_pool **pool)
+{
+	struct tips_heap *h = tips_pool_heap(*pool);
+	uint64_t *slots = tips_pool_root(*pool, NULL);
+	for (int i = 0; i < 100; i++) {
+		CHECK_RC(tips_heap_alloc_to(h, (size_t)(i + 1) * 40, &slots[i]), 0);
+		memset((void *)slots[i], i, (size_t)(i + 1) * 40);
+		tips_persist((void *)slots[i], (size_t)(i + 1) * 40);
+	}
+	CHECK_RC(tips_pool_close(pool), 0);
+	CHECK_RC(tips_pool_open(path, NULL, pool), 0);
+	REQUIRE(*pool != NULL);
+	h = tips_pool_heap(*pool);
+	slots = tips_pool_root(*pool, NULL);
+	CHECK(heap_blocks(h) == 100);
+	for (int i = 0; i < 100; i++) {
+		const unsigned char *p = (const unsigned char *)slots[i];
+		REQUIRE(p != NULL);
+		CHECK(p[0] == i && p[(i + 1) * 40 - 1] == i);
+		CHECK(tips_heap_usable_size(h, p) >= (size_t)(i + 1) * 40);
+	}
+	check_consistent(h);
+	for (int i = 0; i < 100; i++)
+		CHECK_RC(tips_heap_free_from(h, &slots[i]), 0);
+}
+
+int main(void)
+{
+	char path[256];
+	struct tips_pool *pool = test_pool_create(path, sizeof(path), "heap", POOL_SIZE);
+	struct tips_heap *h = tips_pool_heap(pool);
+	size_t root_size;
+	uint64_t *slots = tips_pool_root(pool, &root_size);
+	size_t nslots = root_size / sizeof(uint64_t);
+	CHECK(tips_heap_generation(h) >= 1);
+	check_consistent(h);
+
+	test_sizes(h, slots);
+	test_deferred_reuse(h, slots);
+	test_bad_frees(h, slots);
+	test_freshness(h, slots);
+	test_full(h, slots, nslots - 1);
+	test_mlog(h, slots);
+	test_reopen(path, &pool);
+
+	CHECK_RC(tips_pool_close(&pool), 0);
+	unlink(path);
+	return test_finish("test_heap");
+}

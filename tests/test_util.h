@@ -1,0 +1,82 @@
+/*
+ * test_util.h - the few helpers every C test shares: checks that report where they
+ * failed, and unique scratch paths.
+ *
+ * A test is a program: it exits 0 when every check held and 1 otherwise, printing each
+ * failed check with file and line. CHECK continues (to report more), REQUIRE stops.
+ */
+#ifndef TIPS_TEST_UTIL_H
+#define TIPS_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <tips/tips.h>
+
+static int test_failures;
+
+#define CHECK(cond)                                                                      \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			test_failures++;                                                 \
+		}                                                                        \
+	} while (0)
+
+#define REQUIRE(cond)                                                                    \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			fprintf(stderr, "%s:%d: requirement failed: %s\n", __FILE__, __LINE__, #cond); \
+			exit(1);                                                         \
+		}                                                                        \
+	} while (0)
+
+/* Checks that a libtips call returned @want, printing its message if not. */
+#define CHECK_RC(call, want)                                                             \
+	do {                                                                             \
+		int rc_ = (call);                                                        \
+		if (rc_ != (want)) {                                                     \
+			fprintf(stderr, "%s:%d: %s returned %d (%s: %s), wanted %d (%s)\n", \
+				__FILE__, __LINE__, #call, rc_, tips_strerror(rc_),      \
+				tips_errormsg(), (want), tips_strerror(want));           \
+			test_failures++;                                                 \
+		}                                                                        \
+	} while (0)
+
+/* A fresh path under @dir that does not exist yet: DIR/tips-test-NAME-PID-N.pool */
+static inline void test_path(char *out, size_t len, const char *dir, const char *name)
+{
+	static int counter;
+	snprintf(out, len, "%s/tips-test-%s-%d-%d.pool", dir, name, (int)getpid(), counter++);
+	unlink(out);
+}
+
+/* Creates a pool of @size bytes at a fresh path under /dev/shm; aborts on failure. */
+static inline struct tips_pool *test_pool_create(char *path, size_t len, const char *name,
+						 uint64_t size)
+{
+	test_path(path, len, "/dev/shm", name);
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	o.size = size;
+	struct tips_pool *pool = NULL;
+	int rc = tips_pool_create(path, &o, &pool);
+	if (rc) {
+		fprintf(stderr, "cannot create test pool %s: %s\n", path, tips_errormsg());
+		exit(1);
+	}
+	return pool;
+}
+
+static inline int test_finish(const char *name)
+{
+	if (test_failures) {
+		fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+		return 1;
+	}
+	printf("%s: all checks passed\n", name);
+	return 0;
+}
+
+#endif

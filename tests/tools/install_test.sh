@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# install_test.sh - tests the installed package the way an outside user consumes it:
+# `cmake --install` of the build tree into a temporary prefix; the headers, the shared
+# and static libraries, tips.pc, the CMake package files and the `tips` tool are there;
+# the shared library exports only `tips_*` symbols; and a small outside program (create a
+# pool, allocate into the root with tips_heap_alloc_to, close, reopen, verify, check)
+# builds and runs (a) with pkg-config against the shared library, (b) in a CMake project
+# with find_package(tips) against tips::tips and against tips::tips_static.
+#
+# usage: install_test.sh BUILD_DIR SOURCE_DIR CMAKE CC PKG_CONFIG NM config=CONFIG sanitize=SAN
+set -euo pipefail
+
+if [[ $# -ne 8 || $7 != config=* || $8 != sanitize=* ]]; then
+	echo "usage: $0 BUILD_DIR SOURCE_DIR CMAKE CC PKG_CONFIG NM config=CONFIG sanitize=SAN" >&2
+	exit 2
+fi
+BUILD_DIR=$1
+SOURCE_DIR=$2
+CMAKE=$3
+CC=$4
+PKG_CONFIG=$5
+NM=$6
+CONFIG=${7#config=}
+SANITIZE=${8#sanitize=}
+[[ -f $BUILD_DIR/cmake_install.cmake ]] || { echo "FAIL: $BUILD_DIR is not a configured build tree" >&2; exit 1; }
+[[ -f $SOURCE_DIR/CMakeLists.txt ]] || { echo "FAIL: $SOURCE_DIR is not the source tree" >&2; exit 1; }
+
+# An outside program built against a sanitized library needs the same runtime.
+SAN_FLAGS=()
+case $SANITIZE in
+'') ;;
+address) SAN_FLAGS=(-fsanitize=address,undefined) ;;
+thread) SAN_FLAGS=(-fsanitize=thread) ;;
+*) echo "FAIL: unknown sanitizer '$SANITIZE'" >&2; exit 1 ;;
+esac
+
+WORK=$(mktemp -d /tmp/tips-install-test.XXXXXX)
+POOLS=$(mktemp -d /dev/shm/tips-install-test.XXXXXX)
+cleanup() { rm -rf -- "$WORK" "$POOLS"; }
+trap cleanup EXIT
+PREFIX=$WORK/prefix
+LOG=$WORK/log
+
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+pass() { echo "ok: $*"; }
+show_log() { sed 's/^/  | /' "$LOG" >&2; }
+# step DESCRIPTION CMD...: runs CMD with its output in $LOG; on failure shows it.
+step() {
+	local what=$1 rc=0
+	shift
+	"$@" >"$LOG" 2>&1 || rc=$?
+	if [[ $rc -eq 0 ]]; then
+		pass "$what"
+		return 0
+	fi
+	fail "$what (exit $rc): $*"
+	show_log
+	return 1
+}
+
+# ---- install -------------------------------------------------------------------------
+INSTALL_ARGS=(--install "$BUILD_DIR" --prefix "$PREFIX")
+[[ -n $CONFIG ]] && INSTALL_ARGS+=(--config "$CONFIG")
+step "cmake --install into $PREFIX" "$CMAKE" "${INSTALL_ARGS[@]}" || exit 1
+
+shopt -s nullglob
+libdirs=("$PREFIX"/lib*/)
+shopt -u nullglob
+libdir=
+for d in "${libdirs[@]}"; do
+	[[ -e $d/libtips.so ]] && libdir=${d%/}
+done
+[[ -n $libdir ]] || { fail "no $PREFIX/lib*/libtips.so"; find "$PREFIX" >&2; exit 1; }
+echo "library directory: $libdir"
+
+expect_file() {
+	if [[ -f $1 ]]; then pass "installed: ${1#"$PREFIX"/}"; else fail "missing: $1"; fi
+}
+for h in tips.h pool.h heap.h errors.h; do
+	expect_file "$PREFIX/include/tips/$h"
+done
+expect_file "$libdir/libtips.a"
+expect_file "$libdir/pkgconfig/tips.pc"
+expect_file "$libdir/cmake/tips/tipsConfig.cmake"
+expect_file "$libdir/cmake/tips/tipsConfigVersion.cmake"
+expect_file "$libdir/cmake/tips/tipsTargets.cmake"
+expect_file "$PREFIX/bin/tips"
+# libtips.so -> libtips.so.0 -> libtips.so.<version>, and the SONAME is libtips.so.0.
+[[ -L $libdir/libtips.so && -e $libdir/libtips.so.0 ]] && pass "installed: libtips.so -> libtips.so.0" ||
+	fail "libtips.so / libtips.so.0 symlinks missing"
+soname=$(LC_ALL=C readelf -d "$libdir/libtips.so" | sed -nE 's/.*\(SONAME\).*\[(.*)\]/\1/p')
+[[ $soname == libtips.so.0 ]] && pass "SONAME $soname" || fail "SONAME is '$soname', expected libtips.so.0"
+step "installed tips --help runs" "$PREFIX/bin/tips" --help || true
+# Nothing installed may point back into the build or source tree.
+if grep -rlF -e "$BUILD_DIR" -e "$SOURCE_DIR" "$PREFIX/include" "$libdir/pkgconfig" "$libdir/cmake" >"$LOG" 2>/dev/null; then
+	fail "installed files refer to the build or source tree:"
+	show_log
+else
+	pass "installed text files do not refer to the build or source tree"
+fi
+
+# ---- exported symbols ------------------------------------------------------------------
+"$NM" -D --defined-only "$libdir/libtips.so" | awk 'NF >= 3 { print $3 }' | sort -u >"$WORK/exports"
+offenders=$(grep -v '^tips_' "$WORK/exports" || true)
+if [[ -n $offenders ]]; then
+	fail "libtips.so exports symbols outside the tips_ namespace:"
+	sed 's/^/  | /' <<<"$offenders" >&2
+elif ! grep -q '^tips_pool_create$' "$WORK/exports"; then
+	fail "libtips.so does not export tips_pool_create"
+else
+	pass "libtips.so exports only tips_* symbols ($(wc -l <"$WORK/exports"))"
+fi
+# Every TIPS_API function of the installed headers must be exported.
+missing=
+for f in $(sed -nE 's/^TIPS_API[^(]*[ *](tips_[a-z0-9_]+)\(.*/\1/p' "$PREFIX"/include/tips/*.h); do
+	grep -qx "$f" "$WORK/exports" || missing+=" $f"
+done
+[[ -z $missing ]] && pass "every TIPS_API function is exported" || fail "declared but not exported:$missing"
+
+# ---- headers are self-contained --------------------------------------------------------
+for h in tips.h pool.h heap.h errors.h; do
+	printf '#include <tips/%s>\nint main(void) { return 0; }\n' "$h" >"$WORK/hdr.c"
+	step "<tips/$h> compiles on its own (-std=c99 -Wall -Wextra -Werror)" \
+		"$CC" -std=c99 -Wall -Wextra -Werror -I"$PREFIX/include" -c "$WORK/hdr.c" -o "$WORK/hdr.o" || true
+done
+
+# ---- the outside program ---------------------------------------------------------------
+cat >"$WORK/prog.c" <<'EOF'
+/* prog.c - an outside user of libtips: pool create, allocate into the root, reopen. */
+#include <stdio.h>
+#include <string.h>
+#include <tips/tips.h>
+
+#define N 8
+#define MAGIC 0x4c4c4154534e4955ull
+
+struct root {
+	uint64_t magic;
+	uint64_t slot[N];
+};
+
+static int failed(const char *what, int rc)
+{
+	fprintf(stderr, "prog: %s: %d %s: %s\n", what, rc, tips_strerror(rc), tips_errormsg());
+	return 1;
+}
+
+static int count_block(const struct tips_heap_block *b, void *arg)
+{
+	(void)b;
+	++*(int *)arg;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: prog POOL\n");
+		return 2;
+	}
+	const char *path = argv[1];
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	o.size = 16ull << 20;
+	struct tips_pool *pool;
+	int rc = tips_pool_create(path, &o, &pool);
+	if (rc)
+		return failed("create", rc);
+	size_t root_size;
+	struct root *root = tips_pool_root(pool, &root_size);
+	if (!root || root_size < sizeof(*root) || root->magic != 0)
+		return failed("root of a new pool", 0);
+	for (int i = 0; i < N; i++) {
+		size_t size = 24 + (size_t)i * 1000;
+		rc = tips_heap_alloc_to(tips_pool_heap(pool), size, &root->slot[i]);
+		if (rc)
+			return failed("alloc_to", rc);
+		if (!root->slot[i] || !tips_pool_contains(pool, (void *)root->slot[i], size))
+			return failed("alloc_to left the slot outside the pool", 0);
+		memset((void *)root->slot[i], 'a' + i, size);
+		tips_persist((void *)root->slot[i], size);
+	}
+	root->magic = MAGIC;
+	tips_persist(&root->magic, sizeof(root->magic));
+	uint64_t addr = (uint64_t)(uintptr_t)root;
+	if ((rc = tips_pool_close(&pool)) != 0 || pool != NULL)
+		return failed("close", rc);
+
+	struct tips_pool *again;
+	if (tips_pool_create(path, &o, &again) != TIPS_EEXIST)
+		return failed("create over an existing pool did not give TIPS_EEXIST", 0);
+	if ((rc = tips_pool_open(path, NULL, &pool)) != 0)
+		return failed("reopen", rc);
+	root = tips_pool_root(pool, NULL);
+	if ((uint64_t)(uintptr_t)root != addr || root->magic != MAGIC)
+		return failed("root after reopen", 0);
+	for (int i = 0; i < N; i++) {
+		size_t size = 24 + (size_t)i * 1000;
+		const unsigned char *p = (const unsigned char *)root->slot[i];
+		if (!p || tips_heap_usable_size(tips_pool_heap(pool), p) < size)
+			return failed("slot after reopen", i);
+		for (size_t k = 0; k < size; k++)
+			if (p[k] != (unsigned char)('a' + i))
+				return failed("block contents after reopen", i);
+	}
+	int blocks = 0;
+	tips_heap_walk(tips_pool_heap(pool), count_block, &blocks);
+	struct tips_heap_report rep;
+	rc = tips_heap_check(tips_pool_heap(pool), &rep);
+	if (rc || rep.errors || blocks != N || rep.blocks_allocated != N)
+		return failed("heap check after reopen", rc);
+	if ((rc = tips_pool_close(&pool)) != 0)
+		return failed("close after reopen", rc);
+	printf("OK\n");
+	return 0;
+}
+EOF
+
+# run_prog DESCRIPTION ENV... -- EXE: runs EXE on a new pool; must print exactly OK.
+run_prog() {
+	local what=$1 pool
+	shift
+	pool=$POOLS/pool.$RANDOM$RANDOM
+	if env "$@" "$pool" >"$LOG" 2>&1 && [[ $(cat "$LOG") == OK ]]; then
+		pass "$what"
+	else
+		fail "$what"
+		show_log
+	fi
+	rm -f -- "$pool"
+}
+# libtips_of [ENV...] ldd EXE: the path EXE's libtips.so.* resolves to ("" if none).
+libtips_of() { env "$@" | awk '$1 ~ /^libtips\.so/ { print $3 }'; }
+
+# (a) pkg-config, shared library.
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+if step "pkg-config --exists tips" "$PKG_CONFIG" --exists tips; then
+	pc_inc=$("$PKG_CONFIG" --variable=includedir tips)
+	pc_lib=$("$PKG_CONFIG" --variable=libdir tips)
+	[[ $pc_inc -ef $PREFIX/include ]] && pass "tips.pc includedir is the prefix's ($pc_inc)" ||
+		fail "tips.pc includedir is '$pc_inc', not $PREFIX/include (installed with --prefix $PREFIX)"
+	[[ $pc_lib -ef $libdir ]] && pass "tips.pc libdir is the prefix's ($pc_lib)" ||
+		fail "tips.pc libdir is '$pc_lib', not $libdir"
+	pc_cflags=$("$PKG_CONFIG" --cflags tips)
+	pc_libs=$("$PKG_CONFIG" --libs tips)
+	echo "pkg-config --cflags tips: $pc_cflags"
+	echo "pkg-config --libs tips:   $pc_libs"
+	# shellcheck disable=SC2086 # word splitting of pkg-config output is intended
+	if step "build prog with pkg-config" \
+		"$CC" "${SAN_FLAGS[@]}" $pc_cflags "$WORK/prog.c" -o "$WORK/prog_pc" $pc_libs; then
+		run_prog "prog (pkg-config, shared) runs" LD_LIBRARY_PATH="$libdir" "$WORK/prog_pc"
+		got=$(libtips_of LD_LIBRARY_PATH="$libdir" ldd "$WORK/prog_pc")
+		[[ $got -ef $libdir/libtips.so.0 ]] && pass "prog_pc loads $got" ||
+			fail "prog_pc loads libtips from '$got', not $libdir"
+	fi
+fi
+unset PKG_CONFIG_PATH
+
+# (b) find_package(tips) in a CMake project, shared and static.
+mkdir -p "$WORK/proj"
+cp "$WORK/prog.c" "$WORK/proj/prog.c"
+cat >"$WORK/proj/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.20)
+project(tips_consumer LANGUAGES C)
+find_package(tips REQUIRED)
+message(STATUS "tips_DIR=${tips_DIR} tips_VERSION=${tips_VERSION}")
+foreach(t tips::tips tips::tips_static)
+  if(NOT TARGET ${t})
+    message(FATAL_ERROR "find_package(tips) did not define ${t}")
+  endif()
+endforeach()
+add_executable(prog_shared prog.c)
+target_link_libraries(prog_shared PRIVATE tips::tips)
+add_executable(prog_static prog.c)
+target_link_libraries(prog_static PRIVATE tips::tips_static)
+if(SAN_FLAGS)
+  target_compile_options(prog_shared PRIVATE ${SAN_FLAGS})
+  target_compile_options(prog_static PRIVATE ${SAN_FLAGS})
+  target_link_options(prog_shared PRIVATE ${SAN_FLAGS})
+  target_link_options(prog_static PRIVATE ${SAN_FLAGS})
+endif()
+EOF
+PROJ_BUILD=$WORK/proj/build
+if step "configure the find_package(tips) project" "$CMAKE" -S "$WORK/proj" -B "$PROJ_BUILD" \
+	-DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=Release \
+	"-DSAN_FLAGS=${SAN_FLAGS[*]:-}"; then
+	found=$(sed -nE 's/^-- tips_DIR=(.*) tips_VERSION=.*/\1/p' "$LOG")
+	[[ $found -ef $libdir/cmake/tips ]] && pass "find_package found $found" ||
+		fail "find_package(tips) found '$found', not $libdir/cmake/tips"
+	cm_version=$(sed -nE 's/^-- tips_DIR=.* tips_VERSION=(.*)/\1/p' "$LOG")
+	pc_version=$(PKG_CONFIG_PATH=$libdir/pkgconfig "$PKG_CONFIG" --modversion tips 2>/dev/null || true)
+	[[ -n $cm_version && $cm_version == "$pc_version" ]] &&
+		pass "CMake package and tips.pc agree on version $cm_version" ||
+		fail "versions differ: CMake package '$cm_version', tips.pc '$pc_version'"
+	if step "build prog_shared and prog_static" "$CMAKE" --build "$PROJ_BUILD"; then
+		run_prog "prog_shared (find_package, tips::tips) runs" "$PROJ_BUILD/prog_shared"
+		got=$(libtips_of ldd "$PROJ_BUILD/prog_shared")
+		[[ $got -ef $libdir/libtips.so.0 ]] && pass "prog_shared loads $got" ||
+			fail "prog_shared loads libtips from '$got', not $libdir"
+		run_prog "prog_static (find_package, tips::tips_static) runs" "$PROJ_BUILD/prog_static"
+		got=$(libtips_of ldd "$PROJ_BUILD/prog_static")
+		[[ -z $got ]] && pass "prog_static does not load libtips.so" ||
+			fail "prog_static loads $got although it links tips::tips_static"
+	fi
+fi
+# A version the package cannot satisfy must be refused.
+mkdir -p "$WORK/proj2"
+cat >"$WORK/proj2/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.20)
+project(tips_too_new LANGUAGES C)
+find_package(tips 99.0 REQUIRED)
+EOF
+if "$CMAKE" -S "$WORK/proj2" -B "$WORK/proj2/build" -DCMAKE_PREFIX_PATH="$PREFIX" \
+	-DCMAKE_C_COMPILER="$CC" >"$LOG" 2>&1; then
+	fail "find_package(tips 99.0 REQUIRED) succeeded"
+else
+	pass "find_package(tips 99.0 REQUIRED) is refused"
+fi
+
+if [[ $failures -ne 0 ]]; then
+	echo "install_test: $failures failure(s)" >&2
+	exit 1
+fi
+echo "install_test: all passed"
