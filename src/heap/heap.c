@@ -11,7 +11,7 @@
  * with tips_heap_checkpoint() or tips_heap_rollback(). This is the MLog of UNO logging
  * (TIPS, ATC'21, §4.3.1) made general: slots named by the caller are the other users.
  *
- * Concurrency. A thread works through lane (thread slot % HEAP_LANES), under the lane
+ * Concurrency. A thread works through lane (thread slot % nlanes), under the lane
  * mutex. A run is owned by at most one lane at a time, so its bitmap and free count are
  * changed only under that lane's mutex, or by a checkpoint, which holds every lane
  * mutex. Class lists (runs with free blocks and no owner) have a mutex per class; the
@@ -91,7 +91,8 @@ struct tips_heap {
 	uint64_t *table;
 	char *chunks;
 	uint64_t nchunks;
-	struct lane lanes[HEAP_LANES];
+	unsigned nlanes;                 /* from the header, <= HEAP_MAX_LANES */
+	struct lane lanes[HEAP_MAX_LANES];
 	struct class_list classes[NCLASSES];
 	struct run_state *runs; /* one per chunk */
 
@@ -106,6 +107,15 @@ struct tips_heap {
 	_Atomic uint64_t n_allocs, n_frees, n_checkpoints, n_rollbacks, n_recovered;
 	_Atomic uint64_t bytes_in_use;
 };
+
+/*
+ * Chunk-table entries and bitmap words are read without a lock (a free looks up its
+ * block while other lanes allocate in the same run or chunk table line), so every such
+ * access is a relaxed atomic. Writers of one word already exclude each other (lane lock,
+ * or all lanes in a checkpoint), so a load and a store suffice: no locked instruction.
+ */
+static inline uint64_t word_get(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
+static inline void word_put(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
 
 static inline char *chunk_addr(const struct tips_heap *h, uint64_t idx)
 {
@@ -155,13 +165,13 @@ static bool block_find(const struct tips_heap *h, const void *addr, bool exact,
 	if (a < h->chunks || a >= chunk_addr(h, h->nchunks))
 		return false;
 	uint64_t idx = chunk_index(h, a);
-	uint64_t e = h->table[idx];
+	uint64_t e = word_get(&h->table[idx]);
 	switch (CHUNK_KIND(e)) {
 	case CHUNK_CONT:
 		if (exact || CHUNK_ARG(e) > idx)
 			return false;
 		idx -= CHUNK_ARG(e);
-		e = h->table[idx];
+		e = word_get(&h->table[idx]);
 		if (CHUNK_KIND(e) != CHUNK_EXTENT)
 			return false;
 		/* fall through */
@@ -208,7 +218,7 @@ static bool block_is_allocated(const struct tips_heap *h, const struct block_ref
 {
 	if (r->extent)
 		return true; /* an extent head in the table is allocated */
-	return (run_bitmap(h, r->chunk)[r->bit / 64] >> (r->bit % 64)) & 1;
+	return (word_get(&run_bitmap(h, r->chunk)[r->bit / 64]) >> (r->bit % 64)) & 1;
 }
 
 /* ---- free chunks ---------------------------------------------------------------- */
@@ -255,7 +265,7 @@ static uint64_t chunks_take(struct tips_heap *h, uint64_t n)
 static void chunk_release_locked(struct tips_heap *h, uint64_t idx, uint64_t n)
 {
 	for (uint64_t i = idx; i < idx + n; i++)
-		h->table[i] = CHUNK_ENTRY(CHUNK_FREE, 0);
+		word_put(&h->table[i], CHUNK_ENTRY(CHUNK_FREE, 0));
 	pm_persist(&h->table[idx], n * sizeof(uint64_t));
 	chunk_mark_free(h, idx, n, true);
 	if (idx < h->chunk_hint)
@@ -302,7 +312,7 @@ static int run_state_init(struct tips_heap *h, uint64_t idx, int cls)
 	uint32_t cap = run_capacity(cls), used = 0;
 	const uint64_t *bm = run_bitmap(h, idx);
 	for (uint32_t w = 0; w < (cap + 63) / 64; w++)
-		used += (uint32_t)__builtin_popcountll(bm[w]);
+		used += (uint32_t)__builtin_popcountll(word_get(&bm[w]));
 	r->nfree = cap - used;
 	return 0;
 }
@@ -331,7 +341,7 @@ static int run_acquire(struct tips_heap *h, int cls, int lane_idx, uint64_t *out
 	/* Format: an empty bitmap, then the table entry; both persistent before use. */
 	memset(run_bitmap(h, idx), 0, RUN_BITMAP_BYTES);
 	pm_flush(run_bitmap(h, idx), RUN_BITMAP_BYTES);
-	h->table[idx] = CHUNK_ENTRY(CHUNK_RUN, cls);
+	word_put(&h->table[idx], CHUNK_ENTRY(CHUNK_RUN, cls));
 	pm_persist(&h->table[idx], sizeof(uint64_t));
 	int rc = run_state_init(h, idx, cls);
 	if (rc) {
@@ -363,7 +373,7 @@ static uint32_t run_take_bit(struct tips_heap *h, struct lane *lane, int cls, ui
 	uint32_t cap = run_capacity(cls), words = (cap + 63) / 64;
 	uint32_t w = lane->cursor[cls] < words ? lane->cursor[cls] : 0;
 	for (uint32_t n = 0; n <= words; n++, w = (w + 1) % words) {
-		uint64_t v = bm[w];
+		uint64_t v = word_get(&bm[w]);
 		if (w == words - 1 && cap % 64)
 			v |= ~0ull << (cap % 64); /* bits past the capacity count as used */
 		if (v != ~0ull) {
@@ -379,7 +389,7 @@ static uint32_t run_take_bit(struct tips_heap *h, struct lane *lane, int cls, ui
 
 static struct lane *lane_mine(struct tips_heap *h)
 {
-	return &h->lanes[thread_slot_get() % HEAP_LANES];
+	return &h->lanes[thread_slot_get() % h->nlanes];
 }
 
 static void record_write(struct tips_heap *h, struct lane *lane, uint64_t block, uint64_t slot,
@@ -493,11 +503,12 @@ static void block_set_bits(struct tips_heap *h, const struct block_ref *ref, siz
 {
 	if (ref->extent) {
 		uint64_t n = extent_chunks(size);
-		h->table[ref->chunk] = CHUNK_ENTRY(CHUNK_EXTENT, n);
+		word_put(&h->table[ref->chunk], CHUNK_ENTRY(CHUNK_EXTENT, n));
 		for (uint64_t i = 1; i < n; i++)
-			h->table[ref->chunk + i] = CHUNK_ENTRY(CHUNK_CONT, i);
+			word_put(&h->table[ref->chunk + i], CHUNK_ENTRY(CHUNK_CONT, i));
 	} else {
-		run_bitmap(h, ref->chunk)[ref->bit / 64] |= 1ull << (ref->bit % 64);
+		uint64_t *w = &run_bitmap(h, ref->chunk)[ref->bit / 64];
+		word_put(w, word_get(w) | (1ull << (ref->bit % 64)));
 	}
 }
 
@@ -623,13 +634,13 @@ int tips_heap_free_logged(struct tips_heap *h, void *ptr)
 
 static void lanes_lock_all(struct tips_heap *h)
 {
-	for (unsigned i = 0; i < HEAP_LANES; i++)
+	for (unsigned i = 0; i < h->nlanes; i++)
 		pthread_mutex_lock(&h->lanes[i].lock);
 }
 
 static void lanes_unlock_all(struct tips_heap *h)
 {
-	for (unsigned i = HEAP_LANES; i-- > 0;)
+	for (unsigned i = h->nlanes; i-- > 0;)
 		pthread_mutex_unlock(&h->lanes[i].lock);
 }
 
@@ -642,7 +653,7 @@ static void record_block(const struct tips_heap *h, const struct heap_record *r,
 			 struct block_ref *ref, uint64_t *extent_n)
 {
 	uint64_t idx = chunk_index(h, (void *)r->block);
-	uint64_t e = h->table[idx];
+	uint64_t e = word_get(&h->table[idx]);
 	*extent_n = 0;
 	if (CHUNK_KIND(e) == CHUNK_RUN) {
 		int cls = (int)CHUNK_ARG(e);
@@ -681,11 +692,11 @@ static void block_clear(struct tips_heap *h, const struct block_ref *ref, uint64
 {
 	if (ref->extent) {
 		for (uint64_t i = 0; i < extent_n; i++)
-			h->table[ref->chunk + i] = CHUNK_ENTRY(CHUNK_FREE, 0);
+			word_put(&h->table[ref->chunk + i], CHUNK_ENTRY(CHUNK_FREE, 0));
 		pm_flush(&h->table[ref->chunk], extent_n * sizeof(uint64_t));
 	} else {
 		uint64_t *w = &run_bitmap(h, ref->chunk)[ref->bit / 64];
-		*w &= ~(1ull << (ref->bit % 64));
+		word_put(w, word_get(w) & ~(1ull << (ref->bit % 64)));
 		pm_flush(w, sizeof(*w));
 	}
 }
@@ -712,7 +723,7 @@ static void block_freed_volatile(struct tips_heap *h, const struct block_ref *re
 		return;
 	}
 	struct run_state *r = &h->runs[ref->chunk];
-	int cls = (int)CHUNK_ARG(h->table[ref->chunk]);
+	int cls = (int)CHUNK_ARG(word_get(&h->table[ref->chunk]));
 	struct class_list *cl = &h->classes[cls];
 	pthread_mutex_lock(&cl->lock);
 	r->nfree++;
@@ -753,7 +764,7 @@ static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 	bool contents = flags & TIPS_HEAP_FLUSH_LOGGED_BLOCKS;
 	struct block_ref ref;
 	uint64_t n;
-	for (unsigned l = 0; l < HEAP_LANES; l++) {
+	for (unsigned l = 0; l < h->nlanes; l++) {
 		struct lane *lane = &h->lanes[l];
 		for (uint64_t i = 0; i < lane->nrec && i < cap; i++) {
 			const struct heap_record *r = &lane->log[i];
@@ -769,7 +780,7 @@ static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 		}
 	}
 	pm_drain();
-	for (unsigned l = 0; l < HEAP_LANES; l++) {
+	for (unsigned l = 0; l < h->nlanes; l++) {
 		struct lane *lane = &h->lanes[l];
 		for (uint64_t i = 0; i < lane->nrec && i < cap; i++) {
 			const struct heap_record *r = &lane->log[i];
@@ -782,7 +793,7 @@ static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 	pm_drain();
 	__atomic_store_n(&h->hdr->generation, gen + 1, __ATOMIC_RELEASE);
 	pm_persist(&h->hdr->generation, sizeof(uint64_t));
-	for (unsigned l = 0; l < HEAP_LANES; l++) {
+	for (unsigned l = 0; l < h->nlanes; l++) {
 		struct lane *lane = &h->lanes[l];
 		for (uint64_t i = 0; i < lane->nrec && i < cap; i++) {
 			const struct heap_record *r = &lane->log[i];
@@ -839,15 +850,15 @@ int heap_format(void *base, size_t size)
 	memset(hh, 0, sizeof(*hh));
 	hh->magic = HEAP_MAGIC;
 	hh->layout_version = HEAP_LAYOUT_VERSION;
-	hh->nlanes = HEAP_LANES;
+	hh->nlanes = HEAP_DEFAULT_LANES;
 	/* Logs: 1/32 of the heap, 64 KiB..8 MiB in all, at least 32 records a lane. */
 	uint64_t log_bytes = size / 32;
 	log_bytes = log_bytes < (64u << 10) ? (64u << 10) : log_bytes > (8u << 20) ? (8u << 20) : log_bytes;
-	hh->lane_records = log_bytes / HEAP_LANES / sizeof(struct heap_record);
+	hh->lane_records = log_bytes / hh->nlanes / sizeof(struct heap_record);
 	if (hh->lane_records < 32)
 		hh->lane_records = 32;
 	hh->lanes_offset = HEAP_HEADER_SIZE;
-	hh->table_offset = hh->lanes_offset + HEAP_LANES * hh->lane_records * sizeof(struct heap_record);
+	hh->table_offset = hh->lanes_offset + hh->nlanes * hh->lane_records * sizeof(struct heap_record);
 	/* Chunks start chunk-aligned after a table sized for the chunks that still fit. */
 	uint64_t n = size / HEAP_CHUNK_SIZE;
 	for (;; n--) {
@@ -909,7 +920,7 @@ static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 {
 	uint64_t gen = generation(h), cap = h->hdr->lane_records;
 	size_t total = 0;
-	for (unsigned l = 0; l < HEAP_LANES; l++) {
+	for (unsigned l = 0; l < h->nlanes; l++) {
 		h->lanes[l].nrec = 0;
 		for (uint64_t i = 0; i < cap; i++)
 			if (record_valid(h, &h->lanes[l].log[i], gen)) {
@@ -921,7 +932,7 @@ static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 	if (!recs)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for heap recovery");
 	size_t k = 0;
-	for (unsigned l = 0; l < HEAP_LANES; l++)
+	for (unsigned l = 0; l < h->nlanes; l++)
 		for (uint64_t i = 0; i < h->lanes[l].nrec; i++)
 			if (record_valid(h, &h->lanes[l].log[i], gen)) {
 				if (!record_sane(h, &h->lanes[l].log[i])) {
@@ -1024,7 +1035,7 @@ static void heap_free_volatile(struct tips_heap *h)
 	if (h->runs)
 		for (uint64_t i = 0; i < h->nchunks; i++)
 			free(h->runs[i].pending_free);
-	for (unsigned l = 0; l < HEAP_LANES; l++)
+	for (unsigned l = 0; l < h->nlanes; l++)
 		pthread_mutex_destroy(&h->lanes[l].lock);
 	for (int c = 0; c < NCLASSES; c++)
 		pthread_mutex_destroy(&h->classes[c].lock);
@@ -1039,10 +1050,10 @@ int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
 {
 	struct heap_header *hh = base;
 	if (hh->magic != HEAP_MAGIC || hh->layout_version != HEAP_LAYOUT_VERSION ||
-	    hh->checksum != heap_header_checksum(hh) || hh->nlanes != HEAP_LANES ||
+	    hh->checksum != heap_header_checksum(hh) || hh->nlanes == 0 || hh->nlanes > HEAP_MAX_LANES ||
 	    hh->chunks_offset + hh->nchunks * HEAP_CHUNK_SIZE > size ||
 	    hh->table_offset + hh->nchunks * sizeof(uint64_t) > hh->chunks_offset ||
-	    hh->lanes_offset + (uint64_t)HEAP_LANES * hh->lane_records * sizeof(struct heap_record) >
+	    hh->lanes_offset + (uint64_t)hh->nlanes * hh->lane_records * sizeof(struct heap_record) >
 		    hh->table_offset ||
 	    hh->generation == 0)
 		return tips_set_error(TIPS_ECORRUPT, "heap header is corrupted");
@@ -1057,8 +1068,9 @@ int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
 	h->table = (uint64_t *)(h->base + hh->table_offset);
 	h->chunks = h->base + hh->chunks_offset;
 	h->nchunks = hh->nchunks;
+	h->nlanes = hh->nlanes;
 	pthread_mutex_init(&h->chunk_lock, NULL);
-	for (unsigned l = 0; l < HEAP_LANES; l++) {
+	for (unsigned l = 0; l < h->nlanes; l++) {
 		pthread_mutex_init(&h->lanes[l].lock, NULL);
 		h->lanes[l].log = (struct heap_record *)(h->base + hh->lanes_offset) + l * hh->lane_records;
 		for (int c = 0; c < NCLASSES; c++)
@@ -1298,7 +1310,7 @@ int tips_heap_check(struct tips_heap *h, struct tips_heap_report *rep)
 			i++;
 		}
 	}
-	for (unsigned l = 0; l < HEAP_LANES; l++)
+	for (unsigned l = 0; l < h->nlanes; l++)
 		for (uint64_t k = 0; k < h->hdr->lane_records; k++) {
 			const struct heap_record *r = &h->lanes[l].log[k];
 			if (!record_valid(h, r, gen))

@@ -35,7 +35,14 @@
 #define HEAP_LAYOUT_VERSION 1u
 #define HEAP_HEADER_SIZE 4096u
 #define HEAP_CHUNK_SIZE (256u * 1024u)
-#define HEAP_LANES 64u
+#define HEAP_MAX_LANES 64u
+/* Lanes a new heap gets. ThreadSanitizer's deadlock detector follows at most 64 held
+ * locks, and a checkpoint holds every lane lock, so its builds format fewer lanes. */
+#if defined(__SANITIZE_THREAD__)
+#define HEAP_DEFAULT_LANES 16u
+#else
+#define HEAP_DEFAULT_LANES 64u
+#endif
 #define RUN_BITMAP_BYTES 1024u
 #define BLOCK_HEADER_SIZE 16u
 

@@ -133,7 +133,8 @@ void pm_sim_power_fail(struct pm_sim *sim, double evict, uint64_t seed)
 	pthread_mutex_lock(&sim->lock);
 	uint64_t rng = seed;
 	/* Flushed but unfenced lines: each reached the media or not, a coin each. */
-	qsort(sim->pending, sim->npending, sizeof(*sim->pending), cmp_line);
+	if (sim->npending > 0)
+		qsort(sim->pending, sim->npending, sizeof(*sim->pending), cmp_line);
 	for (size_t i = 0; i < sim->npending; i++)
 		if (i == 0 || sim->pending[i].line != sim->pending[i - 1].line)
 			if (draw(&rng) < 0.5)
