@@ -120,8 +120,8 @@ struct tips_pool_info {
 
 /**
  * tips_pool_stat() - read a pool's header without opening it.
- * Takes a shared lock only for the time of the read, never maps the pool at its
- * address, and so also works on a pool another process has open.
+ * Takes no lock and never maps the pool at its address, so it also works on a pool
+ * that another process has open.
  * Return: the same codes as tips_pool_open(), except TIPS_EADDRINUSE.
  */
 TIPS_API int tips_pool_stat(const char *path, struct tips_pool_info *info);
@@ -145,8 +145,8 @@ TIPS_API struct tips_heap *tips_pool_heap(const struct tips_pool *pool);
 TIPS_API int tips_pool_contains(const struct tips_pool *pool, const void *addr, size_t len);
 
 /*
- * Persistence. Any address may be passed: addresses outside every open pool are
- * ignored (counted, nothing issued). Thread-safe.
+ * Persistence. Any address may be passed: an address outside every open pool is
+ * counted and flushed as ordinary memory (the CPU flush instruction). Thread-safe.
  */
 /** tips_flush() - start writing back the cache lines of [@addr, @addr+@len). */
 TIPS_API void tips_flush(const void *addr, size_t len);

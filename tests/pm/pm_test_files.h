@@ -4,8 +4,8 @@
  * tips_pool_create(), and remove every scratch file a test made when it exits (also
  * when a REQUIRE fails), so that no test leaves anything in /dev/shm or /tmp.
  *
- * Child processes end with _exit(), which skips the cleanup: only the parent, which
- * registered the paths, removes them.
+ * Child processes end with _exit(), which skips the cleanup, and a child killed by a
+ * signal skips it too: only the parent, which registered the paths, removes them.
  */
 #ifndef TIPS_TEST_PM_TEST_FILES_H
 #define TIPS_TEST_PM_TEST_FILES_H
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,12 +43,23 @@ static inline void cleanup_run(void)
 	}
 }
 
+/* A fatal signal (a crash in the library, an abort) still removes the files. */
+static inline void cleanup_on_signal(int sig)
+{
+	cleanup_run(); /* unlink, rmdir and getpid are async-signal-safe */
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 /* Remembers @path (a file, or a directory if @is_dir) for removal at exit. */
 static inline void cleanup_track(const char *path, int is_dir)
 {
 	if (cleanup_count == 0) {
+		static const int fatal[] = { SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM };
 		cleanup_owner = getpid();
 		atexit(cleanup_run);
+		for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+			signal(fatal[i], cleanup_on_signal);
 	}
 	if (cleanup_count == CLEANUP_MAX) {
 		fprintf(stderr, "too many scratch files\n");

@@ -1,0 +1,407 @@
+/*
+ * test_persist.c - the persistence primitives' counters, and the media of a pool.
+ *
+ * Counters (tips_pm_counters_thread / _total): a tips_flush of [addr, addr+len) counts
+ * every 64-byte cache line the range touches and len bytes; a tips_drain counts one
+ * fence; tips_persist is both. The expected line count is computed here from the
+ * range's first and last byte, for aligned and unaligned ranges, in DRAM, in a pool on
+ * /dev/shm and in a pool on a disk file system. The totals must add exactly: work done
+ * by threads that have exited stays counted, and while several threads persist at once
+ * (and while they exit) the total is always the exact sum of what they did.
+ *
+ * Media: a pool under /dev/shm is reported as shm, a pool on a disk file system (/tmp,
+ * or the test binary's directory if /tmp is a tmpfs) as file, both with a reason; on
+ * file media tips_persist goes through msync, and data persisted there survives a
+ * close and reopen.
+ */
+#define _GNU_SOURCE
+#include "test_util.h"
+#include "pm_test_files.h"
+
+#include <linux/magic.h>
+#include <pthread.h>
+#include <sys/vfs.h>
+
+#define MIB (1ull << 20)
+#define LINE 64u
+
+static struct tips_pm_counters thread_now(void)
+{
+	struct tips_pm_counters c;
+	tips_pm_counters_thread(&c);
+	return c;
+}
+
+static struct tips_pm_counters total_now(void)
+{
+	struct tips_pm_counters c;
+	tips_pm_counters_total(&c);
+	return c;
+}
+
+/* Cache lines that [off, off+len) touches, from its first and last byte. */
+static uint64_t lines_of(uint64_t off, uint64_t len)
+{
+	return len == 0 ? 0 : (off + len - 1) / LINE - off / LINE + 1;
+}
+
+static int counters_eq(struct tips_pm_counters a, uint64_t lines, uint64_t fences,
+		       uint64_t bytes)
+{
+	return a.lines_flushed == lines && a.fences == fences && a.bytes_persisted == bytes;
+}
+
+static struct tips_pm_counters delta(struct tips_pm_counters after,
+				     struct tips_pm_counters before)
+{
+	struct tips_pm_counters d = {
+		after.lines_flushed - before.lines_flushed,
+		after.fences - before.fences,
+		after.bytes_persisted - before.bytes_persisted,
+	};
+	return d;
+}
+
+#define CHECK_DELTA(d, want_lines, want_fences, want_bytes)                              \
+	do {                                                                             \
+		struct tips_pm_counters d_ = (d);                                        \
+		uint64_t wl_ = (want_lines), wf_ = (want_fences), wb_ = (want_bytes);    \
+		if (!counters_eq(d_, wl_, wf_, wb_)) {                                   \
+			fprintf(stderr, "%s:%d: counted %llu lines, %llu fences, %llu bytes; " \
+				"wanted %llu, %llu, %llu\n", __FILE__, __LINE__,        \
+				(unsigned long long)d_.lines_flushed,                    \
+				(unsigned long long)d_.fences,                           \
+				(unsigned long long)d_.bytes_persisted,                  \
+				(unsigned long long)wl_, (unsigned long long)wf_,        \
+				(unsigned long long)wb_);                                \
+			test_failures++;                                                 \
+		}                                                                        \
+	} while (0)
+
+/* ---- one thread --------------------------------------------------------------------- */
+
+static const struct { uint64_t off, len; } ranges[] = {
+	{ 0, 4096 },  /* 64 aligned lines */
+	{ 0, 64 },    { 0, 1 },    { 63, 1 },  { 63, 2 },   { 60, 8 },
+	{ 1, 64 },    { 0, 65 },   { 5, 128 }, { 202, 320 }, { 64, 4032 },
+	{ 4090, 20 }, /* crosses a page boundary */
+};
+
+/* Checks the counts of flush, drain and persist on ranges of @base (64-byte aligned). */
+static void check_counts_at(char *base)
+{
+	REQUIRE((uintptr_t)base % LINE == 0);
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		uint64_t off = ranges[i].off, len = ranges[i].len, want = lines_of(off, len);
+		memset(base + off, (int)(i + 1), len);
+
+		struct tips_pm_counters t0 = thread_now(), g0 = total_now();
+		tips_persist(base + off, len);
+		CHECK_DELTA(delta(thread_now(), t0), want, 1, len);
+		CHECK_DELTA(delta(total_now(), g0), want, 1, len);
+
+		t0 = thread_now();
+		tips_flush(base + off, len);
+		CHECK_DELTA(delta(thread_now(), t0), want, 0, len);
+	}
+	struct tips_pm_counters t0 = thread_now(), g0 = total_now();
+	tips_drain();
+	CHECK_DELTA(delta(thread_now(), t0), 0, 1, 0);
+	CHECK_DELTA(delta(total_now(), g0), 0, 1, 0);
+
+	t0 = thread_now();
+	tips_flush(base, 0);
+	CHECK_DELTA(delta(thread_now(), t0), 0, 0, 0);
+	tips_persist(base, 0);
+	CHECK_DELTA(delta(thread_now(), t0), 0, 1, 0);
+}
+
+static void test_counts_one_thread(void)
+{
+	char *dram = aligned_alloc(LINE, 16384);
+	REQUIRE(dram != NULL);
+	check_counts_at(dram);
+
+	char path[PATH_MAX];
+	scratch_path(path, sizeof(path), "/dev/shm", "counts");
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	o.size = 8 * MIB;
+	struct tips_pool *pool = NULL;
+	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
+	check_counts_at(tips_pool_root(pool, NULL));
+	CHECK_RC(tips_pool_close(&pool), 0);
+	free(dram);
+}
+
+/* ---- several threads ---------------------------------------------------------------- */
+
+#define NTHREADS 4
+
+struct work {
+	unsigned count;      /* persists to do */
+	size_t off, len;     /* range inside buf */
+	unsigned drains;     /* extra lone drains */
+	char *buf;
+	pthread_barrier_t *start, *done, *release; /* NULL: run without waiting */
+	struct tips_pm_counters at_start, at_end;   /* the thread's own counters */
+};
+
+static void work_expected(const struct work *w, struct tips_pm_counters *out)
+{
+	out->lines_flushed = (uint64_t)w->count * lines_of(w->off, w->len);
+	out->fences = (uint64_t)w->count + w->drains;
+	out->bytes_persisted = (uint64_t)w->count * w->len;
+}
+
+static void *work_run(void *arg)
+{
+	struct work *w = arg;
+	tips_pm_counters_thread(&w->at_start);
+	if (w->start)
+		pthread_barrier_wait(w->start);
+	for (unsigned i = 0; i < w->count; i++) {
+		w->buf[w->off + i % w->len] = (char)i;
+		tips_persist(w->buf + w->off, w->len);
+	}
+	for (unsigned i = 0; i < w->drains; i++)
+		tips_drain();
+	tips_pm_counters_thread(&w->at_end);
+	if (w->done)
+		pthread_barrier_wait(w->done);
+	if (w->release)
+		pthread_barrier_wait(w->release);
+	return NULL;
+}
+
+static void check_thread_own_counts(const struct work *w)
+{
+	struct tips_pm_counters want;
+	work_expected(w, &want);
+	CHECK_DELTA(w->at_start, 0, 0, 0); /* a new thread starts from zero */
+	CHECK_DELTA(w->at_end, want.lines_flushed, want.fences, want.bytes_persisted);
+}
+
+/* Threads that persist and exit: the total keeps their counts. */
+static void test_exited_threads_stay_counted(void)
+{
+	struct work w[NTHREADS];
+	struct tips_pm_counters sum = { 0, 0, 0 };
+	for (int t = 0; t < NTHREADS; t++) {
+		memset(&w[t], 0, sizeof(w[t]));
+		w[t].count = 100u * (unsigned)(t + 1);
+		w[t].off = (size_t)t * 3;               /* aligned for t = 0, then not */
+		w[t].len = 64u * (unsigned)(t + 1) + (unsigned)t;
+		w[t].drains = (unsigned)t;
+		w[t].buf = aligned_alloc(LINE, 4096);
+		REQUIRE(w[t].buf != NULL);
+		struct tips_pm_counters e;
+		work_expected(&w[t], &e);
+		sum.lines_flushed += e.lines_flushed;
+		sum.fences += e.fences;
+		sum.bytes_persisted += e.bytes_persisted;
+	}
+	struct tips_pm_counters mine0 = thread_now(), g0 = total_now();
+	pthread_t tid[NTHREADS];
+	for (int t = 0; t < NTHREADS; t++)
+		REQUIRE(pthread_create(&tid[t], NULL, work_run, &w[t]) == 0);
+	for (int t = 0; t < NTHREADS; t++)
+		REQUIRE(pthread_join(tid[t], NULL) == 0);
+	CHECK_DELTA(delta(total_now(), g0), sum.lines_flushed, sum.fences, sum.bytes_persisted);
+	CHECK_DELTA(delta(thread_now(), mine0), 0, 0, 0); /* others' work is not mine */
+	for (int t = 0; t < NTHREADS; t++) {
+		check_thread_own_counts(&w[t]);
+		free(w[t].buf);
+	}
+	/* Still there later, after this thread did more work of its own. */
+	char *buf = aligned_alloc(LINE, 4096);
+	REQUIRE(buf != NULL);
+	tips_persist(buf, 256);
+	CHECK_DELTA(delta(total_now(), g0), sum.lines_flushed + 4, sum.fences + 1,
+		    sum.bytes_persisted + 256);
+	free(buf);
+}
+
+/*
+ * Threads persist at the same time (released together by a barrier); once all are done
+ * but still alive, and again while they exit, and after they are joined, the total is
+ * exactly the sum of their work.
+ */
+static void test_concurrent_threads_add_exactly(void)
+{
+	pthread_barrier_t start, done, release;
+	REQUIRE(pthread_barrier_init(&start, NULL, NTHREADS + 1) == 0);
+	REQUIRE(pthread_barrier_init(&done, NULL, NTHREADS + 1) == 0);
+	REQUIRE(pthread_barrier_init(&release, NULL, NTHREADS + 1) == 0);
+	struct work w[NTHREADS];
+	struct tips_pm_counters sum = { 0, 0, 0 };
+	for (int t = 0; t < NTHREADS; t++) {
+		memset(&w[t], 0, sizeof(w[t]));
+		w[t].count = 20000;
+		w[t].off = (size_t)t * 17;
+		w[t].len = 128;
+		w[t].drains = 1000;
+		w[t].buf = aligned_alloc(LINE, 4096);
+		REQUIRE(w[t].buf != NULL);
+		w[t].start = &start;
+		w[t].done = &done;
+		w[t].release = &release;
+		struct tips_pm_counters e;
+		work_expected(&w[t], &e);
+		sum.lines_flushed += e.lines_flushed;
+		sum.fences += e.fences;
+		sum.bytes_persisted += e.bytes_persisted;
+	}
+	struct tips_pm_counters g0 = total_now();
+	pthread_t tid[NTHREADS];
+	for (int t = 0; t < NTHREADS; t++)
+		REQUIRE(pthread_create(&tid[t], NULL, work_run, &w[t]) == 0);
+	pthread_barrier_wait(&start);
+	pthread_barrier_wait(&done);
+	/* All work is done, every thread is alive. */
+	CHECK_DELTA(delta(total_now(), g0), sum.lines_flushed, sum.fences, sum.bytes_persisted);
+	pthread_barrier_wait(&release);
+	/* The threads are exiting now: their counts move to the retired totals. */
+	int wrong = 0;
+	for (int i = 0; i < 2000; i++) {
+		struct tips_pm_counters d = delta(total_now(), g0);
+		wrong += !counters_eq(d, sum.lines_flushed, sum.fences, sum.bytes_persisted);
+	}
+	CHECK(wrong == 0);
+	for (int t = 0; t < NTHREADS; t++)
+		REQUIRE(pthread_join(tid[t], NULL) == 0);
+	CHECK_DELTA(delta(total_now(), g0), sum.lines_flushed, sum.fences, sum.bytes_persisted);
+	for (int t = 0; t < NTHREADS; t++) {
+		check_thread_own_counts(&w[t]);
+		free(w[t].buf);
+	}
+	pthread_barrier_destroy(&start);
+	pthread_barrier_destroy(&done);
+	pthread_barrier_destroy(&release);
+}
+
+/* ---- media ---------------------------------------------------------------------------- */
+
+/* A directory on a disk file system: /tmp, or the test binary's own directory. */
+static int disk_dir(char *out, size_t len)
+{
+	struct statfs fs;
+	if (statfs("/tmp", &fs) == 0 && fs.f_type != TMPFS_MAGIC) {
+		snprintf(out, len, "/tmp");
+		return 1;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return 0;
+	*slash = '\0';
+	if (statfs(exe, &fs) != 0 || fs.f_type == TMPFS_MAGIC)
+		return 0;
+	snprintf(out, len, "%s", exe);
+	return 1;
+}
+
+static unsigned char pattern_byte(size_t i) { return (unsigned char)(i * 131 + 17); }
+
+static void test_media_shm(void)
+{
+	char path[PATH_MAX];
+	scratch_path(path, sizeof(path), "/dev/shm", "media-shm");
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	o.size = 8 * MIB;
+	struct tips_pool *pool = NULL;
+	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
+	struct tips_pool_info info;
+	tips_pool_info(pool, &info);
+	CHECK(info.media == TIPS_MEDIA_SHM);
+	CHECK(info.media_reason[0] != '\0');
+	CHECK(strcmp(tips_media_name(info.media), "shm") == 0);
+	CHECK_RC(tips_pool_close(&pool), 0);
+	memset(&info, 0, sizeof(info));
+	CHECK_RC(tips_pool_stat(path, &info), 0);
+	CHECK(info.media == TIPS_MEDIA_SHM);
+	CHECK(info.media_reason[0] != '\0');
+}
+
+static void test_media_file(void)
+{
+	char dir[PATH_MAX];
+	if (!disk_dir(dir, sizeof(dir))) {
+		printf("test_media_file: no disk file system found; skipped\n");
+		return;
+	}
+	char path[PATH_MAX];
+	scratch_path(path, sizeof(path), dir, "media-file");
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	o.size = 8 * MIB;
+	struct tips_pool *pool = NULL;
+	int rc = tips_pool_create(path, &o, &pool);
+	if (rc)
+		fprintf(stderr, "create %s: %s\n", path, tips_errormsg());
+	REQUIRE(rc == 0);
+	struct tips_pool_info info;
+	tips_pool_info(pool, &info);
+	CHECK(info.media == TIPS_MEDIA_FILE);
+	CHECK(info.media_reason[0] != '\0');
+	CHECK(strcmp(tips_media_name(info.media), "file") == 0);
+
+	/* Counting is the same on file media (msync instead of cache-line flushes). */
+	check_counts_at(tips_pool_root(pool, NULL));
+
+	const size_t n = 65536;
+	unsigned char *root = tips_pool_root(pool, NULL);
+	for (size_t i = 0; i < n; i++)
+		root[i] = pattern_byte(i);
+	struct tips_pm_counters t0 = thread_now();
+	tips_persist(root, n);
+	CHECK_DELTA(delta(thread_now(), t0), n / LINE, 1, n);
+	/* A pool on /dev/shm open at the same time still persists with its own media. */
+	char shm_path[PATH_MAX];
+	scratch_path(shm_path, sizeof(shm_path), "/dev/shm", "media-mixed");
+	struct tips_pool *shm = NULL;
+	REQUIRE(tips_pool_create(shm_path, &o, &shm) == 0);
+	uint64_t *sroot = tips_pool_root(shm, NULL);
+	sroot[0] = 0x5e55;
+	tips_persist(sroot, 8);
+	CHECK_RC(tips_pool_close(&shm), 0);
+	CHECK_RC(tips_pool_close(&pool), 0);
+
+	memset(&info, 0, sizeof(info));
+	CHECK_RC(tips_pool_stat(path, &info), 0);
+	CHECK(info.media == TIPS_MEDIA_FILE);
+	CHECK(info.media_reason[0] != '\0');
+	CHECK(info.clean == 1);
+
+	REQUIRE(tips_pool_open(path, NULL, &pool) == 0);
+	root = tips_pool_root(pool, NULL);
+	size_t bad = 0;
+	for (size_t i = 0; i < n; i++)
+		bad += root[i] != pattern_byte(i);
+	CHECK(bad == 0);
+	CHECK_RC(tips_pool_close(&pool), 0);
+	/* And the file itself holds it, read without mapping. */
+	unsigned char head[256];
+	REQUIRE(file_peek(path, (off_t)info.root_offset, head, sizeof(head)) == 0);
+	for (size_t i = 0; i < sizeof(head); i++)
+		CHECK(head[i] == pattern_byte(i));
+
+	REQUIRE(tips_pool_open(shm_path, NULL, &shm) == 0);
+	CHECK(((uint64_t *)tips_pool_root(shm, NULL))[0] == 0x5e55);
+	CHECK_RC(tips_pool_close(&shm), 0);
+}
+
+int main(void)
+{
+	test_counts_one_thread();
+	test_exited_threads_stay_counted();
+	test_concurrent_threads_add_exactly();
+	test_media_shm();
+	test_media_file();
+	return test_finish("test_persist");
+}
