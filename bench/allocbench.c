@@ -56,7 +56,7 @@ enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_FAILED = 3 };
 #define MAX_LIST 16         /* entries in --threads and --sizes */
 #define MAX_THREADS 256
 #define CACHELINE 64
-#define DEFAULT_OPS 200000ull
+#define DEFAULT_OPS 300000ull
 #define DEFAULT_SLOTS 1024ull
 #define DEFAULT_REPEAT 5u
 #define DEFAULT_POOL_SIZE (1ull << 30)
@@ -73,7 +73,7 @@ static const char usage_text[] =
 	"  --threads LIST    thread counts, comma-separated (default 1,2)\n"
 	"  --sizes LIST      allocation sizes in bytes, comma-separated, K/M suffixes\n"
 	"                    allowed (default 64,256)\n"
-	"  --ops N           allocations (and frees) per thread per run (default 200000)\n"
+	"  --ops N           allocations (and frees) per thread per run (default 300000)\n"
 	"  --slots W         persistent slots per thread (default 1024)\n"
 	"  --repeat R        runs of each allocator per configuration (default 5)\n"
 	"  --pool-size SIZE  size of each pool file (default 1G)\n"
@@ -209,6 +209,7 @@ struct result {
 	uint64_t threads, size;
 	double *samples[NSIDES];    /* pairs/s of each repetition */
 	double median[NSIDES];
+	double spread[NSIDES];      /* (max - min) / median, in percent */
 	uint64_t tips_checkpoints;  /* summed over repetitions */
 	uint64_t tips_fences;       /* summed over repetitions */
 };
@@ -323,18 +324,19 @@ static int tips_loop(struct worker *w)
 	const struct run *r = w->run;
 	struct tips_heap *heap = r->heap;
 	uint64_t *slot = r->tips_slots + w->id * r->tips_stride;
-	size_t size = (size_t)r->size;
+	const size_t size = (size_t)r->size;
+	const uint64_t ops = r->ops, nslots = r->slots;
 	uint64_t k = 0;
 	int rc;
-	for (uint64_t i = 0; i < r->ops; i++) {
+	for (uint64_t i = 0; i < ops; i++) {
 		if (slot[k] && (rc = tips_heap_free_from(heap, &slot[k])))
 			return tips_fail(w, "tips_heap_free_from", rc);
 		if ((rc = tips_heap_alloc_to(heap, size, &slot[k])))
 			return tips_fail(w, "tips_heap_alloc_to", rc);
-		if (++k == r->slots)
+		if (++k == nslots)
 			k = 0;
 	}
-	for (k = 0; k < r->slots; k++)
+	for (k = 0; k < nslots; k++)
 		if (slot[k] && (rc = tips_heap_free_from(heap, &slot[k])))
 			return tips_fail(w, "tips_heap_free_from", rc);
 	return 0;
@@ -388,19 +390,20 @@ static int pmemobj_loop(struct worker *w)
 	const struct run *r = w->run;
 	PMEMobjpool *pop = r->pop;
 	PMEMoid *slot = r->oid_slots + w->id * r->oid_stride;
-	size_t size = (size_t)r->size;
+	const size_t size = (size_t)r->size;
+	const uint64_t ops = r->ops, nslots = r->slots;
 	uint64_t k = 0;
-	for (uint64_t i = 0; i < r->ops; i++) {
+	for (uint64_t i = 0; i < ops; i++) {
 		if (!OID_IS_NULL(slot[k]))
 			pmemobj_free(&slot[k]);
 		if (pmemobj_alloc(pop, &slot[k], size, 0, NULL, NULL)) {
 			snprintf(w->msg, sizeof(w->msg), "pmemobj_alloc: %s", pmemobj_errormsg());
 			return -1;
 		}
-		if (++k == r->slots)
+		if (++k == nslots)
 			k = 0;
 	}
-	for (k = 0; k < r->slots; k++)
+	for (k = 0; k < nslots; k++)
 		if (!OID_IS_NULL(slot[k]))
 			pmemobj_free(&slot[k]);
 	return 0;
@@ -516,6 +519,7 @@ static int double_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The median of @v; leaves @v's values sorted in @scratch. */
 static double median(const double *v, size_t n, double *scratch)
 {
 	memcpy(scratch, v, n * sizeof(*v));
@@ -529,8 +533,11 @@ static void run_config(struct bench *b, struct result *res)
 	for (uint64_t rep = 0; rep < b->opt.repeat; rep++)
 		for (int s = 0; s < NSIDES; s++)
 			res->samples[s][rep] = run_once(b, (enum side_id)s, res);
-	for (int s = 0; s < NSIDES; s++)
-		res->median[s] = median(res->samples[s], b->opt.repeat, scratch);
+	for (int s = 0; s < NSIDES; s++) {
+		double m = median(res->samples[s], b->opt.repeat, scratch);
+		res->median[s] = m;
+		res->spread[s] = m > 0 ? 100 * (scratch[b->opt.repeat - 1] - scratch[0]) / m : 0;
+	}
 }
 
 static double ratio(const struct result *res)
@@ -566,18 +573,22 @@ static void print_table(const struct bench *b)
 	if (b->have_media)
 		printf("libtips pool media: %s (%s)\n", tips_media_name(b->media.media),
 		       b->media.media_reason);
-	printf("\n%7s %8s %14s %16s %7s %12s %14s\n", "threads", "size", "tips_pairs/s",
-	       "pmemobj_pairs/s", "ratio", "tips_ckpt/run", "tips_fence/pair");
+	printf("\n%7s %6s %13s %15s %6s %11s %14s %13s %15s\n", "threads", "size",
+	       "tips_pairs/s", "pmemobj_pairs/s", "ratio", "tips_spread", "pmemobj_spread",
+	       "tips_ckpt/run", "tips_fence/pair");
 	for (size_t i = 0; i < b->nresults; i++) {
 		const struct result *res = &b->results[i];
 		double pairs = (double)(b->opt.ops * res->threads * b->opt.repeat);
-		printf("%7llu %8llu %14.0f %16.0f %7.2f %12.1f %14.2f\n",
+		printf("%7llu %6llu %13.0f %15.0f %6.2f %10.0f%% %13.0f%% %13.1f %15.2f\n",
 		       (unsigned long long)res->threads, (unsigned long long)res->size,
 		       res->median[SIDE_TIPS], res->median[SIDE_PMEMOBJ], ratio(res),
+		       res->spread[SIDE_TIPS], res->spread[SIDE_PMEMOBJ],
 		       (double)res->tips_checkpoints / (double)b->opt.repeat,
 		       (double)res->tips_fences / pairs);
 	}
-	printf("(ratio = tips_pairs/s / pmemobj_pairs/s, medians; a pair = one alloc + one free)\n");
+	printf("(pairs/s: medians over runs, a pair = one alloc + one free; ratio = tips / pmemobj;\n"
+	       " spread = (max - min) / median of the runs; checkpoints and fences: libtips, "
+	       "timed region only)\n");
 }
 
 /* ---- JSON ------------------------------------------------------------------------------ */
@@ -611,8 +622,9 @@ static void json_result(FILE *f, const struct bench *b, const struct result *res
 		(unsigned long long)res->threads, (unsigned long long)res->size);
 	fprintf(f, "\"tips_pairs_per_s\": %.1f, \"pmemobj_pairs_per_s\": %.1f, \"ratio\": %.4f, ",
 		res->median[SIDE_TIPS], res->median[SIDE_PMEMOBJ], ratio(res));
-	fprintf(f, "\"tips_checkpoints\": %llu, \"tips_fences\": %llu,\n      \"tips_samples\": ",
-		(unsigned long long)res->tips_checkpoints, (unsigned long long)res->tips_fences);
+	fprintf(f, "\"tips_checkpoints_all_runs\": %llu, \"tips_fences_all_runs\": %llu,\n"
+		"      \"tips_samples\": ", (unsigned long long)res->tips_checkpoints,
+		(unsigned long long)res->tips_fences);
 	json_samples(f, res->samples[SIDE_TIPS], b->opt.repeat);
 	fputs(", \"pmemobj_samples\": ", f);
 	json_samples(f, res->samples[SIDE_PMEMOBJ], b->opt.repeat);

@@ -757,57 +757,64 @@ static bool record_frees(unsigned type, bool rollback)
  * free lists. A crash before step 3 leaves the records valid, and replaying them is
  * idempotent; after step 3 the media is consistent without them.
  */
+/* Walks the records of generation @gen that the lanes wrote, lane by lane. */
+struct record_iter {
+	unsigned lane;
+	uint64_t index;
+};
+
+static const struct heap_record *record_next(const struct tips_heap *h, uint64_t gen,
+					     struct record_iter *it)
+{
+	uint64_t cap = h->hdr->lane_records;
+	for (; it->lane < h->nlanes; it->lane++, it->index = 0) {
+		const struct lane *lane = &h->lanes[it->lane];
+		while (it->index < lane->nrec && it->index < cap) {
+			const struct heap_record *r = &lane->log[it->index++];
+			if (record_valid(h, r, gen))
+				return r;
+		}
+	}
+	return NULL;
+}
+
 static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 {
 	uint64_t gen = generation(h);
-	uint64_t cap = h->hdr->lane_records;
 	bool contents = flags & TIPS_HEAP_FLUSH_LOGGED_BLOCKS;
+	const struct heap_record *r;
+	struct record_iter it;
 	struct block_ref ref;
 	uint64_t n;
-	for (unsigned l = 0; l < h->nlanes; l++) {
-		struct lane *lane = &h->lanes[l];
-		for (uint64_t i = 0; i < lane->nrec && i < cap; i++) {
-			const struct heap_record *r = &lane->log[i];
-			if (!record_valid(h, r, gen))
-				continue;
-			unsigned t = REC_TYPE(r->tag);
-			if (t == REC_ALLOC_SLOT || (t == REC_ALLOC_LOGGED && !rollback))
-				flush_alloc(h, r, contents && t == REC_ALLOC_LOGGED);
-			else
-				pm_flush(r, sizeof(*r));
-			if (t == REC_FREE_SLOT) /* its current value: 0 or a newer block's */
-				pm_flush((void *)r->slot, sizeof(uint64_t));
-		}
+	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
+		unsigned t = REC_TYPE(r->tag);
+		if (t == REC_ALLOC_SLOT || (t == REC_ALLOC_LOGGED && !rollback))
+			flush_alloc(h, r, contents && t == REC_ALLOC_LOGGED);
+		else
+			pm_flush(r, sizeof(*r));
+		if (t == REC_FREE_SLOT) /* its current value: 0 or a newer block's */
+			pm_flush((void *)r->slot, sizeof(uint64_t));
 	}
 	pm_drain();
-	for (unsigned l = 0; l < h->nlanes; l++) {
-		struct lane *lane = &h->lanes[l];
-		for (uint64_t i = 0; i < lane->nrec && i < cap; i++) {
-			const struct heap_record *r = &lane->log[i];
-			if (!record_valid(h, r, gen) || !record_frees(REC_TYPE(r->tag), rollback))
-				continue;
-			record_block(h, r, &ref, &n);
-			block_clear(h, &ref, n);
-		}
+	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
+		if (!record_frees(REC_TYPE(r->tag), rollback))
+			continue;
+		record_block(h, r, &ref, &n);
+		block_clear(h, &ref, n);
 	}
 	pm_drain();
 	__atomic_store_n(&h->hdr->generation, gen + 1, __ATOMIC_RELEASE);
 	pm_persist(&h->hdr->generation, sizeof(uint64_t));
-	for (unsigned l = 0; l < h->nlanes; l++) {
-		struct lane *lane = &h->lanes[l];
-		for (uint64_t i = 0; i < lane->nrec && i < cap; i++) {
-			const struct heap_record *r = &lane->log[i];
-			if (!record_valid(h, r, gen))
-				continue;
-			unsigned t = REC_TYPE(r->tag);
-			record_block(h, r, &ref, &n);
-			if (record_frees(t, rollback))
-				block_freed_volatile(h, &ref, n);
-			else if (t == REC_FREE_LOGGED) /* rollback forgets it */
-				pending_clear(h, &ref);
-		}
-		lane->nrec = 0;
+	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
+		unsigned t = REC_TYPE(r->tag);
+		record_block(h, r, &ref, &n);
+		if (record_frees(t, rollback))
+			block_freed_volatile(h, &ref, n);
+		else if (t == REC_FREE_LOGGED) /* rollback forgets it */
+			pending_clear(h, &ref);
 	}
+	for (unsigned l = 0; l < h->nlanes; l++)
+		h->lanes[l].nrec = 0;
 	atomic_store(&h->logged_records, 0);
 	atomic_store(&h->next_seq, 0);
 	h->undecided = false;
