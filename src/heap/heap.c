@@ -338,9 +338,10 @@ static int run_acquire(struct tips_heap *h, int cls, int lane_idx, uint64_t *out
 	if (idx == UINT64_MAX)
 		return tips_set_error(TIPS_ENOMEM, "heap full: no free chunk for a run of %u-byte "
 				      "blocks", class_slot[cls]);
-	/* Format: an empty bitmap, then the table entry; both persistent before use. */
+	/* Format: the empty bitmap must be persistent before the table entry can say RUN
+	 * (an evicted entry over a stale bitmap would read as garbage blocks). */
 	memset(run_bitmap(h, idx), 0, RUN_BITMAP_BYTES);
-	pm_flush(run_bitmap(h, idx), RUN_BITMAP_BYTES);
+	pm_persist(run_bitmap(h, idx), RUN_BITMAP_BYTES);
 	word_put(&h->table[idx], CHUNK_ENTRY(CHUNK_RUN, cls));
 	pm_persist(&h->table[idx], sizeof(uint64_t));
 	int rc = run_state_init(h, idx, cls);
