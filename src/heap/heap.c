@@ -76,6 +76,10 @@ struct lane {
 	uint32_t nrec;           /* records written this generation (next index) */
 	int32_t active[NCLASSES]; /* run (chunk index) owned per class, -1 if none */
 	uint32_t cursor[NCLASSES]; /* bitmap word to search from */
+	uint32_t logged;         /* MLog records written this generation */
+	/* Statistics, kept per lane so that no shared line is written per call. */
+	uint64_t allocs, frees;
+	int64_t bytes_delta;     /* usable bytes allocated minus freed since open */
 } __attribute__((aligned(64)));
 
 struct class_list {
@@ -100,12 +104,10 @@ struct tips_heap {
 	uint64_t *chunk_free; /* bitmap: 1 = free chunk */
 	uint64_t chunk_hint;
 
-	_Atomic uint64_t next_seq;       /* sequence number of the next record */
-	_Atomic uint64_t logged_records; /* LOGGED records in this generation */
 	bool undecided;                  /* LOGGED records found by recovery, not decided */
 
-	_Atomic uint64_t n_allocs, n_frees, n_checkpoints, n_rollbacks, n_recovered;
-	_Atomic uint64_t bytes_in_use;
+	_Atomic uint64_t n_checkpoints, n_rollbacks, n_recovered;
+	uint64_t bytes_at_open;          /* usable bytes allocated when the heap was opened */
 };
 
 /*
@@ -399,7 +401,7 @@ static void record_write(struct tips_heap *h, struct lane *lane, uint64_t block,
 	struct heap_record *r = &lane->log[lane->nrec++];
 	r->block = block;
 	r->slot = slot;
-	r->size_seq = (size << REC_SEQ_BITS) | atomic_fetch_add_explicit(&h->next_seq, 1, memory_order_relaxed);
+	r->size = size;
 	__atomic_store_n(&r->tag, REC_TAG(generation(h), type), __ATOMIC_RELEASE);
 	pm_flush(r, sizeof(*r));
 	if (fence)
@@ -411,6 +413,16 @@ static bool record_valid(const struct tips_heap *h, const struct heap_record *r,
 	(void)h;
 	unsigned t = REC_TYPE(r->tag);
 	return REC_GEN(r->tag) == gen && t >= REC_ALLOC_SLOT && t <= REC_FREE_LOGGED;
+}
+
+/* MLog records pending in this generation; reads other lanes' counts without their
+ * locks, which is exact when every lane is locked and a hint otherwise. */
+static uint64_t logged_pending(const struct tips_heap *h)
+{
+	uint64_t n = 0;
+	for (unsigned l = 0; l < h->nlanes; l++)
+		n += __atomic_load_n(&h->lanes[l].logged, __ATOMIC_RELAXED);
+	return n;
 }
 
 static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback);
@@ -428,7 +440,7 @@ static int lane_lock_with_room(struct tips_heap *h, struct lane **out)
 	pthread_mutex_lock(&lane->lock);
 	while (lane->nrec >= cap) {
 		pthread_mutex_unlock(&lane->lock);
-		if (atomic_load(&h->logged_records) > 0 || h->undecided)
+		if (logged_pending(h) > 0 || h->undecided)
 			return tips_set_error(TIPS_ELOGFULL, "allocation log lane full while MLog "
 					      "records are pending: checkpoint or roll back first");
 		lanes_lock_all(h);
@@ -522,38 +534,63 @@ static void block_mark_allocated(struct tips_heap *h, const struct block_ref *re
 	ref->hdr->size = size;
 }
 
+/*
+ * Checkpoints to apply pending frees when the heap ran out of room, if no MLog record
+ * stands in the way (only its owner may checkpoint those). True if it did.
+ */
+static bool checkpoint_for_room(struct tips_heap *h)
+{
+	lanes_lock_all(h);
+	bool records = false; /* frees, if any, are among them */
+	for (unsigned l = 0; l < h->nlanes && !records; l++)
+		records = h->lanes[l].nrec > 0;
+	bool ok = records && logged_pending(h) == 0 && !h->undecided;
+	if (ok)
+		checkpoint_locked(h, 0, false);
+	lanes_unlock_all(h);
+	return ok;
+}
+
 static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void **out)
 {
 	if (!h || size == 0)
 		return tips_set_error(TIPS_EINVAL, "allocation of 0 bytes");
-	if (size > h->nchunks * HEAP_CHUNK_SIZE || size > REC_MAX_SIZE)
+	if (size > h->nchunks * HEAP_CHUNK_SIZE)
 		return tips_set_error(TIPS_ETOOBIG, "allocation of %zu bytes exceeds the heap",
 				      size);
 	struct lane *lane;
-	int rc = lane_lock_with_room(h, &lane);
-	if (rc)
-		return rc;
 	char *block = NULL;
 	struct block_ref ref = { 0 };
-	rc = block_reserve(h, lane, size, &block, &ref);
-	if (rc) {
+	for (int attempt = 0;; attempt++) {
+		int rc = lane_lock_with_room(h, &lane);
+		if (rc)
+			return rc;
+		rc = block_reserve(h, lane, size, &block, &ref);
+		if (rc == 0)
+			break;
 		pthread_mutex_unlock(&lane->lock);
-		return rc;
+		if (rc != TIPS_ENOMEM || attempt > 0 || !checkpoint_for_room(h))
+			return rc;
 	}
-	/* The record is persistent before any store it describes (one fence). */
+	/* The header may be written now (meaningless while the block is free); the record
+	 * is persistent (one fence, one line) before any metadata or slot store it
+	 * describes. The header is flushed by the checkpoint, or rewritten by replay. */
+	uint64_t gen = generation(h);
+	ref.hdr->alloc_gen = gen;
+	ref.hdr->size = size;
 	record_write(h, lane, (uint64_t)block, (uint64_t)slot, size,
 		     slot ? REC_ALLOC_SLOT : REC_ALLOC_LOGGED, true);
-	block_mark_allocated(h, &ref, size, generation(h));
+	block_set_bits(h, &ref, size);
 	if (!ref.extent)
 		h->runs[ref.chunk].nfree--;
 	void *user = block + BLOCK_HEADER_SIZE;
 	if (slot)
 		__atomic_store_n(slot, (uint64_t)user, __ATOMIC_RELEASE);
 	else
-		atomic_fetch_add(&h->logged_records, 1);
+		__atomic_store_n(&lane->logged, lane->logged + 1, __ATOMIC_RELAXED);
+	lane->allocs++;
+	lane->bytes_delta += (int64_t)ref.usable;
 	pthread_mutex_unlock(&lane->lock);
-	atomic_fetch_add_explicit(&h->n_allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&h->bytes_in_use, ref.usable, memory_order_relaxed);
 	if (out)
 		*out = user;
 	return 0;
@@ -609,10 +646,10 @@ static int free_common(struct tips_heap *h, void *ptr, uint64_t *slot)
 		__atomic_store_n(slot, 0, __ATOMIC_RELEASE);
 	} else {
 		record_write(h, lane, (uint64_t)block, 0, size, REC_FREE_LOGGED, false);
-		atomic_fetch_add(&h->logged_records, 1);
+		__atomic_store_n(&lane->logged, lane->logged + 1, __ATOMIC_RELAXED);
 	}
+	lane->frees++;
 	pthread_mutex_unlock(&lane->lock);
-	atomic_fetch_add_explicit(&h->n_frees, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -664,7 +701,7 @@ static void record_block(const struct tips_heap *h, const struct heap_record *r,
 				      class_slot[cls]);
 		ref->usable = class_slot[cls] - BLOCK_HEADER_SIZE;
 	} else {
-		*extent_n = extent_chunks(REC_SIZE(r->size_seq));
+		*extent_n = extent_chunks(r->size);
 		ref->chunk = idx;
 		ref->extent = true;
 		ref->bit = 0;
@@ -673,32 +710,53 @@ static void record_block(const struct tips_heap *h, const struct heap_record *r,
 	ref->hdr = (struct block_header *)r->block;
 }
 
-/* Flushes what an ALLOC record's change wrote: metadata, header, slot, maybe contents. */
-static void flush_alloc(struct tips_heap *h, const struct heap_record *r, bool contents)
+/*
+ * Flushes a line unless it was the last one this pass flushed: consecutive records name
+ * neighbouring blocks (one bitmap line covers up to 512 of them) and neighbouring slots.
+ */
+struct line_filter {
+	uintptr_t last[2]; /* two streams: metadata words and slots */
+};
+
+static void flush_once(struct line_filter *f, int stream, const void *addr, size_t len)
+{
+	uintptr_t first = (uintptr_t)addr & ~(uintptr_t)(PM_CACHELINE - 1);
+	uintptr_t end = (uintptr_t)addr + len;
+	if (first == f->last[stream] && end <= first + PM_CACHELINE)
+		return;
+	pm_flush(addr, len);
+	f->last[stream] = ((end - 1) & ~(uintptr_t)(PM_CACHELINE - 1));
+}
+
+/* Flushes what an ALLOC record's change wrote: metadata, header, slot, and with
+ * @contents the whole block. */
+static void flush_alloc(struct tips_heap *h, const struct heap_record *r, bool contents,
+			struct line_filter *f)
 {
 	struct block_ref ref;
 	uint64_t n;
 	record_block(h, r, &ref, &n);
 	if (ref.extent)
-		pm_flush(&h->table[ref.chunk], n * sizeof(uint64_t));
+		flush_once(f, 0, &h->table[ref.chunk], n * sizeof(uint64_t));
 	else
-		pm_flush(&run_bitmap(h, ref.chunk)[ref.bit / 64], sizeof(uint64_t));
-	pm_flush(ref.hdr, contents ? BLOCK_HEADER_SIZE + REC_SIZE(r->size_seq) : BLOCK_HEADER_SIZE);
+		flush_once(f, 0, &run_bitmap(h, ref.chunk)[ref.bit / 64], sizeof(uint64_t));
+	pm_flush(ref.hdr, contents ? BLOCK_HEADER_SIZE + r->size : BLOCK_HEADER_SIZE);
 	if (r->slot)
-		pm_flush((void *)r->slot, sizeof(uint64_t));
+		flush_once(f, 1, (void *)r->slot, sizeof(uint64_t));
 }
 
 /* Clears a block's allocated state on the media and flushes it (no fence). */
-static void block_clear(struct tips_heap *h, const struct block_ref *ref, uint64_t extent_n)
+static void block_clear(struct tips_heap *h, const struct block_ref *ref, uint64_t extent_n,
+			struct line_filter *f)
 {
 	if (ref->extent) {
 		for (uint64_t i = 0; i < extent_n; i++)
 			word_put(&h->table[ref->chunk + i], CHUNK_ENTRY(CHUNK_FREE, 0));
-		pm_flush(&h->table[ref->chunk], extent_n * sizeof(uint64_t));
+		flush_once(f, 0, &h->table[ref->chunk], extent_n * sizeof(uint64_t));
 	} else {
 		uint64_t *w = &run_bitmap(h, ref->chunk)[ref->bit / 64];
 		word_put(w, word_get(w) & ~(1ull << (ref->bit % 64)));
-		pm_flush(w, sizeof(*w));
+		flush_once(f, 0, w, sizeof(*w));
 	}
 }
 
@@ -713,7 +771,7 @@ static void pending_clear(struct tips_heap *h, const struct block_ref *ref)
 static void block_freed_volatile(struct tips_heap *h, const struct block_ref *ref,
 				 uint64_t extent_n)
 {
-	atomic_fetch_sub_explicit(&h->bytes_in_use, ref->usable, memory_order_relaxed);
+	h->lanes[0].bytes_delta -= (int64_t)ref->usable; /* every lane is locked */
 	pending_clear(h, ref);
 	if (ref->extent) {
 		pthread_mutex_lock(&h->chunk_lock);
@@ -787,21 +845,23 @@ static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 	struct record_iter it;
 	struct block_ref ref;
 	uint64_t n;
+	struct line_filter f = { { 0, 0 } };
 	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
 		unsigned t = REC_TYPE(r->tag);
 		if (t == REC_ALLOC_SLOT || (t == REC_ALLOC_LOGGED && !rollback))
-			flush_alloc(h, r, contents && t == REC_ALLOC_LOGGED);
-		else
+			flush_alloc(h, r, contents && t == REC_ALLOC_LOGGED, &f);
+		else if (t == REC_FREE_LOGGED) /* written unfenced, maybe by another CPU */
 			pm_flush(r, sizeof(*r));
 		if (t == REC_FREE_SLOT) /* its current value: 0 or a newer block's */
-			pm_flush((void *)r->slot, sizeof(uint64_t));
+			flush_once(&f, 1, (void *)r->slot, sizeof(uint64_t));
 	}
 	pm_drain();
+	f = (struct line_filter){ { 0, 0 } };
 	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
 		if (!record_frees(REC_TYPE(r->tag), rollback))
 			continue;
 		record_block(h, r, &ref, &n);
-		block_clear(h, &ref, n);
+		block_clear(h, &ref, n, &f);
 	}
 	pm_drain();
 	__atomic_store_n(&h->hdr->generation, gen + 1, __ATOMIC_RELEASE);
@@ -814,10 +874,10 @@ static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 		else if (t == REC_FREE_LOGGED) /* rollback forgets it */
 			pending_clear(h, &ref);
 	}
-	for (unsigned l = 0; l < h->nlanes; l++)
+	for (unsigned l = 0; l < h->nlanes; l++) {
 		h->lanes[l].nrec = 0;
-	atomic_store(&h->logged_records, 0);
-	atomic_store(&h->next_seq, 0);
+		__atomic_store_n(&h->lanes[l].logged, 0, __ATOMIC_RELAXED);
+	}
 	h->undecided = false;
 	atomic_fetch_add(rollback ? &h->n_rollbacks : &h->n_checkpoints, 1);
 	return 0;
@@ -890,11 +950,15 @@ int heap_format(void *base, size_t size)
 	return 0;
 }
 
-static int seq_compare(const void *a, const void *b)
+static int addr_compare(const void *a, const void *b)
 {
-	uint64_t x = REC_SEQ((*(const struct heap_record *const *)a)->size_seq);
-	uint64_t y = REC_SEQ((*(const struct heap_record *const *)b)->size_seq);
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return (x > y) - (x < y);
+}
+
+static bool addr_listed(const uint64_t *sorted, size_t n, uint64_t v)
+{
+	return bsearch(&v, sorted, n, sizeof(*sorted), addr_compare) != NULL;
 }
 
 /* Validates the geometry a record claims, so replay never writes outside the heap. */
@@ -915,19 +979,20 @@ static bool record_sane(const struct tips_heap *h, const struct heap_record *r)
 		return off >= RUN_BITMAP_BYTES && (off - RUN_BITMAP_BYTES) % class_slot[cls] == 0 &&
 		       (off - RUN_BITMAP_BYTES) / class_slot[cls] < run_capacity((int)cls);
 	}
-	uint64_t n = extent_chunks(REC_SIZE(r->size_seq));
+	uint64_t n = extent_chunks(r->size);
 	return blk == chunk_addr(h, idx) && n >= 1 && idx + n <= h->nchunks;
 }
 
 /*
- * Replays the valid records in sequence order, bringing the media to the state the
- * program had at the crash: allocations marked with header and slot, FREE_SLOT slots
- * cleared. Frees themselves stay deferred (pending) until the next checkpoint.
+ * Replays the valid records, bringing the media to the state the program had at the
+ * crash: every block a record names marked allocated (an interrupted checkpoint may
+ * have cleared some; frees stay pending until the next checkpoint), allocation headers
+ * rewritten, and every slot set to its last value (see heap_layout.h).
  */
 static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 {
 	uint64_t gen = generation(h), cap = h->hdr->lane_records;
-	size_t total = 0;
+	size_t total = 0, nfreed = 0;
 	for (unsigned l = 0; l < h->nlanes; l++) {
 		h->lanes[l].nrec = 0;
 		for (uint64_t i = 0; i < cap; i++)
@@ -937,21 +1002,33 @@ static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 			}
 	}
 	struct heap_record **recs = calloc(total ? total : 1, sizeof(*recs));
-	if (!recs)
+	uint64_t *freed = calloc(total ? total : 1, sizeof(*freed));
+	if (!recs || !freed) {
+		free(recs);
+		free(freed);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for heap recovery");
+	}
 	size_t k = 0;
 	for (unsigned l = 0; l < h->nlanes; l++)
-		for (uint64_t i = 0; i < h->lanes[l].nrec; i++)
-			if (record_valid(h, &h->lanes[l].log[i], gen)) {
-				if (!record_sane(h, &h->lanes[l].log[i])) {
-					free(recs);
-					return tips_set_error(TIPS_ECORRUPT, "heap log lane %u record %llu "
-							      "names no block", l, (unsigned long long)i);
-				}
-				recs[k++] = &h->lanes[l].log[i];
+		for (uint64_t i = 0; i < h->lanes[l].nrec; i++) {
+			struct heap_record *r = &h->lanes[l].log[i];
+			if (!record_valid(h, r, gen))
+				continue;
+			if (!record_sane(h, r)) {
+				free(recs);
+				free(freed);
+				return tips_set_error(TIPS_ECORRUPT, "heap log lane %u record %llu "
+						      "names no block", l, (unsigned long long)i);
 			}
-	qsort(recs, total, sizeof(*recs), seq_compare);
-	uint64_t max_seq = 0, logged = 0;
+			recs[k++] = r;
+			unsigned t = REC_TYPE(r->tag);
+			if (t == REC_FREE_SLOT || t == REC_FREE_LOGGED)
+				freed[nfreed++] = r->block;
+			if (t == REC_ALLOC_LOGGED || t == REC_FREE_LOGGED)
+				h->lanes[l].logged++;
+		}
+	qsort(freed, nfreed, sizeof(*freed), addr_compare);
+	struct line_filter f = { { 0, 0 } };
 	for (size_t i = 0; i < total; i++) {
 		struct heap_record *r = recs[i];
 		unsigned t = REC_TYPE(r->tag);
@@ -959,30 +1036,26 @@ static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 		uint64_t n;
 		record_block(h, r, &ref, &n);
 		if (t == REC_ALLOC_SLOT || t == REC_ALLOC_LOGGED) {
-			block_mark_allocated(h, &ref, REC_SIZE(r->size_seq), gen);
-			flush_alloc(h, r, false);
-			if (t == REC_ALLOC_SLOT) {
-				*(uint64_t *)r->slot = r->block + BLOCK_HEADER_SIZE;
-				pm_flush((void *)r->slot, sizeof(uint64_t));
-			}
+			block_mark_allocated(h, &ref, r->size, gen);
+			pm_flush(ref.hdr, sizeof(*ref.hdr));
 		} else {
-			/* Undo any part of an interrupted checkpoint's step 2: until the
-			 * generation advances, a freed block is still allocated. */
-			block_set_bits(h, &ref, REC_SIZE(r->size_seq));
-			flush_alloc(h, r, false);
-			if (t == REC_FREE_SLOT &&
-			    *(uint64_t *)r->slot == r->block + BLOCK_HEADER_SIZE) {
-				*(uint64_t *)r->slot = 0;
-				pm_flush((void *)r->slot, sizeof(uint64_t));
-			}
+			block_set_bits(h, &ref, r->size);
 		}
-		logged += t == REC_ALLOC_LOGGED || t == REC_FREE_LOGGED;
-		if (REC_SEQ(r->size_seq) + 1 > max_seq)
-			max_seq = REC_SEQ(r->size_seq) + 1;
+		flush_alloc(h, r, false, &f);
+		if (t == REC_FREE_SLOT) { /* cleared first; a surviving allocation sets it below */
+			*(uint64_t *)r->slot = 0;
+			pm_flush((void *)r->slot, sizeof(uint64_t));
+		}
+	}
+	for (size_t i = 0; i < total; i++) {
+		struct heap_record *r = recs[i];
+		if (REC_TYPE(r->tag) == REC_ALLOC_SLOT && !addr_listed(freed, nfreed, r->block)) {
+			*(uint64_t *)r->slot = r->block + BLOCK_HEADER_SIZE;
+			pm_flush((void *)r->slot, sizeof(uint64_t));
+		}
 	}
 	pm_drain();
-	atomic_store(&h->next_seq, max_seq);
-	atomic_store(&h->logged_records, logged);
+	free(freed);
 	atomic_fetch_add(&h->n_recovered, total);
 	*out = recs;
 	*nout = total;
@@ -1020,7 +1093,7 @@ static int rebuild(struct tips_heap *h)
 			h->runs[i].pending_free = calloc(RUN_BITMAP_BYTES / 8, sizeof(uint64_t));
 			if (!h->runs[i].pending_free)
 				return tips_set_error(TIPS_ENOMEM, "out of DRAM");
-			h->bytes_in_use += n * HEAP_CHUNK_SIZE - BLOCK_HEADER_SIZE;
+			h->bytes_at_open += n * HEAP_CHUNK_SIZE - BLOCK_HEADER_SIZE;
 			i += n;
 			break;
 		}
@@ -1032,7 +1105,7 @@ static int rebuild(struct tips_heap *h)
 	for (uint64_t i = 0; i < h->nchunks; i++)
 		if (CHUNK_KIND(h->table[i]) == CHUNK_RUN) {
 			int cls = (int)CHUNK_ARG(h->table[i]);
-			h->bytes_in_use += (uint64_t)(run_capacity(cls) - h->runs[i].nfree) *
+			h->bytes_at_open += (uint64_t)(run_capacity(cls) - h->runs[i].nfree) *
 					   (class_slot[cls] - BLOCK_HEADER_SIZE);
 		}
 	return 0;
@@ -1117,7 +1190,7 @@ int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
 		}
 	}
 	free(recs);
-	if (atomic_load(&h->logged_records) > 0)
+	if (logged_pending(h) > 0)
 		h->undecided = true; /* the MLog's owner decides: checkpoint or rollback */
 	else if (nrecs > 0)
 		checkpoint_locked(h, 0, false);
@@ -1162,12 +1235,18 @@ uint64_t tips_heap_generation(const struct tips_heap *h) { return generation(h);
 void tips_heap_stats(struct tips_heap *h, struct tips_heap_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->allocs = atomic_load(&h->n_allocs);
-	out->frees = atomic_load(&h->n_frees);
+	int64_t delta = 0;
+	lanes_lock_all(h);
+	for (unsigned l = 0; l < h->nlanes; l++) {
+		out->allocs += h->lanes[l].allocs;
+		out->frees += h->lanes[l].frees;
+		delta += h->lanes[l].bytes_delta;
+	}
+	lanes_unlock_all(h);
 	out->checkpoints = atomic_load(&h->n_checkpoints);
 	out->rollbacks = atomic_load(&h->n_rollbacks);
 	out->recovered_records = atomic_load(&h->n_recovered);
-	out->bytes_in_use = atomic_load(&h->bytes_in_use);
+	out->bytes_in_use = (uint64_t)((int64_t)h->bytes_at_open + delta);
 	out->bytes_total = h->nchunks * HEAP_CHUNK_SIZE;
 }
 

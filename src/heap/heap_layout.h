@@ -23,8 +23,9 @@
  *    replay marks every block named by a record allocated again, so an interrupted
  *    checkpoint (or rollback) is undone whole and can be redone either way: the
  *    generation store is a checkpoint's single commit point;
- *  - records carry a sequence number from one counter per generation, so replaying in
- *    that order rebuilds every slot's last value, even when lanes shared a slot.
+ *  - a slot's last value needs no global order of records: it is the one block
+ *    allocated into it in this generation that no record frees, else 0 if a FREE
+ *    record names the slot, else unchanged (callers change slots only through the heap).
  */
 #ifndef TIPS_HEAP_HEAP_LAYOUT_H
 #define TIPS_HEAP_HEAP_LAYOUT_H
@@ -79,15 +80,9 @@ enum heap_record_type {
 struct heap_record {
 	uint64_t block; /* address of the block header */
 	uint64_t slot;  /* address of the slot, 0 for LOGGED records */
-	uint64_t size_seq; /* requested size << 24 | sequence number within the generation */
+	uint64_t size;  /* requested size of the block */
 	uint64_t tag;   /* generation << 8 | type; written last, after the other fields */
 } __attribute__((aligned(32)));
-
-/* Records are replayed in sequence order: the one global order of ownership changes. */
-#define REC_SEQ_BITS 24
-#define REC_SIZE(sz_seq) ((sz_seq) >> REC_SEQ_BITS)
-#define REC_SEQ(sz_seq) ((sz_seq) & ((1ull << REC_SEQ_BITS) - 1))
-#define REC_MAX_SIZE ((1ull << (64 - REC_SEQ_BITS)) - 1)
 
 #define REC_TAG(gen, type) (((gen) << 8) | (uint64_t)(type))
 #define REC_GEN(tag) ((tag) >> 8)

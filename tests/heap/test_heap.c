@@ -7,8 +7,10 @@
  * rollback undoes it, a full lane log refuses instead of committing it), and that a
  * close/reopen keeps every block.
  */
+#define _GNU_SOURCE
 #include "test_util.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 #define POOL_SIZE (64ull << 20)
@@ -231,8 +233,90 @@ static void test_reopen(const char *path, struct tips_pool **pool)
 		CHECK_RC(tips_heap_free_from(h, &slots[i]), 0);
 }
 
+/*
+ * One lane allocates b1 into slot S; another frees it and allocates b2 into S; power
+ * fails before any checkpoint. Replay must leave S = b2, b1 free, nothing leaked, in
+ * whichever order it visits the lanes: the scenario runs with the roles both ways.
+ */
+struct cross_lane {
+	struct tips_heap *heap;
+	uint64_t *slot;
+	int helper_allocates_first; /* else the helper frees and reallocates */
+	uint64_t b1, b2;
+	pthread_barrier_t step;
+};
+
+static void cross_lane_first(struct cross_lane *cl)
+{
+	CHECK_RC(tips_heap_alloc_to(cl->heap, 40, cl->slot), 0);
+	cl->b1 = *cl->slot;
+}
+
+static void cross_lane_second(struct cross_lane *cl)
+{
+	CHECK_RC(tips_heap_free_from(cl->heap, cl->slot), 0);
+	CHECK_RC(tips_heap_alloc_to(cl->heap, 40, cl->slot), 0);
+	cl->b2 = *cl->slot;
+}
+
+static void *cross_lane_helper(void *arg)
+{
+	struct cross_lane *cl = arg;
+	if (cl->helper_allocates_first)
+		cross_lane_first(cl);
+	pthread_barrier_wait(&cl->step);
+	pthread_barrier_wait(&cl->step);
+	if (!cl->helper_allocates_first)
+		cross_lane_second(cl);
+	pthread_barrier_wait(&cl->step); /* both threads alive throughout: distinct lanes */
+	return NULL;
+}
+
+static void test_cross_lane_slot(int helper_allocates_first)
+{
+	char path[256];
+	test_path(path, sizeof(path), "/dev/shm", "crosslane");
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	o.size = 16u << 20;
+	o.media = TIPS_MEDIA_SIM;
+	struct tips_pool *pool;
+	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
+	struct tips_heap *h = tips_pool_heap(pool);
+	struct cross_lane cl = { .heap = h, .slot = tips_pool_root(pool, NULL),
+				 .helper_allocates_first = helper_allocates_first };
+	pthread_barrier_init(&cl.step, NULL, 2);
+	pthread_t t;
+	REQUIRE(pthread_create(&t, NULL, cross_lane_helper, &cl) == 0);
+	pthread_barrier_wait(&cl.step);
+	if (!helper_allocates_first)
+		cross_lane_first(&cl);
+	pthread_barrier_wait(&cl.step);
+	if (helper_allocates_first)
+		cross_lane_second(&cl);
+	pthread_barrier_wait(&cl.step);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&cl.step);
+	CHECK(cl.b1 != 0 && cl.b2 != 0 && cl.b1 != cl.b2);
+	CHECK_RC(tips_pool_sim_power_fail(&pool, 0.0, 1), 0);
+
+	REQUIRE(tips_pool_open(path, NULL, &pool) == 0);
+	h = tips_pool_heap(pool);
+	uint64_t *slot = tips_pool_root(pool, NULL);
+	CHECK(*slot == cl.b2);
+	CHECK(tips_heap_usable_size(h, (void *)cl.b2) >= 40);
+	CHECK(tips_heap_usable_size(h, (void *)cl.b1) == 0);
+	CHECK(heap_blocks(h) == 1);
+	check_consistent(h);
+	CHECK_RC(tips_pool_close(&pool), 0);
+	unlink(path);
+}
+
 int main(void)
 {
+	test_cross_lane_slot(1);
+	test_cross_lane_slot(0);
+
 	char path[256];
 	struct tips_pool *pool = test_pool_create(path, sizeof(path), "heap", POOL_SIZE);
 	struct tips_heap *h = tips_pool_heap(pool);
