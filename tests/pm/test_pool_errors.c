@@ -48,16 +48,7 @@ static struct tips_pool_options opts_of_size(uint64_t size)
 /* Creates a closed 8 MiB pool at a fresh scratch path. */
 static void make_closed_pool(char *path, size_t len, const char *name)
 {
-	scratch_path(path, len, SHM, name);
-	struct tips_pool_options o = opts_of_size(8 * MIB);
-	struct tips_pool *pool = NULL;
-	int rc = tips_pool_create(path, &o, &pool);
-	if (rc) {
-		fprintf(stderr, "cannot create %s: %s\n", path, tips_errormsg());
-		exit(1);
-	}
-	REQUIRE(tips_pool_close(&pool) == 0);
-	REQUIRE(pool == NULL);
+	make_closed_pool_in(path, len, SHM, name, 8 * MIB);
 }
 
 /* Opens and closes @path, which must succeed. */

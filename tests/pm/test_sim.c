@@ -36,17 +36,7 @@ static uint64_t root_offset; /* of every pool made by make_base() (same layout) 
 /* Creates a closed 8 MiB pool (ordinary media) at a fresh path. */
 static void make_base(char *path, size_t len, const char *name)
 {
-	scratch_path(path, len, SHM, name);
-	struct tips_pool_options o;
-	tips_pool_options_init(&o);
-	o.size = 8 * MIB;
-	struct tips_pool *pool = NULL;
-	int rc = tips_pool_create(path, &o, &pool);
-	if (rc) {
-		fprintf(stderr, "cannot create %s: %s\n", path, tips_errormsg());
-		exit(1);
-	}
-	REQUIRE(tips_pool_close(&pool) == 0);
+	make_closed_pool_in(path, len, SHM, name, 8 * MIB);
 	struct tips_pool_info info;
 	REQUIRE(tips_pool_stat(path, &info) == 0);
 	root_offset = info.root_offset;
