@@ -713,6 +713,8 @@ static void record_block(const struct tips_heap *h, const struct heap_record *r,
 /*
  * Flushes a line unless it was the last one this pass flushed: consecutive records name
  * neighbouring blocks (one bitmap line covers up to 512 of them) and neighbouring slots.
+ * Only for passes that flush and do not store: a flush is not ordered with later stores
+ * to its line, so a line stored to after its flush must be flushed again.
  */
 struct line_filter {
 	uintptr_t last[2]; /* two streams: metadata words and slots */
@@ -728,35 +730,39 @@ static void flush_once(struct line_filter *f, int stream, const void *addr, size
 	f->last[stream] = ((end - 1) & ~(uintptr_t)(PM_CACHELINE - 1));
 }
 
-/* Flushes what an ALLOC record's change wrote: metadata, header, slot, and with
- * @contents the whole block. */
-static void flush_alloc(struct tips_heap *h, const struct heap_record *r, bool contents,
-			struct line_filter *f)
+/* Flushes the metadata word(s) that say whether a block is allocated. */
+static void flush_block_meta(struct tips_heap *h, const struct block_ref *ref,
+			     uint64_t extent_n, struct line_filter *f)
+{
+	if (ref->extent)
+		flush_once(f, 0, &h->table[ref->chunk], extent_n * sizeof(uint64_t));
+	else
+		flush_once(f, 0, &run_bitmap(h, ref->chunk)[ref->bit / 64], sizeof(uint64_t));
+}
+
+/* Flushes what a record's change wrote: metadata, header, slot, and with @contents the
+ * whole block. */
+static void flush_record_effects(struct tips_heap *h, const struct heap_record *r,
+				 bool contents, struct line_filter *f)
 {
 	struct block_ref ref;
 	uint64_t n;
 	record_block(h, r, &ref, &n);
-	if (ref.extent)
-		flush_once(f, 0, &h->table[ref.chunk], n * sizeof(uint64_t));
-	else
-		flush_once(f, 0, &run_bitmap(h, ref.chunk)[ref.bit / 64], sizeof(uint64_t));
+	flush_block_meta(h, &ref, n, f);
 	pm_flush(ref.hdr, contents ? BLOCK_HEADER_SIZE + r->size : BLOCK_HEADER_SIZE);
 	if (r->slot)
 		flush_once(f, 1, (void *)r->slot, sizeof(uint64_t));
 }
 
-/* Clears a block's allocated state on the media and flushes it (no fence). */
-static void block_clear(struct tips_heap *h, const struct block_ref *ref, uint64_t extent_n,
-			struct line_filter *f)
+/* Clears a block's allocated state (stores only; the caller flushes afterwards). */
+static void block_clear(struct tips_heap *h, const struct block_ref *ref, uint64_t extent_n)
 {
 	if (ref->extent) {
 		for (uint64_t i = 0; i < extent_n; i++)
 			word_put(&h->table[ref->chunk + i], CHUNK_ENTRY(CHUNK_FREE, 0));
-		flush_once(f, 0, &h->table[ref->chunk], extent_n * sizeof(uint64_t));
 	} else {
 		uint64_t *w = &run_bitmap(h, ref->chunk)[ref->bit / 64];
 		word_put(w, word_get(w) & ~(1ull << (ref->bit % 64)));
-		flush_once(f, 0, w, sizeof(*w));
 	}
 }
 
@@ -849,19 +855,25 @@ static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
 		unsigned t = REC_TYPE(r->tag);
 		if (t == REC_ALLOC_SLOT || (t == REC_ALLOC_LOGGED && !rollback))
-			flush_alloc(h, r, contents && t == REC_ALLOC_LOGGED, &f);
+			flush_record_effects(h, r, contents && t == REC_ALLOC_LOGGED, &f);
 		else if (t == REC_FREE_LOGGED) /* written unfenced, maybe by another CPU */
 			pm_flush(r, sizeof(*r));
 		if (t == REC_FREE_SLOT) /* its current value: 0 or a newer block's */
 			flush_once(&f, 1, (void *)r->slot, sizeof(uint64_t));
 	}
 	pm_drain();
+	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
+		if (!record_frees(REC_TYPE(r->tag), rollback))
+			continue;
+		record_block(h, r, &ref, &n);
+		block_clear(h, &ref, n);
+	}
 	f = (struct line_filter){ { 0, 0 } };
 	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
 		if (!record_frees(REC_TYPE(r->tag), rollback))
 			continue;
 		record_block(h, r, &ref, &n);
-		block_clear(h, &ref, n, &f);
+		flush_block_meta(h, &ref, n, &f);
 	}
 	pm_drain();
 	__atomic_store_n(&h->hdr->generation, gen + 1, __ATOMIC_RELEASE);
@@ -1028,32 +1040,28 @@ static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 				h->lanes[l].logged++;
 		}
 	qsort(freed, nfreed, sizeof(*freed), addr_compare);
-	struct line_filter f = { { 0, 0 } };
+	/* Stores first, then one flush pass: no line is stored to after its flush. */
 	for (size_t i = 0; i < total; i++) {
 		struct heap_record *r = recs[i];
 		unsigned t = REC_TYPE(r->tag);
 		struct block_ref ref;
 		uint64_t n;
 		record_block(h, r, &ref, &n);
-		if (t == REC_ALLOC_SLOT || t == REC_ALLOC_LOGGED) {
+		if (t == REC_ALLOC_SLOT || t == REC_ALLOC_LOGGED)
 			block_mark_allocated(h, &ref, r->size, gen);
-			pm_flush(ref.hdr, sizeof(*ref.hdr));
-		} else {
+		else
 			block_set_bits(h, &ref, r->size);
-		}
-		flush_alloc(h, r, false, &f);
-		if (t == REC_FREE_SLOT) { /* cleared first; a surviving allocation sets it below */
+		if (t == REC_FREE_SLOT) /* cleared first; a surviving allocation sets it below */
 			*(uint64_t *)r->slot = 0;
-			pm_flush((void *)r->slot, sizeof(uint64_t));
-		}
 	}
 	for (size_t i = 0; i < total; i++) {
 		struct heap_record *r = recs[i];
-		if (REC_TYPE(r->tag) == REC_ALLOC_SLOT && !addr_listed(freed, nfreed, r->block)) {
+		if (REC_TYPE(r->tag) == REC_ALLOC_SLOT && !addr_listed(freed, nfreed, r->block))
 			*(uint64_t *)r->slot = r->block + BLOCK_HEADER_SIZE;
-			pm_flush((void *)r->slot, sizeof(uint64_t));
-		}
 	}
+	struct line_filter f = { { 0, 0 } };
+	for (size_t i = 0; i < total; i++)
+		flush_record_effects(h, recs[i], false, &f);
 	pm_drain();
 	free(freed);
 	atomic_fetch_add(&h->n_recovered, total);

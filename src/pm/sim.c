@@ -1,10 +1,11 @@
 /*
  * sim.c - simulated power failure; see sim.h for the model and its invariant.
  *
- * Pending lines (flushed, not yet fenced) are kept per sim in one list tagged with the
- * flushing thread, under a mutex: the sim is a test harness, so clarity beats speed.
- * A power failure draws from a splitmix64 stream seeded by the caller and visits lines
- * in address order, so the same seed on the same state gives the same file.
+ * Pending lines (flushed, not yet fenced) are kept per sim in one list, in flush order,
+ * each with the flushing thread and the line's contents at the flush, under a mutex:
+ * the sim is a test harness, so clarity beats speed. A power failure draws from a
+ * splitmix64 stream seeded by the caller and visits pending lines in flush order and
+ * dirty lines in address order, so the same seed on the same state gives the same file.
  */
 #define _GNU_SOURCE
 #include "pm/sim.h"
@@ -21,6 +22,7 @@
 struct pending_line {
 	uintptr_t line;
 	pthread_t owner;
+	unsigned char data[PM_CACHELINE]; /* the line's contents when it was flushed */
 };
 
 struct pm_sim {
@@ -81,16 +83,20 @@ void pm_sim_flush(struct pm_sim *sim, uintptr_t first, uintptr_t end)
 			sim->pending = p;
 			sim->cap = cap;
 		}
-		sim->pending[sim->npending++] = (struct pending_line){ line, self };
+		struct pending_line *p = &sim->pending[sim->npending++];
+		p->line = line;
+		p->owner = self;
+		memcpy(p->data, (const void *)line, PM_CACHELINE);
 	}
 	pthread_mutex_unlock(&sim->lock);
 }
 
-static void line_write_back(struct pm_sim *sim, uintptr_t line)
+/* Writes a flushed line, as it was at its flush, to the media view. */
+static void pending_write_back(struct pm_sim *sim, const struct pending_line *p)
 {
-	size_t off = line - (uintptr_t)sim->working;
+	size_t off = p->line - (uintptr_t)sim->working;
 	if (off < sim->size)
-		memcpy(sim->media + off, sim->working + off, PM_CACHELINE);
+		memcpy(sim->media + off, p->data, PM_CACHELINE);
 }
 
 void pm_sim_drain(struct pm_sim *sim)
@@ -100,7 +106,7 @@ void pm_sim_drain(struct pm_sim *sim)
 	size_t kept = 0;
 	for (size_t i = 0; i < sim->npending; i++) {
 		if (pthread_equal(sim->pending[i].owner, self))
-			line_write_back(sim, sim->pending[i].line);
+			pending_write_back(sim, &sim->pending[i]);
 		else
 			sim->pending[kept++] = sim->pending[i];
 	}
@@ -121,24 +127,15 @@ static double draw(uint64_t *state)
 	return (double)(splitmix64(state) >> 11) / 9007199254740992.0;
 }
 
-static int cmp_line(const void *a, const void *b)
-{
-	uintptr_t x = ((const struct pending_line *)a)->line;
-	uintptr_t y = ((const struct pending_line *)b)->line;
-	return (x > y) - (x < y);
-}
-
 void pm_sim_power_fail(struct pm_sim *sim, double evict, uint64_t seed)
 {
 	pthread_mutex_lock(&sim->lock);
 	uint64_t rng = seed;
-	/* Flushed but unfenced lines: each reached the media or not, a coin each. */
-	if (sim->npending > 0)
-		qsort(sim->pending, sim->npending, sizeof(*sim->pending), cmp_line);
+	/* Flushed but unfenced lines: each flush reached the media or not, a coin each,
+	 * in flush order (a later flush of the same line carries newer contents). */
 	for (size_t i = 0; i < sim->npending; i++)
-		if (i == 0 || sim->pending[i].line != sim->pending[i - 1].line)
-			if (draw(&rng) < 0.5)
-				line_write_back(sim, sim->pending[i].line);
+		if (draw(&rng) < 0.5)
+			pending_write_back(sim, &sim->pending[i]);
 	sim->npending = 0;
 	/* Dirty lines never flushed: the CPU may have evicted any of them. */
 	if (evict > 0) {

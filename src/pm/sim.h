@@ -4,7 +4,8 @@
  * The pool is mapped twice: a MAP_PRIVATE working view at the pool's fixed address,
  * where the program's stores land, and a MAP_SHARED media view of the same file. Only a
  * cache line passed to pm_flush and then to pm_drain (by the same thread) is copied from
- * the working view to the media view. A power failure writes back a random share of the
+ * the working view to the media view, as it was when flushed: a flush is not ordered
+ * with later stores to its line (clwb, clflushopt), so those need a flush of their own. A power failure writes back a random share of the
  * lines that differ between the views (dirty lines a CPU may have evicted), each pending
  * flushed-but-unfenced line with probability 1/2, and then drops the working view.
  * Invariant: the file never holds a line that the program did not flush, fence or
