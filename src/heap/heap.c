@@ -14,8 +14,9 @@
  * Concurrency. A thread works through lane (thread slot % nlanes), under the lane
  * mutex. A run is owned by at most one lane at a time, so its bitmap and free count are
  * changed only under that lane's mutex, or by a checkpoint, which holds every lane
- * mutex. Class lists (runs with free blocks and no owner) have a mutex per class; the
- * free-chunk map has one mutex. Lock order: lanes (ascending), class, chunks.
+ * mutex (after a first-come first-served gate, so that no taker of every lane starves).
+ * Class lists (runs with free blocks and no owner) have a mutex per class; the
+ * free-chunk map has one mutex. Lock order: gate, lanes (ascending), class, chunks.
  */
 #define _GNU_SOURCE
 #include "heap/heap_internal.h"
@@ -82,6 +83,35 @@ struct lane {
 	int64_t bytes_delta;     /* usable bytes allocated minus freed since open */
 } __attribute__((aligned(64)));
 
+/*
+ * A first-come first-served gate for whoever takes every lane (checkpoints, a full
+ * lane, a full heap, statistics). Mutexes let a running thread take them back before a
+ * woken waiter runs, so without it a thread that checkpoints in a loop starves a thread
+ * waiting for every lane.
+ */
+struct ticket_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t turn;
+	uint64_t next, serving;
+};
+
+static void gate_enter(struct ticket_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	uint64_t mine = g->next++;
+	while (mine != g->serving)
+		pthread_cond_wait(&g->turn, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_leave(struct ticket_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->serving++;
+	pthread_cond_broadcast(&g->turn);
+	pthread_mutex_unlock(&g->lock);
+}
+
 struct class_list {
 	pthread_mutex_t lock;
 	int32_t head;
@@ -100,6 +130,7 @@ struct tips_heap {
 	struct class_list classes[NCLASSES];
 	struct run_state *runs; /* one per chunk */
 
+	struct ticket_gate all_lanes;    /* taken before taking every lane */
 	pthread_mutex_t chunk_lock;
 	uint64_t *chunk_free; /* bitmap: 1 = free chunk */
 	uint64_t chunk_hint;
@@ -129,10 +160,12 @@ static inline uint64_t chunk_index(const struct tips_heap *h, const void *addr)
 	return (uint64_t)((const char *)addr - h->chunks) / HEAP_CHUNK_SIZE;
 }
 
+/* Slots are aligned words of the pool, anywhere but in the heap's own metadata. */
 static bool slot_in_pool(const struct tips_heap *h, const uint64_t *slot)
 {
 	uintptr_t a = (uintptr_t)slot;
-	return a % 8 == 0 && a >= h->pool_start && a + 8 <= h->pool_end;
+	bool in_metadata = a >= (uintptr_t)h->base && a < (uintptr_t)h->chunks;
+	return a % 8 == 0 && a >= h->pool_start && a + 8 <= h->pool_end && !in_metadata;
 }
 
 static uint64_t generation(const struct tips_heap *h)
@@ -440,11 +473,15 @@ static int lane_lock_with_room(struct tips_heap *h, struct lane **out)
 	pthread_mutex_lock(&lane->lock);
 	while (lane->nrec >= cap) {
 		pthread_mutex_unlock(&lane->lock);
-		if (logged_pending(h) > 0 || h->undecided)
-			return tips_set_error(TIPS_ELOGFULL, "allocation log lane full while MLog "
-					      "records are pending: checkpoint or roll back first");
-		lanes_lock_all(h);
-		int rc = lane->nrec >= cap ? checkpoint_locked(h, 0, false) : 0;
+		lanes_lock_all(h); /* decide with every lane still: no MLog record can appear */
+		int rc = 0;
+		if (lane->nrec >= cap) {
+			if (logged_pending(h) > 0 || h->undecided)
+				rc = tips_set_error(TIPS_ELOGFULL, "allocation log lane full while MLog "
+						    "records are pending: checkpoint or roll back first");
+			else
+				rc = checkpoint_locked(h, 0, false);
+		}
 		lanes_unlock_all(h);
 		if (rc)
 			return rc;
@@ -535,20 +572,49 @@ static void block_mark_allocated(struct tips_heap *h, const struct block_ref *re
 }
 
 /*
- * Checkpoints to apply pending frees when the heap ran out of room, if no MLog record
- * stands in the way (only its owner may checkpoint those). True if it did.
+ * Lanes keep their run of each class even when it empties; when the heap runs out of
+ * room, every empty run a lane holds goes back to the free chunks. Every lane locked.
+ * Returns the number of chunks released.
  */
-static bool checkpoint_for_room(struct tips_heap *h)
+static unsigned release_idle_runs_locked(struct tips_heap *h)
+{
+	unsigned released = 0;
+	for (unsigned l = 0; l < h->nlanes; l++)
+		for (int c = 0; c < NCLASSES; c++) {
+			int32_t run = h->lanes[l].active[c];
+			if (run < 0 || h->runs[run].nfree != run_capacity(c))
+				continue;
+			h->lanes[l].active[c] = -1;
+			pthread_mutex_lock(&h->classes[c].lock);
+			h->runs[run].owner = -1;
+			if (h->runs[run].listed)
+				class_list_remove(h, c, (uint64_t)run);
+			pthread_mutex_lock(&h->chunk_lock);
+			chunk_release_locked(h, (uint64_t)run, 1);
+			pthread_mutex_unlock(&h->chunk_lock);
+			pthread_mutex_unlock(&h->classes[c].lock);
+			released++;
+		}
+	return released;
+}
+
+/*
+ * Makes room when the heap is full: applies pending frees with a checkpoint (unless an
+ * MLog record stands in the way: only its owner may checkpoint those), then gives back
+ * the empty runs lanes hold. True if anything may have been freed.
+ */
+static bool make_room(struct tips_heap *h)
 {
 	lanes_lock_all(h);
 	bool records = false; /* frees, if any, are among them */
 	for (unsigned l = 0; l < h->nlanes && !records; l++)
 		records = h->lanes[l].nrec > 0;
-	bool ok = records && logged_pending(h) == 0 && !h->undecided;
-	if (ok)
+	bool checkpointed = records && logged_pending(h) == 0 && !h->undecided;
+	if (checkpointed)
 		checkpoint_locked(h, 0, false);
+	bool released = release_idle_runs_locked(h) > 0;
 	lanes_unlock_all(h);
-	return ok;
+	return checkpointed || released;
 }
 
 static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void **out)
@@ -569,7 +635,7 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 		if (rc == 0)
 			break;
 		pthread_mutex_unlock(&lane->lock);
-		if (rc != TIPS_ENOMEM || attempt > 0 || !checkpoint_for_room(h))
+		if (rc != TIPS_ENOMEM || attempt > 0 || !make_room(h))
 			return rc;
 	}
 	/* The header may be written now (meaningless while the block is free); the record
@@ -600,7 +666,11 @@ int tips_heap_alloc_to(struct tips_heap *h, size_t size, uint64_t *slot)
 {
 	if (!h || !slot_in_pool(h, slot))
 		return tips_set_error(TIPS_EINVAL, "tips_heap_alloc_to: slot %p is not an aligned "
-				      "word inside the pool", (void *)slot);
+				      "word of the pool outside the heap's metadata", (void *)slot);
+	if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) != 0)
+		return tips_set_error(TIPS_EINVAL, "tips_heap_alloc_to: slot %p already holds "
+				      "%#llx; free it first", (void *)slot,
+				      (unsigned long long)*slot);
 	return alloc_common(h, size, slot, NULL);
 }
 
@@ -614,6 +684,7 @@ int tips_heap_alloc_logged(struct tips_heap *h, size_t size, void **out)
 /* ---- free ----------------------------------------------------------------------- */
 
 static void pending_clear(struct tips_heap *h, const struct block_ref *ref);
+static bool block_pending(const struct tips_heap *h, const struct block_ref *ref);
 
 /* Marks @ref pending-free for this generation; false if it already was (double free). */
 static bool block_mark_pending(struct tips_heap *h, const struct block_ref *ref)
@@ -639,6 +710,12 @@ static int free_common(struct tips_heap *h, void *ptr, uint64_t *slot)
 		pending_clear(h, &ref); /* nothing was recorded */
 		return rc;
 	}
+	/* No checkpoint or rollback runs while a lane is held: check again that a rollback
+	 * did not free the block (and drop its mark) between the first check and here. */
+	if (!block_is_allocated(h, &ref) || !block_pending(h, &ref)) {
+		pthread_mutex_unlock(&lane->lock);
+		return tips_set_error(TIPS_EINVAL, "free of %p: the block was freed meanwhile", ptr);
+	}
 	uint64_t size = ref.hdr->size;
 	if (slot) {
 		/* Record durable first, then the slot may change (recovery re-applies it). */
@@ -657,7 +734,7 @@ int tips_heap_free_from(struct tips_heap *h, uint64_t *slot)
 {
 	if (!h || !slot_in_pool(h, slot))
 		return tips_set_error(TIPS_EINVAL, "tips_heap_free_from: slot %p is not an aligned "
-				      "word inside the pool", (void *)slot);
+				      "word of the pool outside the heap's metadata", (void *)slot);
 	if (!*slot)
 		return tips_set_error(TIPS_EINVAL, "tips_heap_free_from: empty slot");
 	return free_common(h, (void *)*slot, slot);
@@ -672,6 +749,7 @@ int tips_heap_free_logged(struct tips_heap *h, void *ptr)
 
 static void lanes_lock_all(struct tips_heap *h)
 {
+	gate_enter(&h->all_lanes);
 	for (unsigned i = 0; i < h->nlanes; i++)
 		pthread_mutex_lock(&h->lanes[i].lock);
 }
@@ -680,6 +758,7 @@ static void lanes_unlock_all(struct tips_heap *h)
 {
 	for (unsigned i = h->nlanes; i-- > 0;)
 		pthread_mutex_unlock(&h->lanes[i].lock);
+	gate_leave(&h->all_lanes);
 }
 
 /*
@@ -985,14 +1064,25 @@ static bool record_sane(const struct tips_heap *h, const struct heap_record *r)
 	uint64_t e = h->table[idx];
 	if (CHUNK_KIND(e) == CHUNK_RUN) {
 		uint64_t cls = CHUNK_ARG(e);
-		if (cls >= (uint64_t)NCLASSES)
+		if (cls >= (uint64_t)NCLASSES || r->size + BLOCK_HEADER_SIZE > class_slot[cls])
 			return false;
 		uint64_t off = (uint64_t)(blk - chunk_addr(h, idx));
 		return off >= RUN_BITMAP_BYTES && (off - RUN_BITMAP_BYTES) % class_slot[cls] == 0 &&
 		       (off - RUN_BITMAP_BYTES) / class_slot[cls] < run_capacity((int)cls);
 	}
+	/* An extent: its head is FREE or EXTENT, the rest FREE or its own continuations
+	 * (it was carved from free chunks; replay may have written it before). */
 	uint64_t n = extent_chunks(r->size);
-	return blk == chunk_addr(h, idx) && n >= 1 && idx + n <= h->nchunks;
+	if (blk != chunk_addr(h, idx) || n < 1 || idx + n > h->nchunks)
+		return false;
+	if (CHUNK_KIND(e) != CHUNK_FREE && CHUNK_KIND(e) != CHUNK_EXTENT)
+		return false;
+	for (uint64_t k = 1; k < n; k++) {
+		uint64_t c = h->table[idx + k];
+		if (c != CHUNK_ENTRY(CHUNK_FREE, 0) && c != CHUNK_ENTRY(CHUNK_CONT, k))
+			return false;
+	}
+	return true;
 }
 
 /*
@@ -1088,7 +1178,9 @@ static int rebuild(struct tips_heap *h)
 			int rc = run_state_init(h, i, cls);
 			if (rc)
 				return rc;
-			if (h->runs[i].nfree > 0)
+			if (h->runs[i].nfree == run_capacity(cls))
+				chunk_release_locked(h, i, 1); /* empty: free for any class */
+			else if (h->runs[i].nfree > 0)
 				class_list_push(h, cls, i);
 			i++;
 			break;
@@ -1129,6 +1221,8 @@ static void heap_free_volatile(struct tips_heap *h)
 	for (int c = 0; c < NCLASSES; c++)
 		pthread_mutex_destroy(&h->classes[c].lock);
 	pthread_mutex_destroy(&h->chunk_lock);
+	pthread_mutex_destroy(&h->all_lanes.lock);
+	pthread_cond_destroy(&h->all_lanes.turn);
 	free(h->runs);
 	free(h->chunk_free);
 	free(h);
@@ -1159,6 +1253,8 @@ int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
 	h->nchunks = hh->nchunks;
 	h->nlanes = hh->nlanes;
 	pthread_mutex_init(&h->chunk_lock, NULL);
+	pthread_mutex_init(&h->all_lanes.lock, NULL);
+	pthread_cond_init(&h->all_lanes.turn, NULL);
 	for (unsigned l = 0; l < h->nlanes; l++) {
 		pthread_mutex_init(&h->lanes[l].lock, NULL);
 		h->lanes[l].log = (struct heap_record *)(h->base + hh->lanes_offset) + l * hh->lane_records;

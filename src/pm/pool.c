@@ -3,8 +3,10 @@
  *
  * Create builds the pool under a hidden temporary name in the target directory and
  * publishes it with renameat2(RENAME_NOREPLACE) only once header, root and heap are
- * persistent: a failure at any step removes the temporary file, so a path either holds
- * a complete pool or nothing new. Open validates the header (magic, version, checksum,
+ * persistent and the file is synced; the directory is synced after the rename. A
+ * failure at any step removes the temporary file, so a path either holds a complete
+ * pool or nothing new; temporary files of a create that crashed are removed by the next
+ * create of the same name (their creator's lock is gone). Open validates the header (magic, version, checksum,
  * size) before mapping anything, takes an exclusive flock for as long as the pool is
  * open, and maps at the recorded address or fails.
  */
@@ -16,6 +18,7 @@
 #include "pm/sim.h"
 #include "util/errors_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -224,6 +227,65 @@ static int pool_start(struct tips_pool *p)
 	return rc;
 }
 
+/*
+ * Removes the temporary files of creates of @base that crashed. A creator holds an
+ * exclusive lock on its file from creation to rename, so a file whose lock can be
+ * taken is abandoned (a creator that finds its file unlinked starts again).
+ */
+static void remove_abandoned_temps(const char *dir, const char *base)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	char prefix[PATH_MAX];
+	int plen = snprintf(prefix, sizeof(prefix), ".%s.creating-", base);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, (size_t)plen) != 0 ||
+		    strlen(e->d_name) != (size_t)plen + 6)
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+		close(fd);
+	}
+	closedir(d);
+}
+
+/* Creates and locks the temporary file; 0 and *fd_out, or a TIPS_E* code. */
+static int temp_create(char *tmp, size_t len, const char *dir, const char *base, int *fd_out)
+{
+	for (int attempt = 0; attempt < 8; attempt++) {
+		if (snprintf(tmp, len, "%s/.%s.creating-XXXXXX", dir, base) >= (int)len)
+			return tips_set_error(TIPS_EINVAL, "path too long: %s/%s", dir, base);
+		int fd = mkostemp(tmp, O_CLOEXEC);
+		if (fd < 0)
+			return tips_set_error(tips_errno_code(errno), "cannot create a file in %s: %s",
+					      dir, strerror(errno));
+		struct stat st;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && st.st_nlink > 0) {
+			*fd_out = fd;
+			return 0;
+		}
+		close(fd); /* a concurrent cleaner took it for abandoned: start again */
+	}
+	return tips_set_error(TIPS_EIO, "cannot create a locked temporary file in %s", dir);
+}
+
+/* Makes the rename of a new pool durable. */
+static int dir_sync(const char *dir)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return tips_set_error(TIPS_EIO, "open directory %s: %s", dir, strerror(errno));
+	int rc = fsync(dfd) == 0 ? 0 : tips_set_error(TIPS_EIO, "fsync of directory %s: %s", dir,
+						     strerror(errno));
+	close(dfd);
+	return rc;
+}
+
 int tips_pool_create(const char *path, const struct tips_pool_options *o,
 		     struct tips_pool **out)
 {
@@ -247,17 +309,11 @@ int tips_pool_create(const char *path, const struct tips_pool_options *o,
 		return tips_set_error(TIPS_EEXIST, "cannot create %s: a file already exists there",
 				      path);
 
+	remove_abandoned_temps(dir, base);
 	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s/.%s.creating-XXXXXX", dir, base) >= (int)sizeof(tmp))
-		return tips_set_error(TIPS_EINVAL, "path too long: %s", path);
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return tips_set_error(tips_errno_code(errno), "cannot create a file in %s: %s", dir,
-				      strerror(errno));
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		rc = tips_set_error(TIPS_EIO, "flock %s: %s", tmp, strerror(errno));
-		goto fail_file;
-	}
+	int fd = -1;
+	if ((rc = temp_create(tmp, sizeof(tmp), dir, base, &fd)) != 0)
+		return rc;
 	int err = posix_fallocate(fd, 0, (off_t)o->size);
 	if (err) {
 		rc = tips_set_error(tips_errno_code(err), "cannot reserve %llu bytes for %s: %s",
@@ -286,12 +342,16 @@ int tips_pool_create(const char *path, const struct tips_pool_options *o,
 	rc = heap_format((char *)p->map.addr + h.heap_offset, h.heap_size);
 	if (rc == 0)
 		rc = pool_start(p);
+	if (rc == 0 && fsync(fd) != 0) /* the file's size and blocks, before its name */
+		rc = tips_set_error(TIPS_EIO, "fsync of %s: %s", tmp, strerror(errno));
 	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) != 0)
 		rc = errno == EEXIST
 			     ? tips_set_error(TIPS_EEXIST, "cannot create %s: a file appeared there",
 					      path)
 			     : tips_set_error(tips_errno_code(errno), "rename to %s: %s", path,
 					      strerror(errno));
+	if (rc == 0 && (rc = dir_sync(dir)) != 0)
+		unlink(path); /* not durably named: do not leave it half-made */
 	if (rc) {
 		if (p->heap)
 			heap_close(p->heap, 1);

@@ -119,6 +119,8 @@ static void test_bad_frees(struct tips_heap *h, uint64_t *slots)
 	CHECK_RC(tips_heap_free_from(h, &empty), TIPS_EINVAL);
 	int on_stack;
 	CHECK_RC(tips_heap_free_logged(h, &on_stack), TIPS_EINVAL);
+	CHECK_RC(tips_heap_alloc_to(h, 64, &slots[0]), TIPS_EINVAL); /* slot holds a block */
+	CHECK(strstr(tips_errormsg(), "already holds") != NULL);
 	CHECK_RC(tips_heap_alloc_to(h, 0, &slots[1]), TIPS_EINVAL);
 	CHECK(slots[1] == 0);
 	CHECK_RC(tips_heap_alloc_to(h, (size_t)1 << 40, &slots[1]), TIPS_ETOOBIG);
@@ -316,8 +318,61 @@ static void test_cross_lane_slot(int helper_allocates_first)
 	unlink(path);
 }
 
+/* Runs that lanes hold stay theirs only while there is room: when the heap is full,
+ * empty runs of every lane go back to the chunk pool (and at open, too). */
+struct small_allocs {
+	struct tips_heap *heap;
+	uint64_t *slots;
+};
+
+static void *alloc_two_and_free(void *arg)
+{
+	struct small_allocs *sa = arg;
+	for (int i = 0; i < 2; i++)
+		CHECK_RC(tips_heap_alloc_to(sa->heap, 16 + (size_t)i * 200, &sa->slots[i]), 0);
+	for (int i = 0; i < 2; i++)
+		CHECK_RC(tips_heap_free_from(sa->heap, &sa->slots[i]), 0);
+	return NULL;
+}
+
+static void test_idle_runs_released(void)
+{
+	char path[256];
+	struct tips_pool *pool = test_pool_create(path, sizeof(path), "idleruns", 32ull << 20);
+	struct tips_heap *h = tips_pool_heap(pool);
+	uint64_t *root = tips_pool_root(pool, NULL);
+	enum { THREADS = 40 };
+	pthread_t t[THREADS];
+	struct small_allocs sa[THREADS];
+	/* Threads start while others still run, so they hold distinct lanes and runs. */
+	for (int i = 0; i < THREADS; i++) {
+		sa[i] = (struct small_allocs){ h, &root[i * 8] };
+		REQUIRE(pthread_create(&t[i], NULL, alloc_two_and_free, &sa[i]) == 0);
+	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	struct tips_heap_stats st;
+	tips_heap_stats(h, &st);
+	CHECK(st.bytes_in_use == 0);
+	/* Nearly the whole heap in one extent: only possible if no run is kept. */
+	size_t big = (size_t)st.bytes_total - (2u << 20);
+	CHECK_RC(tips_heap_alloc_to(h, big, &root[1000]), 0);
+	CHECK_RC(tips_heap_free_from(h, &root[1000]), 0);
+	CHECK_RC(tips_pool_close(&pool), 0);
+	CHECK_RC(tips_pool_open(path, NULL, &pool), 0);
+	REQUIRE(pool != NULL);
+	h = tips_pool_heap(pool);
+	root = tips_pool_root(pool, NULL);
+	CHECK_RC(tips_heap_alloc_to(h, big, &root[1000]), 0);
+	check_consistent(h);
+	CHECK_RC(tips_pool_close(&pool), 0);
+	unlink(path);
+}
+
 int main(void)
 {
+	test_idle_runs_released();
 	test_cross_lane_slot(1);
 	test_cross_lane_slot(0);
 

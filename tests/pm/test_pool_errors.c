@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <zlib.h>
 
@@ -395,6 +396,38 @@ static void test_open_locked_same_process(void)
  * waits for the parent's word before closing it. No sleeps: every step waits on a
  * pipe read.
  */
+/*
+ * A create that crashed leaves `.NAME.creating-XXXXXX` behind; the next create of NAME
+ * removes it, but never the temporary file of a create still in progress (locked).
+ */
+static void test_create_removes_abandoned_temps(void)
+{
+	char path[PATH_MAX], abandoned[PATH_MAX + 32], in_progress[PATH_MAX + 32];
+	scratch_path(path, sizeof(path), SHM, "abandon");
+	char *slash = strrchr(path, '/');
+	REQUIRE(slash != NULL);
+	*slash = '\0';
+	snprintf(abandoned, sizeof(abandoned), "%s/.%s.creating-AAAAAA", path, slash + 1);
+	snprintf(in_progress, sizeof(in_progress), "%s/.%s.creating-BBBBBB", path, slash + 1);
+	*slash = '/';
+	cleanup_track(abandoned, 0);
+	cleanup_track(in_progress, 0);
+	int a = open(abandoned, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+	int b = open(in_progress, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+	REQUIRE(a >= 0 && b >= 0);
+	close(a);
+	REQUIRE(flock(b, LOCK_EX | LOCK_NB) == 0); /* its creator is still at work */
+	struct tips_pool_options o = opts_of_size(8 * MIB);
+	struct tips_pool *pool = NULL;
+	CHECK_RC(tips_pool_create(path, &o, &pool), 0);
+	if (pool)
+		CHECK_RC(tips_pool_close(&pool), 0);
+	CHECK(!file_exists(abandoned));
+	CHECK(file_exists(in_progress));
+	close(b);
+	unlink(in_progress);
+}
+
 static void test_open_locked_other_process(void)
 {
 	char path[PATH_MAX];
@@ -656,6 +689,7 @@ int main(void)
 	test_create_exists();
 	test_create_nospace();
 	test_create_bad_size();
+	test_create_removes_abandoned_temps();
 	test_open_not_a_pool();
 	test_open_foreign_version();
 	test_open_corrupt_header();
