@@ -50,10 +50,11 @@ struct tips_heap;
  * @size: bytes of user data (> 0).
  * @slot: a 64-bit word inside the pool; receives the block's address.
  *
- * On return the block is durably owned by @slot (one fence). Until the next
- * checkpoint the caller must change @slot only through this heap (e.g.
- * tips_heap_free_from()), because recovery may rewrite it. The block's contents are not
- * initialised or persisted. Return: 0, TIPS_EINVAL, TIPS_ENOMEM (heap full),
+ * On return the block is durably owned by @slot (one fence). Preconditions: *@slot is
+ * 0 (else TIPS_EINVAL), and no other thread allocates into or frees @slot at the same
+ * time. Until the next checkpoint the caller must change @slot only through this heap
+ * (e.g. tips_heap_free_from()), because recovery may rewrite it. The block's contents
+ * are not initialised or persisted. Return: 0, TIPS_EINVAL, TIPS_ENOMEM (heap full),
  * TIPS_ETOOBIG, TIPS_ELOGFULL (the lane log is full of logged records, see below).
  */
 TIPS_API int tips_heap_alloc_to(struct tips_heap *heap, size_t size, uint64_t *slot);

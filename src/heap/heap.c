@@ -136,6 +136,7 @@ struct tips_heap {
 	uint64_t chunk_hint;
 
 	bool undecided;                  /* LOGGED records found by recovery, not decided */
+	const struct heap_record **freeing; /* checkpoint scratch: records that free blocks */
 
 	_Atomic uint64_t n_checkpoints, n_rollbacks, n_recovered;
 	uint64_t bytes_at_open;          /* usable bytes allocated when the heap was opened */
@@ -160,12 +161,22 @@ static inline uint64_t chunk_index(const struct tips_heap *h, const void *addr)
 	return (uint64_t)((const char *)addr - h->chunks) / HEAP_CHUNK_SIZE;
 }
 
-/* Slots are aligned words of the pool, anywhere but in the heap's own metadata. */
+/* Slots are aligned words of the pool, anywhere but in the pool header or the heap's
+ * own metadata (its header, logs, chunk table and run bitmaps). */
 static bool slot_in_pool(const struct tips_heap *h, const uint64_t *slot)
 {
 	uintptr_t a = (uintptr_t)slot;
-	bool in_metadata = a >= (uintptr_t)h->base && a < (uintptr_t)h->chunks;
-	return a % 8 == 0 && a >= h->pool_start && a + 8 <= h->pool_end && !in_metadata;
+	if (a % 8 != 0 || a < h->pool_start + 4096 || a + 8 > h->pool_end)
+		return false;
+	if (a >= (uintptr_t)h->base && a < (uintptr_t)h->chunks)
+		return false;
+	if (a >= (uintptr_t)h->chunks && a < (uintptr_t)chunk_addr(h, h->nchunks)) {
+		uint64_t idx = chunk_index(h, slot);
+		bool in_bitmap = (uintptr_t)(a - (uintptr_t)chunk_addr(h, idx)) < RUN_BITMAP_BYTES;
+		if (in_bitmap && CHUNK_KIND(word_get(&h->table[idx])) == CHUNK_RUN)
+			return false;
+	}
+	return true;
 }
 
 static uint64_t generation(const struct tips_heap *h)
@@ -435,7 +446,9 @@ static void record_write(struct tips_heap *h, struct lane *lane, uint64_t block,
 	r->block = block;
 	r->slot = slot;
 	r->size = size;
-	__atomic_store_n(&r->tag, REC_TAG(generation(h), type), __ATOMIC_RELEASE);
+	uint64_t gen = generation(h);
+	__atomic_store_n(&r->tag, REC_TAG(gen, rec_check(gen, block, slot, size, type), type),
+			 __ATOMIC_RELEASE);
 	pm_flush(r, sizeof(*r));
 	if (fence)
 		pm_drain();
@@ -444,8 +457,10 @@ static void record_write(struct tips_heap *h, struct lane *lane, uint64_t block,
 static bool record_valid(const struct tips_heap *h, const struct heap_record *r, uint64_t gen)
 {
 	(void)h;
-	unsigned t = REC_TYPE(r->tag);
-	return REC_GEN(r->tag) == gen && t >= REC_ALLOC_SLOT && t <= REC_FREE_LOGGED;
+	uint64_t tag = __atomic_load_n(&r->tag, __ATOMIC_ACQUIRE);
+	unsigned t = REC_TYPE(tag);
+	return REC_GEN(tag) == gen && t >= REC_ALLOC_SLOT && t <= REC_FREE_LOGGED &&
+	       REC_CHECK(tag) == rec_check(gen, r->block, r->slot, r->size, t);
 }
 
 /* MLog records pending in this generation; reads other lanes' counts without their
@@ -684,7 +699,6 @@ int tips_heap_alloc_logged(struct tips_heap *h, size_t size, void **out)
 /* ---- free ----------------------------------------------------------------------- */
 
 static void pending_clear(struct tips_heap *h, const struct block_ref *ref);
-static bool block_pending(const struct tips_heap *h, const struct block_ref *ref);
 
 /* Marks @ref pending-free for this generation; false if it already was (double free). */
 static bool block_mark_pending(struct tips_heap *h, const struct block_ref *ref)
@@ -698,23 +712,21 @@ static int free_common(struct tips_heap *h, void *ptr, uint64_t *slot)
 {
 	if (!h || !ptr)
 		return tips_set_error(TIPS_EINVAL, "free of a NULL pointer");
-	struct block_ref ref;
 	char *block = (char *)ptr - BLOCK_HEADER_SIZE;
-	if (!block_find(h, block, true, &ref) || !block_is_allocated(h, &ref))
-		return tips_set_error(TIPS_EINVAL, "free of %p: not an allocated block", ptr);
-	if (!block_mark_pending(h, &ref))
-		return tips_set_error(TIPS_EINVAL, "double free of %p", ptr);
 	struct lane *lane;
 	int rc = lane_lock_with_room(h, &lane);
-	if (rc) {
-		pending_clear(h, &ref); /* nothing was recorded */
+	if (rc)
 		return rc;
-	}
-	/* No checkpoint or rollback runs while a lane is held: check again that a rollback
-	 * did not free the block (and drop its mark) between the first check and here. */
-	if (!block_is_allocated(h, &ref) || !block_pending(h, &ref)) {
+	/* While a lane is held no checkpoint or rollback runs, so the block keeps the state
+	 * checked here until its record is written. */
+	struct block_ref ref;
+	if (!block_find(h, block, true, &ref) || !block_is_allocated(h, &ref)) {
 		pthread_mutex_unlock(&lane->lock);
-		return tips_set_error(TIPS_EINVAL, "free of %p: the block was freed meanwhile", ptr);
+		return tips_set_error(TIPS_EINVAL, "free of %p: not an allocated block", ptr);
+	}
+	if (!block_mark_pending(h, &ref)) {
+		pthread_mutex_unlock(&lane->lock);
+		return tips_set_error(TIPS_EINVAL, "double free of %p", ptr);
 	}
 	uint64_t size = ref.hdr->size;
 	if (slot) {
@@ -870,6 +882,7 @@ static void block_freed_volatile(struct tips_heap *h, const struct block_ref *re
 	int cls = (int)CHUNK_ARG(word_get(&h->table[ref->chunk]));
 	struct class_list *cl = &h->classes[cls];
 	pthread_mutex_lock(&cl->lock);
+	TIPS_INVARIANT(r->nfree < run_capacity(cls), "a block was freed twice in one checkpoint");
 	r->nfree++;
 	if (r->owner < 0) {
 		if (r->nfree == run_capacity(cls)) {
@@ -922,6 +935,37 @@ static const struct heap_record *record_next(const struct tips_heap *h, uint64_t
 	return NULL;
 }
 
+static int record_block_compare(const void *a, const void *b)
+{
+	uint64_t x = (*(const struct heap_record *const *)a)->block;
+	uint64_t y = (*(const struct heap_record *const *)b)->block;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Gathers into h->freeing the records that free a block in this checkpoint, each block
+ * once. In a commit a block has at most one such record (a free marks the block pending
+ * first, and a second free is refused); a rollback may also undo the MLog allocation
+ * of a block that a slot free names, so there the list is sorted and de-duplicated.
+ */
+static size_t freeing_collect(struct tips_heap *h, uint64_t gen, bool rollback)
+{
+	const struct heap_record *r;
+	struct record_iter it = { 0, 0 };
+	size_t n = 0;
+	while ((r = record_next(h, gen, &it)) != NULL)
+		if (record_frees(REC_TYPE(r->tag), rollback))
+			h->freeing[n++] = r;
+	if (!rollback || n < 2)
+		return n;
+	qsort(h->freeing, n, sizeof(*h->freeing), record_block_compare);
+	size_t kept = 1;
+	for (size_t i = 1; i < n; i++)
+		if (h->freeing[i]->block != h->freeing[kept - 1]->block)
+			h->freeing[kept++] = h->freeing[i];
+	return kept;
+}
+
 static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 {
 	uint64_t gen = generation(h);
@@ -941,30 +985,29 @@ static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 			flush_once(&f, 1, (void *)r->slot, sizeof(uint64_t));
 	}
 	pm_drain();
-	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
-		if (!record_frees(REC_TYPE(r->tag), rollback))
-			continue;
-		record_block(h, r, &ref, &n);
+	size_t nfreeing = freeing_collect(h, gen, rollback);
+	for (size_t i = 0; i < nfreeing; i++) {
+		record_block(h, h->freeing[i], &ref, &n);
 		block_clear(h, &ref, n);
 	}
 	f = (struct line_filter){ { 0, 0 } };
-	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
-		if (!record_frees(REC_TYPE(r->tag), rollback))
-			continue;
-		record_block(h, r, &ref, &n);
+	for (size_t i = 0; i < nfreeing; i++) {
+		record_block(h, h->freeing[i], &ref, &n);
 		flush_block_meta(h, &ref, n, &f);
 	}
 	pm_drain();
 	__atomic_store_n(&h->hdr->generation, gen + 1, __ATOMIC_RELEASE);
 	pm_persist(&h->hdr->generation, sizeof(uint64_t));
-	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
-		unsigned t = REC_TYPE(r->tag);
-		record_block(h, r, &ref, &n);
-		if (record_frees(t, rollback))
-			block_freed_volatile(h, &ref, n);
-		else if (t == REC_FREE_LOGGED) /* rollback forgets it */
-			pending_clear(h, &ref);
+	for (size_t i = 0; i < nfreeing; i++) {
+		record_block(h, h->freeing[i], &ref, &n);
+		block_freed_volatile(h, &ref, n);
 	}
+	if (rollback) /* forgotten logged frees: the blocks stay allocated, unmarked */
+		for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));)
+			if (REC_TYPE(r->tag) == REC_FREE_LOGGED) {
+				record_block(h, r, &ref, &n);
+				pending_clear(h, &ref);
+			}
 	for (unsigned l = 0; l < h->nlanes; l++) {
 		h->lanes[l].nrec = 0;
 		__atomic_store_n(&h->lanes[l].logged, 0, __ATOMIC_RELAXED);
@@ -1058,7 +1101,9 @@ static bool record_sane(const struct tips_heap *h, const struct heap_record *r)
 	const char *blk = (const char *)r->block;
 	if (blk < h->chunks || blk >= chunk_addr(h, h->nchunks))
 		return false;
-	if (r->slot && !slot_in_pool(h, (const uint64_t *)r->slot))
+	unsigned t = REC_TYPE(r->tag);
+	bool slot_type = t == REC_ALLOC_SLOT || t == REC_FREE_SLOT;
+	if (slot_type ? !slot_in_pool(h, (const uint64_t *)r->slot) : r->slot != 0)
 		return false;
 	uint64_t idx = chunk_index(h, blk);
 	uint64_t e = h->table[idx];
@@ -1124,7 +1169,7 @@ static int replay(struct tips_heap *h, struct heap_record ***out, size_t *nout)
 			}
 			recs[k++] = r;
 			unsigned t = REC_TYPE(r->tag);
-			if (t == REC_FREE_SLOT || t == REC_FREE_LOGGED)
+			if (t == REC_FREE_SLOT) /* a logged free leaves slots alone */
 				freed[nfreed++] = r->block;
 			if (t == REC_ALLOC_LOGGED || t == REC_FREE_LOGGED)
 				h->lanes[l].logged++;
@@ -1225,6 +1270,7 @@ static void heap_free_volatile(struct tips_heap *h)
 	pthread_cond_destroy(&h->all_lanes.turn);
 	free(h->runs);
 	free(h->chunk_free);
+	free(h->freeing);
 	free(h);
 }
 
@@ -1267,7 +1313,8 @@ int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
 	}
 	h->runs = calloc(h->nchunks, sizeof(*h->runs));
 	h->chunk_free = calloc((h->nchunks + 63) / 64, sizeof(uint64_t));
-	if (!h->runs || !h->chunk_free) {
+	h->freeing = calloc((size_t)h->nlanes * hh->lane_records, sizeof(*h->freeing));
+	if (!h->runs || !h->chunk_free || !h->freeing) {
 		heap_free_volatile(h);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
 	}

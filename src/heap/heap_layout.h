@@ -12,8 +12,9 @@
  * RUN_BITMAP_BYTES, then the blocks. Every block starts with a struct block_header.
  *
  * Invariants:
- *  - a record is valid iff its tag's generation equals header.generation; advancing
- *    the generation (one 8-byte persisted store) retires every record at once;
+ *  - a record is valid iff its tag's generation equals header.generation and its check
+ *    matches its fields; advancing the generation (one 8-byte persisted store) retires
+ *    every record at once;
  *  - a valid record was persistent before any metadata, slot or block change it
  *    describes could reach the media (stores to those happen after its fence), so
  *    replaying the valid records reconstructs every change since the last checkpoint;
@@ -24,8 +25,9 @@
  *    checkpoint (or rollback) is undone whole and can be redone either way: the
  *    generation store is a checkpoint's single commit point;
  *  - a slot's last value needs no global order of records: it is the one block
- *    allocated into it in this generation that no record frees, else 0 if a FREE
- *    record names the slot, else unchanged (callers change slots only through the heap).
+ *    allocated into it in this generation that no FREE_SLOT record frees, else 0 if a
+ *    FREE_SLOT record names the slot, else unchanged (callers change slots only through
+ *    the heap, and allocate only into empty slots).
  */
 #ifndef TIPS_HEAP_HEAP_LAYOUT_H
 #define TIPS_HEAP_HEAP_LAYOUT_H
@@ -81,11 +83,25 @@ struct heap_record {
 	uint64_t block; /* address of the block header */
 	uint64_t slot;  /* address of the slot, 0 for LOGGED records */
 	uint64_t size;  /* requested size of the block */
-	uint64_t tag;   /* generation << 8 | type; written last, after the other fields */
+	uint64_t tag;   /* generation << 24 | check << 8 | type; written last */
 } __attribute__((aligned(32)));
 
-#define REC_TAG(gen, type) (((gen) << 8) | (uint64_t)(type))
-#define REC_GEN(tag) ((tag) >> 8)
+/* The check (16 bits of a hash of the other fields) makes a record whose fields did not
+ * all reach the media read as invalid: media guarantee only 8-byte atomic writes. */
+static inline unsigned rec_check(uint64_t gen, uint64_t block, uint64_t slot, uint64_t size,
+				 unsigned type)
+{
+	uint64_t x = block ^ (slot * 0x9e3779b97f4a7c15ull) ^ (size * 0xc2b2ae3d27d4eb4full) ^
+		     ((gen << 8) | type);
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 32;
+	return (unsigned)(x & 0xffff);
+}
+
+#define REC_TAG(gen, check, type) (((gen) << 24) | ((uint64_t)(check) << 8) | (uint64_t)(type))
+#define REC_GEN(tag) ((tag) >> 24)
+#define REC_CHECK(tag) ((unsigned)(((tag) >> 8) & 0xffff))
 #define REC_TYPE(tag) ((unsigned)((tag) & 0xff))
 
 /* In front of every block. */

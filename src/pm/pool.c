@@ -244,10 +244,12 @@ static void remove_abandoned_temps(const char *dir, const char *base)
 		if (strncmp(e->d_name, prefix, (size_t)plen) != 0 ||
 		    strlen(e->d_name) != (size_t)plen + 6)
 			continue;
-		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		int fd = openat(dirfd(d), e->d_name,
+				O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 		if (fd < 0)
 			continue;
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		struct stat st;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
 			unlinkat(dirfd(d), e->d_name, 0);
 		close(fd);
 	}
@@ -274,10 +276,13 @@ static int temp_create(char *tmp, size_t len, const char *dir, const char *base,
 	return tips_set_error(TIPS_EIO, "cannot create a locked temporary file in %s", dir);
 }
 
-/* Makes the rename of a new pool durable. */
+/* Makes the rename of a new pool durable. A directory this process may not read cannot
+ * be synced; that is not an error (the file system still orders the rename). */
 static int dir_sync(const char *dir)
 {
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 && (errno == EACCES || errno == EPERM))
+		return 0;
 	if (dfd < 0)
 		return tips_set_error(TIPS_EIO, "open directory %s: %s", dir, strerror(errno));
 	int rc = fsync(dfd) == 0 ? 0 : tips_set_error(TIPS_EIO, "fsync of directory %s: %s", dir,
@@ -351,7 +356,7 @@ int tips_pool_create(const char *path, const struct tips_pool_options *o,
 			     : tips_set_error(tips_errno_code(errno), "rename to %s: %s", path,
 					      strerror(errno));
 	if (rc == 0 && (rc = dir_sync(dir)) != 0)
-		unlink(path); /* not durably named: do not leave it half-made */
+		unlink(path); /* its name may not survive a crash: do not leave it behind */
 	if (rc) {
 		if (p->heap)
 			heap_close(p->heap, 1);

@@ -22,6 +22,7 @@
 struct pending_line {
 	uintptr_t line;
 	pthread_t owner;
+	uint64_t seq; /* order of the flush among all flushes of this sim */
 	unsigned char data[PM_CACHELINE]; /* the line's contents when it was flushed */
 };
 
@@ -31,6 +32,9 @@ struct pm_sim {
 	size_t size;
 	struct pending_line *pending;
 	size_t npending, cap;
+	uint64_t next_seq;
+	uint64_t *line_seq; /* per line: seq of the copy on the media (write-backs are
+			       coherent, so an older copy never replaces a newer one) */
 	_Atomic uint64_t events;
 	uint64_t crash_at;
 	double evict;
@@ -52,6 +56,11 @@ struct pm_sim *pm_sim_new(void *working, void *media, size_t size, uint64_t cras
 	sim->working = working;
 	sim->media = media;
 	sim->size = size;
+	sim->line_seq = calloc(size / PM_CACHELINE, sizeof(uint64_t));
+	if (!sim->line_seq) {
+		free(sim);
+		return NULL;
+	}
 	sim->crash_at = crash_at;
 	sim->evict = evict;
 	sim->seed = seed;
@@ -64,6 +73,7 @@ void pm_sim_delete(struct pm_sim *sim)
 	if (!sim)
 		return;
 	pthread_mutex_destroy(&sim->lock);
+	free(sim->line_seq);
 	free(sim->pending);
 	free(sim);
 }
@@ -86,17 +96,21 @@ void pm_sim_flush(struct pm_sim *sim, uintptr_t first, uintptr_t end)
 		struct pending_line *p = &sim->pending[sim->npending++];
 		p->line = line;
 		p->owner = self;
+		p->seq = ++sim->next_seq;
 		memcpy(p->data, (const void *)line, PM_CACHELINE);
 	}
 	pthread_mutex_unlock(&sim->lock);
 }
 
-/* Writes a flushed line, as it was at its flush, to the media view. */
+/* Writes a flushed line, as it was at its flush, to the media view, unless a newer copy
+ * of the line is already there. */
 static void pending_write_back(struct pm_sim *sim, const struct pending_line *p)
 {
 	size_t off = p->line - (uintptr_t)sim->working;
-	if (off < sim->size)
-		memcpy(sim->media + off, p->data, PM_CACHELINE);
+	if (off >= sim->size || sim->line_seq[off / PM_CACHELINE] > p->seq)
+		return;
+	memcpy(sim->media + off, p->data, PM_CACHELINE);
+	sim->line_seq[off / PM_CACHELINE] = p->seq;
 }
 
 void pm_sim_drain(struct pm_sim *sim)
@@ -141,7 +155,7 @@ void pm_sim_power_fail(struct pm_sim *sim, double evict, uint64_t seed)
 	if (evict > 0) {
 		for (size_t off = 0; off < sim->size; off += PM_CACHELINE)
 			if (memcmp(sim->working + off, sim->media + off, PM_CACHELINE) != 0)
-				if (draw(&rng) < evict)
+				if (draw(&rng) < evict) /* the newest contents of all */
 					memcpy(sim->media + off, sim->working + off, PM_CACHELINE);
 	}
 	pthread_mutex_unlock(&sim->lock);

@@ -247,6 +247,41 @@ static void test_fence_is_per_thread(void)
 	CHECK_RC(tips_pool_close(&pool), 0);
 }
 
+/*
+ * Write-backs of one line are coherent: after thread B stores to a line that thread A
+ * flushed earlier, flushes and fences it, A's later fence (or its coin at a power
+ * failure) must not bring back the older contents A's flush captured.
+ */
+static void test_older_flush_never_wins(void)
+{
+	char path[PATH_MAX];
+	make_base(path, sizeof(path), "simorder");
+	struct tips_pool *pool = NULL;
+	REQUIRE(open_sim(path, &pool) == 0);
+	const uint64_t old_value = 0x1111111111111111ull, new_value = 0x2222222222222222ull;
+	line_fill(root_line(pool, 9), old_value);
+	pthread_barrier_t flushed, checked;
+	REQUIRE(pthread_barrier_init(&flushed, NULL, 2) == 0);
+	REQUIRE(pthread_barrier_init(&checked, NULL, 2) == 0);
+	struct flusher f = { root_line(pool, 9), &flushed, &checked };
+	pthread_t tid;
+	REQUIRE(pthread_create(&tid, NULL, flush_then_drain, &f) == 0);
+	pthread_barrier_wait(&flushed);          /* A flushed the old contents */
+	line_fill(root_line(pool, 9), new_value); /* B: store, flush, fence */
+	tips_persist(root_line(pool, 9), LINE);
+	pthread_barrier_wait(&checked);          /* now A fences */
+	REQUIRE(pthread_join(tid, NULL) == 0);
+	unsigned char line[LINE];
+	file_line(path, 9, line);
+	CHECK(line_is(line, new_value));
+	pthread_barrier_destroy(&flushed);
+	pthread_barrier_destroy(&checked);
+	CHECK_RC(tips_pool_sim_power_fail(&pool, 0.0, 4), 0);
+	REQUIRE(tips_pool_open(path, NULL, &pool) == 0);
+	CHECK(line_is(root_line(pool, 9), new_value));
+	CHECK_RC(tips_pool_close(&pool), 0);
+}
+
 /* ---- eviction of dirty lines ------------------------------------------------------- */
 
 #define DIRTY_LINES 4096u
@@ -537,6 +572,7 @@ int main(void)
 	test_create_on_sim();
 	test_flushed_unfenced();
 	test_fence_is_per_thread();
+	test_older_flush_never_wins();
 	test_eviction();
 	test_armed_crash();
 	return test_finish("test_sim");
