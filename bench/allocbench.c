@@ -23,8 +23,8 @@
  *    calls tips_heap_checkpoint() itself. Closing the pools (which checkpoints) is not
  *    timed on either side.
  *  - Noise: every repetition uses new pool files (create, run, close, unlink), and the
- *    two allocators alternate (libtips, pmemobj, libtips, ...). The median of the
- *    repetitions is reported.
+ *    two allocators alternate, each going first in every other repetition (libtips,
+ *    pmemobj, pmemobj, libtips, ...). The median of the repetitions is reported.
  *  - No false sharing between threads: each thread's slot array starts on its own
  *    cache line, on both sides.
  * Frees are not alike inside: libpmemobj may reuse a freed block at once, libtips only
@@ -531,8 +531,12 @@ static void run_config(struct bench *b, struct result *res)
 {
 	double scratch[1000];
 	for (uint64_t rep = 0; rep < b->opt.repeat; rep++)
-		for (int s = 0; s < NSIDES; s++)
+		for (int k = 0; k < NSIDES; k++) {
+			/* Who goes first alternates, so a trend in the machine's load over a
+			 * repetition favours neither side. */
+			int s = rep % 2 ? NSIDES - 1 - k : k;
 			res->samples[s][rep] = run_once(b, (enum side_id)s, res);
+		}
 	for (int s = 0; s < NSIDES; s++) {
 		double m = median(res->samples[s], b->opt.repeat, scratch);
 		res->median[s] = m;
