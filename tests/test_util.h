@@ -52,14 +52,14 @@ static inline void test_path(char *out, size_t len, const char *dir, const char 
 	unlink(out);
 }
 
-/* Creates a pool of @size bytes at a fresh path under /dev/shm; aborts on failure. */
-static inline struct tips_pool *test_pool_create(char *path, size_t len, const char *name,
-						 uint64_t size)
+/* Creates a pool of @size bytes at @path on @media (AUTO or SIM); aborts on failure. */
+static inline struct tips_pool *test_pool_create_at(const char *path, uint64_t size,
+						    enum tips_media media)
 {
-	test_path(path, len, "/dev/shm", name);
 	struct tips_pool_options o;
 	tips_pool_options_init(&o);
 	o.size = size;
+	o.media = media;
 	struct tips_pool *pool = NULL;
 	int rc = tips_pool_create(path, &o, &pool);
 	if (rc) {
@@ -67,6 +67,14 @@ static inline struct tips_pool *test_pool_create(char *path, size_t len, const c
 		exit(1);
 	}
 	return pool;
+}
+
+/* Creates a pool of @size bytes at a fresh path under /dev/shm; aborts on failure. */
+static inline struct tips_pool *test_pool_create(char *path, size_t len, const char *name,
+						 uint64_t size)
+{
+	test_path(path, len, "/dev/shm", name);
+	return test_pool_create_at(path, size, TIPS_MEDIA_AUTO);
 }
 
 static inline int test_finish(const char *name)

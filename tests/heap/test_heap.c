@@ -282,12 +282,7 @@ static void test_cross_lane_slot(int helper_allocates_first)
 {
 	char path[256];
 	test_path(path, sizeof(path), "/dev/shm", "crosslane");
-	struct tips_pool_options o;
-	tips_pool_options_init(&o);
-	o.size = 16u << 20;
-	o.media = TIPS_MEDIA_SIM;
-	struct tips_pool *pool;
-	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
+	struct tips_pool *pool = test_pool_create_at(path, 16u << 20, TIPS_MEDIA_SIM);
 	struct tips_heap *h = tips_pool_heap(pool);
 	struct cross_lane cl = { .heap = h, .slot = tips_pool_root(pool, NULL),
 				 .helper_allocates_first = helper_allocates_first };
@@ -403,12 +398,7 @@ static void test_slot_block_logged_free_crash(void)
 {
 	char path[256];
 	test_path(path, sizeof(path), "/dev/shm", "slotlogfree");
-	struct tips_pool_options o;
-	tips_pool_options_init(&o);
-	o.size = 16u << 20;
-	o.media = TIPS_MEDIA_SIM;
-	struct tips_pool *pool;
-	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
+	struct tips_pool *pool = test_pool_create_at(path, 16u << 20, TIPS_MEDIA_SIM);
 	struct tips_heap *h = tips_pool_heap(pool);
 	uint64_t *slot = tips_pool_root(pool, NULL);
 	CHECK_RC(tips_heap_alloc_to(h, 40, slot), 0);

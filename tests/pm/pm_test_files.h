@@ -81,15 +81,7 @@ static inline void make_closed_pool_in(char *path, size_t len, const char *dir,
 				       const char *name, uint64_t size)
 {
 	scratch_path(path, len, dir, name);
-	struct tips_pool_options o;
-	tips_pool_options_init(&o);
-	o.size = size;
-	struct tips_pool *pool = NULL;
-	int rc = tips_pool_create(path, &o, &pool);
-	if (rc) {
-		fprintf(stderr, "cannot create %s: %s\n", path, tips_errormsg());
-		exit(1);
-	}
+	struct tips_pool *pool = test_pool_create_at(path, size, TIPS_MEDIA_AUTO);
 	REQUIRE(tips_pool_close(&pool) == 0);
 	REQUIRE(pool == NULL);
 }
