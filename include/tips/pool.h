@@ -145,8 +145,10 @@ TIPS_API struct tips_heap *tips_pool_heap(const struct tips_pool *pool);
 TIPS_API int tips_pool_contains(const struct tips_pool *pool, const void *addr, size_t len);
 
 /*
- * Persistence. Any address may be passed: an address outside every open pool is
- * counted and flushed as ordinary memory (the CPU flush instruction). Thread-safe.
+ * Persistence. The range must be mapped memory (a flush instruction faults on an
+ * unmapped address, as with any PM library); a range may span several pools and
+ * ordinary memory, and each part is persisted by its own media (memory outside every
+ * pool gets the CPU flush instruction). Thread-safe.
  */
 /** tips_flush() - start writing back the cache lines of [@addr, @addr+@len). */
 TIPS_API void tips_flush(const void *addr, size_t len);

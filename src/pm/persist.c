@@ -95,6 +95,7 @@ struct thread_counters {
 	_Atomic uint64_t lines, fences, bytes;
 	struct thread_counters *next, **prevp;
 	bool linked;
+	bool retired; /* the thread is exiting: later counts go to the late totals */
 };
 
 static struct {
@@ -103,6 +104,9 @@ static struct {
 	pthread_key_t key;
 	struct thread_counters *threads;
 	uint64_t retired_lines, retired_fences, retired_bytes;
+	/* Counts of threads that persist again after their record was retired (from a
+	 * later thread-exit destructor); several such threads may add at once. */
+	_Atomic uint64_t late_lines, late_fences, late_bytes;
 } counters = { .lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT };
 
 static _Thread_local struct thread_counters my_counters;
@@ -118,6 +122,7 @@ static void counters_retire(void *arg)
 	if (tc->next)
 		tc->next->prevp = tc->prevp;
 	tc->linked = false;
+	tc->retired = true; /* never linked again: its storage goes with the thread */
 	pthread_mutex_unlock(&counters.lock);
 }
 
@@ -126,7 +131,7 @@ static void counters_init(void) { pthread_key_create(&counters.key, counters_ret
 static struct thread_counters *my_counters_get(void)
 {
 	struct thread_counters *tc = &my_counters;
-	if (__builtin_expect(!tc->linked, 0)) {
+	if (__builtin_expect(!tc->linked && !tc->retired, 0)) {
 		pthread_once(&counters.once, counters_init);
 		pthread_mutex_lock(&counters.lock);
 		tc->next = counters.threads;
@@ -148,12 +153,33 @@ static inline void counter_add(_Atomic uint64_t *c, uint64_t n)
 			      memory_order_relaxed);
 }
 
+static void count_flush(uint64_t lines, uint64_t bytes)
+{
+	struct thread_counters *tc = my_counters_get();
+	if (__builtin_expect(tc->retired, 0)) {
+		atomic_fetch_add_explicit(&counters.late_lines, lines, memory_order_relaxed);
+		atomic_fetch_add_explicit(&counters.late_bytes, bytes, memory_order_relaxed);
+		return;
+	}
+	counter_add(&tc->lines, lines);
+	counter_add(&tc->bytes, bytes);
+}
+
+static void count_fence(void)
+{
+	struct thread_counters *tc = my_counters_get();
+	if (__builtin_expect(tc->retired, 0))
+		atomic_fetch_add_explicit(&counters.late_fences, 1, memory_order_relaxed);
+	else
+		counter_add(&tc->fences, 1);
+}
+
 void tips_pm_counters_total(struct tips_pm_counters *out)
 {
 	pthread_mutex_lock(&counters.lock);
-	out->lines_flushed = counters.retired_lines;
-	out->fences = counters.retired_fences;
-	out->bytes_persisted = counters.retired_bytes;
+	out->lines_flushed = counters.retired_lines + atomic_load(&counters.late_lines);
+	out->fences = counters.retired_fences + atomic_load(&counters.late_fences);
+	out->bytes_persisted = counters.retired_bytes + atomic_load(&counters.late_bytes);
 	for (struct thread_counters *tc = counters.threads; tc; tc = tc->next) {
 		out->lines_flushed += atomic_load_explicit(&tc->lines, memory_order_relaxed);
 		out->fences += atomic_load_explicit(&tc->fences, memory_order_relaxed);
@@ -175,18 +201,23 @@ void tips_pm_counters_thread(struct tips_pm_counters *out)
 #define MAX_REGIONS 64
 
 struct region_slot {
-	_Atomic uintptr_t start, end; /* end == 0: slot unused */
-	_Atomic int media;
-	struct pm_sim *_Atomic sim;
+	uintptr_t start, end; /* end == 0: slot unused */
+	int media;
+	struct pm_sim *sim;
 };
 
+/*
+ * Written under the write lock when pools open and close. The common path (only pmem
+ * and shm pools open) reads just the two flags and never the table; the other paths
+ * read the table under the read lock, so a closing pool's sim is not freed under them
+ * and a slot is never seen half-written.
+ */
 static struct {
-	pthread_mutex_t lock;
+	pthread_rwlock_t lock;
 	struct region_slot slot[MAX_REGIONS];
-	_Atomic int used;        /* slots [0, used) may be in use */
 	_Atomic bool plain_only; /* no FILE or SIM region registered */
 	_Atomic int sims;        /* SIM regions registered */
-} regions = { .lock = PTHREAD_MUTEX_INITIALIZER, .plain_only = true };
+} regions = { .lock = PTHREAD_RWLOCK_INITIALIZER, .plain_only = true };
 
 static bool media_is_plain(int media)
 {
@@ -197,12 +228,11 @@ static void regions_recompute_locked(void)
 {
 	bool plain = true;
 	int sims = 0;
-	for (int i = 0; i < atomic_load(&regions.used); i++) {
-		if (atomic_load(&regions.slot[i].end) == 0)
+	for (int i = 0; i < MAX_REGIONS; i++) {
+		if (regions.slot[i].end == 0)
 			continue;
-		int media = atomic_load(&regions.slot[i].media);
-		plain = plain && media_is_plain(media);
-		sims += media == TIPS_MEDIA_SIM;
+		plain = plain && media_is_plain(regions.slot[i].media);
+		sims += regions.slot[i].media == TIPS_MEDIA_SIM;
 	}
 	atomic_store(&regions.plain_only, plain);
 	atomic_store(&regions.sims, sims);
@@ -211,71 +241,73 @@ static void regions_recompute_locked(void)
 int pm_region_register(const struct pm_region *r)
 {
 	pthread_once(&flush_kind_once, flush_kind_init);
-	pthread_mutex_lock(&regions.lock);
+	pthread_rwlock_wrlock(&regions.lock);
 	int i;
 	for (i = 0; i < MAX_REGIONS; i++)
-		if (atomic_load(&regions.slot[i].end) == 0)
+		if (regions.slot[i].end == 0)
 			break;
 	if (i == MAX_REGIONS) {
-		pthread_mutex_unlock(&regions.lock);
+		pthread_rwlock_unlock(&regions.lock);
 		return tips_set_error(TIPS_EBUSY, "more than %d pools open", MAX_REGIONS);
 	}
-	struct region_slot *s = &regions.slot[i];
-	atomic_store(&s->start, r->start);
-	atomic_store(&s->media, (int)r->media);
-	atomic_store(&s->sim, r->sim);
-	atomic_store(&s->end, r->end);
-	if (i >= atomic_load(&regions.used))
-		atomic_store(&regions.used, i + 1);
+	regions.slot[i] = (struct region_slot){ r->start, r->end, (int)r->media, r->sim };
 	regions_recompute_locked();
-	pthread_mutex_unlock(&regions.lock);
+	pthread_rwlock_unlock(&regions.lock);
 	return 0;
 }
 
 void pm_region_unregister(uintptr_t start)
 {
-	pthread_mutex_lock(&regions.lock);
-	for (int i = 0; i < atomic_load(&regions.used); i++) {
-		struct region_slot *s = &regions.slot[i];
-		if (atomic_load(&s->end) != 0 && atomic_load(&s->start) == start) {
-			atomic_store(&s->end, 0);
-			atomic_store(&s->sim, NULL);
-		}
-	}
+	pthread_rwlock_wrlock(&regions.lock);
+	for (int i = 0; i < MAX_REGIONS; i++)
+		if (regions.slot[i].end != 0 && regions.slot[i].start == start)
+			regions.slot[i] = (struct region_slot){ 0, 0, 0, NULL };
 	regions_recompute_locked();
-	pthread_mutex_unlock(&regions.lock);
+	pthread_rwlock_unlock(&regions.lock);
 }
 
-static struct region_slot *region_find(uintptr_t addr)
+/* The region holding @addr, else NULL and in *@next the start of the first region
+ * above @addr (UINTPTR_MAX if none). Read lock held. */
+static const struct region_slot *region_find(uintptr_t addr, uintptr_t *next)
 {
-	int used = atomic_load_explicit(&regions.used, memory_order_acquire);
-	for (int i = 0; i < used; i++) {
-		struct region_slot *s = &regions.slot[i];
-		uintptr_t end = atomic_load_explicit(&s->end, memory_order_acquire);
-		if (addr < end && addr >= atomic_load_explicit(&s->start, memory_order_relaxed))
+	*next = UINTPTR_MAX;
+	for (int i = 0; i < MAX_REGIONS; i++) {
+		const struct region_slot *s = &regions.slot[i];
+		if (s->end == 0)
+			continue;
+		if (addr >= s->start && addr < s->end)
 			return s;
+		if (s->start > addr && s->start < *next)
+			*next = s->start;
 	}
 	return NULL;
 }
 
 /* ---- the primitives ------------------------------------------------------------- */
 
+/* Flushes [first, end) piece by piece, each by the media of the region it lies in. */
 static void flush_special(uintptr_t first, uintptr_t end)
 {
-	struct region_slot *s = region_find(first);
-	int media = s ? atomic_load_explicit(&s->media, memory_order_relaxed) : TIPS_MEDIA_SHM;
-	if (media == TIPS_MEDIA_FILE) {
-		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-		uintptr_t p0 = first & ~(page - 1);
-		if (msync((void *)p0, end - p0, MS_SYNC) != 0)
-			tips_invariant_failed(__FILE__, __LINE__, "msync of a mapped pool failed");
-	} else if (media == TIPS_MEDIA_SIM) {
-		struct pm_sim *sim = atomic_load_explicit(&s->sim, memory_order_relaxed);
-		pm_sim_event(sim);
-		pm_sim_flush(sim, first, end);
-	} else {
-		flush_lines(first, end);
+	pthread_rwlock_rdlock(&regions.lock);
+	while (first < end) {
+		uintptr_t next;
+		const struct region_slot *s = region_find(first, &next);
+		uintptr_t stop = s ? (s->end < end ? s->end : end) : (next < end ? next : end);
+		if (!s || media_is_plain(s->media)) {
+			flush_lines(first, stop);
+		} else if (s->media == TIPS_MEDIA_FILE) {
+			uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+			uintptr_t p0 = first & ~(page - 1);
+			if (msync((void *)p0, stop - p0, MS_SYNC) != 0)
+				tips_invariant_failed(__FILE__, __LINE__,
+						      "msync of a mapped pool failed");
+		} else {
+			pm_sim_event(s->sim);
+			pm_sim_flush(s->sim, first, stop);
+		}
+		first = stop;
 	}
+	pthread_rwlock_unlock(&regions.lock);
 }
 
 void pm_flush(const void *addr, size_t len)
@@ -285,9 +317,7 @@ void pm_flush(const void *addr, size_t len)
 	uintptr_t first = (uintptr_t)addr & ~(uintptr_t)(PM_CACHELINE - 1);
 	uintptr_t end = ((uintptr_t)addr + len + PM_CACHELINE - 1) &
 			~(uintptr_t)(PM_CACHELINE - 1);
-	struct thread_counters *tc = my_counters_get();
-	counter_add(&tc->lines, (end - first) / PM_CACHELINE);
-	counter_add(&tc->bytes, len);
+	count_flush((end - first) / PM_CACHELINE, len);
 	if (__builtin_expect(atomic_load_explicit(&regions.plain_only, memory_order_relaxed), 1))
 		flush_lines(first, end);
 	else
@@ -296,20 +326,19 @@ void pm_flush(const void *addr, size_t len)
 
 void pm_drain(void)
 {
-	struct thread_counters *tc = my_counters_get();
-	counter_add(&tc->fences, 1);
+	count_fence();
 	store_fence();
 	if (__builtin_expect(atomic_load_explicit(&regions.sims, memory_order_relaxed) == 0, 1))
 		return;
-	int used = atomic_load_explicit(&regions.used, memory_order_acquire);
-	for (int i = 0; i < used; i++) {
-		struct region_slot *s = &regions.slot[i];
-		struct pm_sim *sim = atomic_load_explicit(&s->sim, memory_order_acquire);
-		if (sim && atomic_load_explicit(&s->end, memory_order_acquire) != 0) {
-			pm_sim_event(sim);
-			pm_sim_drain(sim);
+	pthread_rwlock_rdlock(&regions.lock);
+	for (int i = 0; i < MAX_REGIONS; i++) {
+		const struct region_slot *s = &regions.slot[i];
+		if (s->end != 0 && s->media == TIPS_MEDIA_SIM) {
+			pm_sim_event(s->sim);
+			pm_sim_drain(s->sim);
 		}
 	}
+	pthread_rwlock_unlock(&regions.lock);
 }
 
 /* Public wrappers. */

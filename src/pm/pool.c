@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,9 +81,14 @@ static int layout_plan(const struct tips_pool_options *o, struct pool_header *h)
 		return tips_set_error(TIPS_ESIZE, "pool size %llu: must be a multiple of 2 MiB "
 				      "and at least %llu MiB", (unsigned long long)o->size,
 				      TIPS_POOL_MIN_SIZE >> 20);
+	uint64_t log_size = o->log_size == UINT64_MAX ? o->size / 8 : o->log_size;
+	if (o->root_size > o->size || log_size > o->size) /* also keeps the sums below exact */
+		return tips_set_error(TIPS_ESIZE, "root area (%llu bytes) or log area (%llu bytes) "
+				      "larger than the pool (%llu bytes)",
+				      (unsigned long long)o->root_size, (unsigned long long)log_size,
+				      (unsigned long long)o->size);
 	uint64_t root_size = align_up(o->root_size ? o->root_size : 4096, 4096);
 	uint64_t log_off = align_up(POOL_HEADER_SIZE + root_size, POOL_AREA_ALIGN);
-	uint64_t log_size = o->log_size == UINT64_MAX ? o->size / 8 : o->log_size;
 	log_size = align_up(log_size, POOL_AREA_ALIGN);
 	uint64_t heap_off = log_off + log_size;
 	if (heap_off >= o->size || o->size - heap_off < HEAP_MIN_SIZE)
@@ -109,6 +115,31 @@ static int layout_plan(const struct tips_pool_options *o, struct pool_header *h)
 	return 0;
 }
 
+/* An area [off, off+len) inside a pool of @size bytes, computed without overflow. */
+static bool area_fits(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+/*
+ * Whether the layout a header describes can be mapped and used safely: areas in order,
+ * inside the pool, aligned; a mapping address that is aligned and leaves the range in
+ * the user half of the address space. (The checksum has already matched: this guards
+ * against headers written by someone else, not against media errors.)
+ */
+static bool layout_plausible(const struct pool_header *h)
+{
+	uint64_t root_end = h->root_offset + h->root_size, log_end = h->log_offset + h->log_size;
+	return h->size >= TIPS_POOL_MIN_SIZE && h->size % TIPS_POOL_ALIGN == 0 &&
+	       h->root_offset >= POOL_HEADER_SIZE && area_fits(h->root_offset, h->root_size, h->size) &&
+	       area_fits(h->log_offset, h->log_size, h->size) &&
+	       area_fits(h->heap_offset, h->heap_size, h->size) && root_end <= h->log_offset &&
+	       log_end == h->heap_offset && h->heap_offset + h->heap_size == h->size &&
+	       h->log_offset % POOL_AREA_ALIGN == 0 && h->heap_offset % POOL_AREA_ALIGN == 0 &&
+	       h->map_addr != 0 && h->map_addr % TIPS_POOL_ALIGN == 0 &&
+	       h->map_addr < (1ull << 47) && h->size <= (1ull << 47) - h->map_addr;
+}
+
 /* Checks a header read from a file of @file_size bytes. */
 static int header_validate(const struct pool_header *h, uint64_t file_size, const char *path)
 {
@@ -124,10 +155,7 @@ static int header_validate(const struct pool_header *h, uint64_t file_size, cons
 	    h->checksum != header_checksum(h))
 		return tips_set_error(TIPS_ECORRUPT, "%s: pool header checksum mismatch (header "
 				      "corrupted)", path);
-	if (h->size < TIPS_POOL_MIN_SIZE || h->root_offset < POOL_HEADER_SIZE ||
-	    h->root_offset + h->root_size > h->log_offset ||
-	    h->log_offset + h->log_size != h->heap_offset ||
-	    h->heap_offset + h->heap_size != h->size)
+	if (!layout_plausible(h))
 		return tips_set_error(TIPS_ECORRUPT, "%s: pool header describes an impossible "
 				      "layout", path);
 	if (file_size < h->size)
@@ -149,6 +177,8 @@ static int lock_exclusive(int fd, const char *path)
 
 static int open_error(int err, const char *path)
 {
+	if (err == EISDIR)
+		return tips_set_error(TIPS_ENOTPOOL, "%s is a directory, not a pool", path);
 	int code = tips_errno_code(err);
 	if (code == TIPS_ENOENT)
 		return tips_set_error(code, "no pool file at %s", path);

@@ -21,7 +21,7 @@
 
 struct pending_line {
 	uintptr_t line;
-	pthread_t owner;
+	uint64_t owner; /* sim_thread_id() of the flushing thread */
 	uint64_t seq; /* order of the flush among all flushes of this sim */
 	unsigned char data[PM_CACHELINE]; /* the line's contents when it was flushed */
 };
@@ -43,6 +43,18 @@ struct pm_sim {
 };
 
 static _Atomic uint64_t all_events;
+
+/* A number for the calling thread that no other thread ever gets (pthread_t values are
+ * reused after a thread exits, and an exited thread's unfenced lines must stay
+ * unfenced). */
+static uint64_t sim_thread_id(void)
+{
+	static _Atomic uint64_t next_id = 1;
+	static _Thread_local uint64_t id;
+	if (id == 0)
+		id = atomic_fetch_add(&next_id, 1);
+	return id;
+}
 
 uint64_t pm_sim_events_total(void) { return atomic_load(&all_events); }
 
@@ -80,7 +92,7 @@ void pm_sim_delete(struct pm_sim *sim)
 
 void pm_sim_flush(struct pm_sim *sim, uintptr_t first, uintptr_t end)
 {
-	pthread_t self = pthread_self();
+	uint64_t self = sim_thread_id();
 	pthread_mutex_lock(&sim->lock);
 	for (uintptr_t line = first; line < end; line += PM_CACHELINE) {
 		if (sim->npending == sim->cap) {
@@ -115,11 +127,11 @@ static void pending_write_back(struct pm_sim *sim, const struct pending_line *p)
 
 void pm_sim_drain(struct pm_sim *sim)
 {
-	pthread_t self = pthread_self();
+	uint64_t self = sim_thread_id();
 	pthread_mutex_lock(&sim->lock);
 	size_t kept = 0;
 	for (size_t i = 0; i < sim->npending; i++) {
-		if (pthread_equal(sim->pending[i].owner, self))
+		if (sim->pending[i].owner == self)
 			pending_write_back(sim, &sim->pending[i]);
 		else
 			sim->pending[kept++] = sim->pending[i];
@@ -141,9 +153,9 @@ static double draw(uint64_t *state)
 	return (double)(splitmix64(state) >> 11) / 9007199254740992.0;
 }
 
-void pm_sim_power_fail(struct pm_sim *sim, double evict, uint64_t seed)
+/* The failure itself; the sim's lock is held, so no other thread writes back meanwhile. */
+static void power_fail_locked(struct pm_sim *sim, double evict, uint64_t seed)
 {
-	pthread_mutex_lock(&sim->lock);
 	uint64_t rng = seed;
 	/* Flushed but unfenced lines: each flush reached the media or not, a coin each,
 	 * in flush order (a later flush of the same line carries newer contents). */
@@ -158,6 +170,12 @@ void pm_sim_power_fail(struct pm_sim *sim, double evict, uint64_t seed)
 				if (draw(&rng) < evict) /* the newest contents of all */
 					memcpy(sim->media + off, sim->working + off, PM_CACHELINE);
 	}
+}
+
+void pm_sim_power_fail(struct pm_sim *sim, double evict, uint64_t seed)
+{
+	pthread_mutex_lock(&sim->lock);
+	power_fail_locked(sim, evict, seed);
 	pthread_mutex_unlock(&sim->lock);
 }
 
@@ -166,7 +184,10 @@ void pm_sim_event(struct pm_sim *sim)
 	atomic_fetch_add_explicit(&all_events, 1, memory_order_relaxed);
 	uint64_t n = atomic_fetch_add(&sim->events, 1) + 1;
 	if (sim->crash_at != 0 && n == sim->crash_at) {
-		pm_sim_power_fail(sim, sim->evict, sim->seed);
+		/* The lock is kept to the end: other threads of the process stop at their
+		 * next flush or fence on this pool, as they would when the power goes. */
+		pthread_mutex_lock(&sim->lock);
+		power_fail_locked(sim, sim->evict, sim->seed);
 		_exit(sim->exit_code);
 	}
 }

@@ -19,9 +19,12 @@ static struct {
 
 static _Thread_local unsigned my_slot_plus_one;
 
+/* Runs in the exiting thread: it forgets its slot too, so that a later call from
+ * another destructor of the same thread takes a fresh slot instead of a shared one. */
 static void slot_release(void *value)
 {
 	unsigned slot = (unsigned)(uintptr_t)value - 1;
+	my_slot_plus_one = 0;
 	pthread_mutex_lock(&slots.lock);
 	slots.used[slot / 64] &= ~(1ull << (slot % 64));
 	pthread_mutex_unlock(&slots.lock);

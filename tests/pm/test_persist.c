@@ -227,6 +227,39 @@ static void test_exited_threads_stay_counted(void)
  * but still alive, and again while they exit, and after they are joined, the total is
  * exactly the sum of their work.
  */
+/*
+ * A thread that persists again from a thread-exit destructor that runs after the
+ * library retired its counters: those counts are kept, and nothing is counted twice.
+ */
+static pthread_key_t late_key;
+static char late_buf[8192] __attribute__((aligned(64)));
+
+static void persist_at_exit(void *arg)
+{
+	(void)arg;
+	tips_persist(late_buf + 1024, 64); /* 1 line, 1 fence, 64 bytes */
+}
+
+static void *persist_then_exit(void *arg)
+{
+	(void)arg;
+	tips_persist(late_buf, 6400);      /* 100 lines, 1 fence */
+	pthread_setspecific(late_key, late_buf);
+	return NULL;
+}
+
+static void test_counts_made_while_exiting(void)
+{
+	tips_persist(late_buf, 64); /* the library's own key exists before ours */
+	REQUIRE(pthread_key_create(&late_key, persist_at_exit) == 0);
+	struct tips_pm_counters g0 = total_now();
+	pthread_t tid;
+	REQUIRE(pthread_create(&tid, NULL, persist_then_exit, NULL) == 0);
+	REQUIRE(pthread_join(tid, NULL) == 0);
+	CHECK_DELTA(delta(total_now(), g0), 101, 2, 6464);
+	pthread_key_delete(late_key);
+}
+
 static void test_concurrent_threads_add_exactly(void)
 {
 	pthread_barrier_t start, done, release;
@@ -400,6 +433,7 @@ int main(void)
 {
 	test_counts_one_thread();
 	test_exited_threads_stay_counted();
+	test_counts_made_while_exiting();
 	test_concurrent_threads_add_exactly();
 	test_media_shm();
 	test_media_file();

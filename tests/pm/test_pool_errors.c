@@ -223,6 +223,24 @@ static void expect_open_fails(const char *path, int want)
 	free(before);
 }
 
+/* Root or log sizes whose arithmetic would wrap are refused, and nothing is left. */
+static void test_create_wrapping_areas(void)
+{
+	char path[PATH_MAX];
+	scratch_path(path, sizeof(path), SHM, "wrap");
+	struct tips_pool_options o = opts_of_size(16 * MIB);
+	o.root_size = 0 - 4096ull;
+	struct tips_pool *pool = SENTINEL;
+	CHECK_RC(tips_pool_create(path, &o, &pool), TIPS_ESIZE);
+	CHECK(pool == SENTINEL);
+	o = opts_of_size(16 * MIB);
+	o.log_size = 0 - (2ull << 20);
+	CHECK_RC(tips_pool_create(path, &o, &pool), TIPS_ESIZE);
+	CHECK(pool == SENTINEL);
+	CHECK(!file_exists(path));
+	CHECK(creating_leftovers(path) == 0);
+}
+
 static void test_open_not_a_pool(void)
 {
 	char path[PATH_MAX];
@@ -327,6 +345,25 @@ static void test_open_corrupt_header(void)
 	size += TIPS_POOL_ALIGN;
 	expect_patched_header_fails(path, offsetof(struct pool_header, size), &size,
 				    sizeof(size), 1, TIPS_ECORRUPT);
+
+	/* Consistent checksums over layouts whose sums wrap around 2^64, and a mapping
+	 * address no process could use: refused as corrupt, never mapped or read. */
+	struct pool_header h;
+	REQUIRE(file_peek(path, 0, &h, sizeof(h)) == 0);
+	struct pool_header bad = h;
+	bad.heap_offset = 1ull << 62;
+	bad.heap_size = bad.size - bad.heap_offset;
+	bad.log_size = bad.heap_offset - bad.log_offset;
+	expect_patched_header_fails(path, 0, &bad, offsetof(struct pool_header, checksum), 1,
+				    TIPS_ECORRUPT);
+	bad = h;
+	bad.root_size = 0 - bad.root_offset;
+	expect_patched_header_fails(path, 0, &bad, offsetof(struct pool_header, checksum), 1,
+				    TIPS_ECORRUPT);
+	bad = h;
+	bad.map_addr = 0x1234;
+	expect_patched_header_fails(path, 0, &bad, offsetof(struct pool_header, checksum), 1,
+				    TIPS_ECORRUPT);
 }
 
 static void test_open_truncated(void)
@@ -690,6 +727,7 @@ int main(void)
 	test_create_nospace();
 	test_create_bad_size();
 	test_create_removes_abandoned_temps();
+	test_create_wrapping_areas();
 	test_open_not_a_pool();
 	test_open_foreign_version();
 	test_open_corrupt_header();
