@@ -119,8 +119,7 @@ struct class_list {
 
 struct tips_heap {
 	char *base;
-	size_t size;
-	uintptr_t pool_start, pool_end; /* slots must lie in the pool */
+	uintptr_t slots_start, slots_end; /* where callers' slots may lie (the pool's areas) */
 	struct heap_header *hdr;
 	uint64_t *table;
 	char *chunks;
@@ -161,12 +160,12 @@ static inline uint64_t chunk_index(const struct tips_heap *h, const void *addr)
 	return (uint64_t)((const char *)addr - h->chunks) / HEAP_CHUNK_SIZE;
 }
 
-/* Slots are aligned words of the pool, anywhere but in the pool header or the heap's
- * own metadata (its header, logs, chunk table and run bitmaps). */
+/* Slots are aligned words of the pool's areas, anywhere but in the heap's own metadata
+ * (its header, logs, chunk table and run bitmaps). */
 static bool slot_in_pool(const struct tips_heap *h, const uint64_t *slot)
 {
 	uintptr_t a = (uintptr_t)slot;
-	if (a % 8 != 0 || a < h->pool_start + 4096 || a + 8 > h->pool_end)
+	if (a % 8 != 0 || a < h->slots_start || a + 8 > h->slots_end)
 		return false;
 	if (a >= (uintptr_t)h->base && a < (uintptr_t)h->chunks)
 		return false;
@@ -536,10 +535,7 @@ static int block_reserve(struct tips_heap *h, struct lane *lane, size_t size, ch
 		ref->bit = bit;
 		ref->usable = class_slot[cls] - BLOCK_HEADER_SIZE;
 	} else {
-		uint64_t n = extent_chunks(size);
-		if (n > h->nchunks)
-			return tips_set_error(TIPS_ETOOBIG, "allocation of %zu bytes exceeds the heap",
-					      size);
+		uint64_t n = extent_chunks(size); /* <= nchunks: alloc_common checked the size */
 		pthread_mutex_lock(&h->chunk_lock);
 		uint64_t idx = chunks_take(h, n);
 		pthread_mutex_unlock(&h->chunk_lock);
@@ -653,15 +649,11 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 		if (rc != TIPS_ENOMEM || attempt > 0 || !make_room(h))
 			return rc;
 	}
-	/* The header may be written now (meaningless while the block is free); the record
-	 * is persistent (one fence, one line) before any metadata or slot store it
-	 * describes. The header is flushed by the checkpoint, or rewritten by replay. */
-	uint64_t gen = generation(h);
-	ref.hdr->alloc_gen = gen;
-	ref.hdr->size = size;
+	/* The record is persistent (one fence, one line) before any metadata, header or
+	 * slot store it describes; those are flushed by the checkpoint, or redone by replay. */
 	record_write(h, lane, (uint64_t)block, (uint64_t)slot, size,
 		     slot ? REC_ALLOC_SLOT : REC_ALLOC_LOGGED, true);
-	block_set_bits(h, &ref, size);
+	block_mark_allocated(h, &ref, size, generation(h));
 	if (!ref.extent)
 		h->runs[ref.chunk].nfree--;
 	void *user = block + BLOCK_HEADER_SIZE;
@@ -906,14 +898,6 @@ static bool record_frees(unsigned type, bool rollback)
 	       (type == REC_ALLOC_LOGGED && rollback);
 }
 
-/*
- * The checkpoint (and, with @rollback, the MLog rollback). Every lane lock held.
- * Step 1 persists every recorded allocation (rollback: only SLOT ones); step 2 applies
- * the frees (rollback: SLOT frees, and undoes LOGGED allocations) and persists them;
- * step 3 advances the generation, retiring every record; step 4 updates the volatile
- * free lists. A crash before step 3 leaves the records valid, and replaying them is
- * idempotent; after step 3 the media is consistent without them.
- */
 /* Walks the records of generation @gen that the lanes wrote, lane by lane. */
 struct record_iter {
 	unsigned lane;
@@ -966,6 +950,14 @@ static size_t freeing_collect(struct tips_heap *h, uint64_t gen, bool rollback)
 	return kept;
 }
 
+/*
+ * The checkpoint (and, with @rollback, the MLog rollback). Every lane lock held.
+ * Step 1 persists every recorded allocation (rollback: only SLOT ones); step 2 applies
+ * the frees (rollback: SLOT frees, and undoes LOGGED allocations) and persists them;
+ * step 3 advances the generation, retiring every record; step 4 updates the volatile
+ * free lists. A crash before step 3 leaves the records valid, and replaying them is
+ * idempotent; after step 3 the media is consistent without them.
+ */
 static int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 {
 	uint64_t gen = generation(h);
@@ -1274,25 +1266,36 @@ static void heap_free_volatile(struct tips_heap *h)
 	free(h);
 }
 
-int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
+/* Whether a heap header describes areas in order inside @size bytes (no sum can wrap:
+ * every count is bounded by @size first). */
+static bool heap_layout_plausible(const struct heap_header *hh, uint64_t size)
+{
+	if (hh->nlanes == 0 || hh->nlanes > HEAP_MAX_LANES || hh->generation == 0 ||
+	    hh->lanes_offset < HEAP_HEADER_SIZE || hh->lanes_offset > size ||
+	    hh->lane_records > size / sizeof(struct heap_record) / hh->nlanes ||
+	    hh->nchunks == 0 || hh->nchunks > size / HEAP_CHUNK_SIZE ||
+	    hh->table_offset > size || hh->chunks_offset > size)
+		return false;
+	uint64_t lanes_end = hh->lanes_offset + hh->nlanes * hh->lane_records *
+						   sizeof(struct heap_record);
+	return lanes_end <= hh->table_offset &&
+	       hh->table_offset + hh->nchunks * sizeof(uint64_t) <= hh->chunks_offset &&
+	       hh->nchunks * HEAP_CHUNK_SIZE <= size - hh->chunks_offset;
+}
+
+int heap_open(void *base, size_t size, void *slots_start, void *slots_end,
 	      struct tips_heap **out)
 {
 	struct heap_header *hh = base;
 	if (hh->magic != HEAP_MAGIC || hh->layout_version != HEAP_LAYOUT_VERSION ||
-	    hh->checksum != heap_header_checksum(hh) || hh->nlanes == 0 || hh->nlanes > HEAP_MAX_LANES ||
-	    hh->chunks_offset + hh->nchunks * HEAP_CHUNK_SIZE > size ||
-	    hh->table_offset + hh->nchunks * sizeof(uint64_t) > hh->chunks_offset ||
-	    hh->lanes_offset + (uint64_t)hh->nlanes * hh->lane_records * sizeof(struct heap_record) >
-		    hh->table_offset ||
-	    hh->generation == 0)
+	    hh->checksum != heap_header_checksum(hh) || !heap_layout_plausible(hh, size))
 		return tips_set_error(TIPS_ECORRUPT, "heap header is corrupted");
 	struct tips_heap *h = calloc(1, sizeof(*h));
 	if (!h)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
 	h->base = base;
-	h->size = size;
-	h->pool_start = (uintptr_t)pool_start;
-	h->pool_end = (uintptr_t)pool_start + pool_size;
+	h->slots_start = (uintptr_t)slots_start;
+	h->slots_end = (uintptr_t)slots_end;
 	h->hdr = hh;
 	h->table = (uint64_t *)(h->base + hh->table_offset);
 	h->chunks = h->base + hh->chunks_offset;
@@ -1409,51 +1412,45 @@ static bool block_pending(const struct tips_heap *h, const struct block_ref *ref
 	return pf && ((atomic_load(&pf[ref->bit / 64]) >> (ref->bit % 64)) & 1);
 }
 
+/* Reports one allocated block, found by address, to a walk's callback. */
+static int walk_visit(const struct tips_heap *h, const char *block, uint64_t gen,
+		      tips_heap_walk_fn fn, void *arg)
+{
+	struct block_ref ref;
+	if (!block_find(h, block, true, &ref))
+		return 0;
+	struct tips_heap_block b = {
+		.ptr = (char *)ref.hdr + BLOCK_HEADER_SIZE,
+		.size = ref.hdr->size,
+		.usable = ref.usable,
+		.alloc_gen = ref.hdr->alloc_gen,
+		.pending = ref.hdr->alloc_gen == gen || block_pending(h, &ref),
+	};
+	return fn(&b, arg);
+}
+
 int tips_heap_walk(struct tips_heap *h, tips_heap_walk_fn fn, void *arg)
 {
 	uint64_t gen = generation(h);
 	for (uint64_t i = 0; i < h->nchunks;) {
 		uint64_t e = h->table[i];
-		struct block_ref ref;
-		struct tips_heap_block b;
+		int rc = 0;
 		if (CHUNK_KIND(e) == CHUNK_EXTENT) {
-			ref.chunk = i;
-			ref.extent = true;
-			ref.bit = 0;
-			ref.hdr = (struct block_header *)chunk_addr(h, i);
-			b.ptr = (char *)ref.hdr + BLOCK_HEADER_SIZE;
-			b.size = ref.hdr->size;
-			b.usable = CHUNK_ARG(e) * HEAP_CHUNK_SIZE - BLOCK_HEADER_SIZE;
-			b.alloc_gen = ref.hdr->alloc_gen;
-			b.pending = ref.hdr->alloc_gen == gen || block_pending(h, &ref);
-			int rc = fn(&b, arg);
-			if (rc)
-				return rc;
+			rc = walk_visit(h, chunk_addr(h, i), gen, fn, arg);
 			i += CHUNK_ARG(e) ? CHUNK_ARG(e) : 1;
-			continue;
-		}
-		if (CHUNK_KIND(e) == CHUNK_RUN && CHUNK_ARG(e) < (uint64_t)NCLASSES) {
-			int cls = (int)CHUNK_ARG(e);
-			const uint64_t *bm = run_bitmap(h, i);
-			for (uint32_t bit = 0; bit < run_capacity(cls); bit++) {
-				if (!((bm[bit / 64] >> (bit % 64)) & 1))
-					continue;
-				ref.chunk = i;
-				ref.extent = false;
-				ref.bit = bit;
-				ref.hdr = (struct block_header *)(chunk_addr(h, i) + RUN_BITMAP_BYTES +
-								  (uint64_t)bit * class_slot[cls]);
-				b.ptr = (char *)ref.hdr + BLOCK_HEADER_SIZE;
-				b.size = ref.hdr->size;
-				b.usable = class_slot[cls] - BLOCK_HEADER_SIZE;
-				b.alloc_gen = ref.hdr->alloc_gen;
-				b.pending = ref.hdr->alloc_gen == gen || block_pending(h, &ref);
-				int rc = fn(&b, arg);
-				if (rc)
-					return rc;
+		} else {
+			if (CHUNK_KIND(e) == CHUNK_RUN && CHUNK_ARG(e) < (uint64_t)NCLASSES) {
+				int cls = (int)CHUNK_ARG(e);
+				const uint64_t *bm = run_bitmap(h, i);
+				for (uint32_t bit = 0; bit < run_capacity(cls) && rc == 0; bit++)
+					if ((bm[bit / 64] >> (bit % 64)) & 1)
+						rc = walk_visit(h, chunk_addr(h, i) + RUN_BITMAP_BYTES +
+								(uint64_t)bit * class_slot[cls], gen, fn, arg);
 			}
+			i++;
 		}
-		i++;
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

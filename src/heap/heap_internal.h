@@ -12,9 +12,9 @@
 
 /* Writes an empty heap into [base, base+size) and persists it. 0 or TIPS_ESIZE. */
 int heap_format(void *base, size_t size);
-/* Opens the heap at @base (inside the pool [pool_start, +pool_size), where slots live): validates it, replays its allocation logs if a crash left
+/* Opens the heap at @base; callers' slots may lie in [slots_start, slots_end): validates it, replays its allocation logs if a crash left
  * records behind, and rebuilds the volatile free lists. 0, TIPS_ECORRUPT, TIPS_ENOMEM. */
-int heap_open(void *base, size_t size, void *pool_start, size_t pool_size,
+int heap_open(void *base, size_t size, void *slots_start, void *slots_end,
 	      struct tips_heap **out);
 /* Checkpoints (unless @crashed) and frees the volatile state. */
 /* Returns 1 if MLog records were left for the owner's recovery (pool not clean). */

@@ -248,8 +248,9 @@ static int pool_start(struct tips_pool *p)
 	p->hdr->clean = 0;
 	p->hdr->open_count++;
 	pm_persist(&p->hdr->clean, 2 * sizeof(uint64_t));
-	int rc = heap_open((char *)p->map.addr + p->hdr->heap_offset, p->hdr->heap_size,
-			   p->map.addr, p->hdr->size, &p->heap);
+	char *base = p->map.addr;
+	int rc = heap_open(base + p->hdr->heap_offset, p->hdr->heap_size,
+			   base + p->hdr->root_offset, base + p->hdr->size, &p->heap);
 	if (rc) { /* refused before changing anything: leave the flag as it was */
 		p->hdr->clean = was_clean;
 		pm_persist(&p->hdr->clean, sizeof(uint64_t));
