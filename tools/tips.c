@@ -120,6 +120,8 @@ static int cmd_info(int argc, char **argv)
 	printf("clean shutdown:  %s\n", info.clean ? "yes" : "no (in use, or it crashed)");
 	printf("media:           %s\n", tips_media_name(info.media));
 	printf("media reason:    %s\n", info.media_reason);
+	printf("flush:           %s\n", info.media == TIPS_MEDIA_FILE ? "msync"
+							       : tips_flush_instruction());
 	return EXIT_OK;
 }
 

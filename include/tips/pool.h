@@ -180,6 +180,10 @@ TIPS_API void tips_pm_counters_thread(struct tips_pm_counters *out);
  */
 TIPS_API int tips_pool_sim_power_fail(struct tips_pool **pool, double evict, uint64_t seed);
 
+/** tips_flush_instruction() - "clwb", "clflushopt" or "clflush": what pmem and shm pools
+ * are flushed with on this CPU (TIPS_FLUSH=clflushopt|clflush forces a weaker one). */
+TIPS_API const char *tips_flush_instruction(void);
+
 /** tips_pm_persist_events() - persist events (flushes and drains) seen by SIM pools so far. */
 TIPS_API uint64_t tips_pm_persist_events(void);
 

@@ -41,6 +41,8 @@
 #endif
 #define REGION_ALIGN (1ull << 30)
 
+#define PMEM_REASON "DAX file system (MAP_SYNC accepted): cache-line write-back to real PM"
+
 static void *map_fixed(uint64_t addr, size_t size, int flags, int fd)
 {
 	void *p = mmap((void *)addr, size, PROT_READ | PROT_WRITE, flags | MAP_FIXED_NOREPLACE,
@@ -86,8 +88,7 @@ enum tips_media pm_media_probe(int fd, char *reason, size_t len)
 	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
 	if (p != MAP_FAILED) {
 		munmap(p, 4096);
-		snprintf(reason, len, "DAX file system (MAP_SYNC accepted): cache-line "
-				      "write-back to real PM");
+		snprintf(reason, len, "%s", PMEM_REASON);
 		return TIPS_MEDIA_PMEM;
 	}
 	return media_of_fs(fd, reason, len);
@@ -118,8 +119,7 @@ int pm_map(int fd, uint64_t addr, size_t size, enum tips_media requested, struct
 	if (p != MAP_FAILED) {
 		m->addr = p;
 		m->media = TIPS_MEDIA_PMEM;
-		snprintf(m->reason, sizeof(m->reason), "DAX file system (MAP_SYNC accepted): "
-				"cache-line write-back to real PM");
+		snprintf(m->reason, sizeof(m->reason), "%s", PMEM_REASON);
 		return 0;
 	}
 	if (errno == EEXIST)

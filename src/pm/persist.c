@@ -50,18 +50,16 @@ static enum flush_kind flush_kind_detect(void)
 	return best;
 }
 
+/* Chosen when the library is loaded, before any call into it, so the hot path never
+ * checks. */
 static enum flush_kind flush_kind;
-static pthread_once_t flush_kind_once = PTHREAD_ONCE_INIT;
-static void flush_kind_init(void) { flush_kind = flush_kind_detect(); }
-/* Chosen at load time, so the hot path never checks. */
 __attribute__((constructor)) static void flush_kind_at_load(void)
 {
-	pthread_once(&flush_kind_once, flush_kind_init);
+	flush_kind = flush_kind_detect();
 }
 
-const char *pm_flush_instruction(void)
+const char *tips_flush_instruction(void)
 {
-	pthread_once(&flush_kind_once, flush_kind_init);
 	static const char *const names[] = { "clwb", "clflushopt", "clflush" };
 	return names[flush_kind];
 }
@@ -240,7 +238,6 @@ static void regions_recompute_locked(void)
 
 int pm_region_register(const struct pm_region *r)
 {
-	pthread_once(&flush_kind_once, flush_kind_init);
 	pthread_rwlock_wrlock(&regions.lock);
 	int i;
 	for (i = 0; i < MAX_REGIONS; i++)

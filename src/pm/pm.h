@@ -39,7 +39,5 @@ struct pm_region {
 int pm_region_register(const struct pm_region *region);
 void pm_region_unregister(uintptr_t start);
 
-/* Name of the flush instruction in use: "clwb", "clflushopt" or "clflush". */
-const char *pm_flush_instruction(void);
 
 #endif

@@ -131,13 +131,18 @@ check 0 "create on /dev/shm" stdout "^created $SHM_POOL: 16777216 bytes at 0x[0-
 run "$TIPS" pool info "$SHM_POOL"
 check 0 "info on the /dev/shm pool" stdout '^media: +shm$' stdout '^clean shutdown:  yes$' \
 	stdout "^path: +$SHM_POOL$" stdout '^size: +16777216 bytes$' stdout '^layout version:  1$' \
-	stdout '^uuid: +[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+	stdout '^uuid: +[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' \
+	stdout '^flush: +(clwb|clflushopt|clflush)$'
+# TIPS_FLUSH forces the weakest instruction.
+TIPS_FLUSH=clflush run "$TIPS" pool info "$SHM_POOL"
+check 0 "info with TIPS_FLUSH=clflush" stdout '^flush: +clflush$'
 
 FILE_POOL=$FILE_DIR/pool
 run "$TIPS" pool create "$FILE_POOL" --size 8MiB
 check 0 "create on a /tmp file" stdout "^created $FILE_POOL: 8388608 bytes at 0x[0-9a-f]+, media file$"
 run "$TIPS" pool info "$FILE_POOL"
-check 0 "info on the /tmp pool" stdout '^media: +file$' stdout '^clean shutdown:  yes$'
+check 0 "info on the /tmp pool" stdout '^media: +file$' stdout '^clean shutdown:  yes$' \
+	stdout '^flush: +msync$'
 # The temporary file create builds under must be gone.
 leftover=$(find "$SHM_DIR" "$FILE_DIR" -name '.*creating*' | head -n 1)
 [[ -z $leftover ]] && pass "create leaves no temporary file" || fail "create left $leftover"
