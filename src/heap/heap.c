@@ -44,6 +44,8 @@ static const uint32_t class_slot[] = {
 	14336, 16384, 20480, 24576, 28672, 32768, 40960, 49152, 57344, 65536,
 };
 #define NCLASSES ((int)(sizeof(class_slot) / sizeof(class_slot[0])))
+/* How many times an allocation that found the heap full retries after making room. */
+#define MAKE_ROOM_ATTEMPTS 4
 
 /* Smallest class whose slot holds @need bytes (header included); need <= 65536. */
 static int class_of(uint64_t need)
@@ -612,11 +614,13 @@ static unsigned release_idle_runs_locked(struct tips_heap *h)
 /*
  * Makes room when the heap is full: applies pending frees with a checkpoint (unless an
  * MLog record stands in the way: only its owner may checkpoint those), then gives back
- * the empty runs lanes hold. True if anything may have been freed.
+ * the empty runs lanes hold. True if anything may have been freed, by this call or by a
+ * checkpoint another thread took since the caller saw generation @gen_seen.
  */
-static bool make_room(struct tips_heap *h)
+static bool make_room(struct tips_heap *h, uint64_t gen_seen)
 {
 	lanes_lock_all(h);
+	bool someone_checkpointed = generation(h) != gen_seen;
 	bool records = false; /* frees, if any, are among them */
 	for (unsigned l = 0; l < h->nlanes && !records; l++)
 		records = h->lanes[l].nrec > 0;
@@ -625,7 +629,7 @@ static bool make_room(struct tips_heap *h)
 		checkpoint_locked(h, 0, false);
 	bool released = release_idle_runs_locked(h) > 0;
 	lanes_unlock_all(h);
-	return checkpointed || released;
+	return someone_checkpointed || checkpointed || released;
 }
 
 static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void **out)
@@ -638,15 +642,18 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 	struct lane *lane;
 	char *block = NULL;
 	struct block_ref ref = { 0 };
+	/* Retry while making room frees something; bounded, as other threads may take the
+	 * room first each time. */
 	for (int attempt = 0;; attempt++) {
 		int rc = lane_lock_with_room(h, &lane);
 		if (rc)
 			return rc;
+		uint64_t gen_seen = generation(h);
 		rc = block_reserve(h, lane, size, &block, &ref);
 		if (rc == 0)
 			break;
 		pthread_mutex_unlock(&lane->lock);
-		if (rc != TIPS_ENOMEM || attempt > 0 || !make_room(h))
+		if (rc != TIPS_ENOMEM || attempt >= MAKE_ROOM_ATTEMPTS || !make_room(h, gen_seen))
 			return rc;
 	}
 	/* The record is persistent (one fence, one line) before any metadata, header or
