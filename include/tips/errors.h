@@ -37,7 +37,10 @@ enum tips_error {
 	TIPS_EPERM = -30015,      /* permission denied on the pool file */
 	TIPS_ELOGFULL = -30016,   /* an allocation log is full and only its owner may checkpoint */
 	TIPS_EBUSY = -30017,      /* the object is in use (e.g. closed while threads run) */
-	TIPS_E_LAST = -30017,
+	TIPS_EKEYEXISTS = -30018, /* tips_insert: the key is already present */
+	TIPS_ENOTFOUND = -30019,  /* the key is absent (update, delete, lookup) */
+	TIPS_EMISMATCH = -30020,  /* the pool holds another index or framework layout */
+	TIPS_E_LAST = -30020,
 };
 
 /**

@@ -2,9 +2,11 @@
  * tips/tips.h - umbrella header of libtips.
  *
  * libtips turns a volatile in-memory index into a crash-consistent, durably
- * linearizable one on persistent memory (the TIPS design, USENIX ATC'21). This layer
- * provides its foundation: pools mapped at a fixed address (tips/pool.h), persistence
- * primitives with counters (tips/pool.h) and a crash-safe allocator (tips/heap.h).
+ * linearizable one on persistent memory (the TIPS design, USENIX ATC'21). This
+ * header declares the framework (the facade an application calls and the plug-in API
+ * an index is written against); under it are pools mapped at a fixed address and the
+ * persistence primitives with counters (tips/pool.h), and a crash-safe allocator
+ * (tips/heap.h). The design: docs/framework.md.
  */
 #ifndef TIPS_TIPS_H
 #define TIPS_TIPS_H
@@ -13,8 +15,216 @@
 #include <tips/pool.h>
 #include <tips/heap.h>
 
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TIPS_VERSION_MAJOR 0
-#define TIPS_VERSION_MINOR 1
+#define TIPS_VERSION_MINOR 2
 #define TIPS_VERSION_PATCH 0
+
+/* ==== The plug-in side: what an index implements ==================================== */
+
+/* Longest key and value the framework accepts (TIPS_ETOOBIG beyond). */
+#define TIPS_MAX_KEY 1024u
+#define TIPS_MAX_VALUE (64u * 1024u)
+
+/** Hints an index may use when it creates its structure (e.g. bucket count). */
+struct tips_index_config {
+	uint64_t expected_keys; /* how many keys the user expects (never 0) */
+};
+
+/** Called by an index's scan for each key in order; non-zero stops the scan. */
+typedef int (*tips_scan_fn)(const void *key, size_t klen, const void *val, size_t vlen,
+			    void *arg);
+/** Called by an index's walk for each block it owns (a tips_alloc() result). */
+typedef int (*tips_walk_fn)(const void *block, void *arg);
+
+/*
+ * The ops table of an index. The framework calls create/open/close from one thread;
+ * insert/update/remove from its replay workers, concurrently for different keys (never
+ * for the same key at once); lookup/scan from any thread, concurrently with everything.
+ * An index is written once against IDX_ALLOC/IDX_FREE/IDX_LOG (src/indexes/idx_hooks.h)
+ * and built twice: dram-NAME (malloc, no logging: the volatile original) and tips-NAME
+ * (tips_alloc, tips_free, tips_ulog_add before every store to memory that existed before).
+ * Keys compare as byte strings (memcmp, shorter first on a tie).
+ */
+struct tips_index_ops {
+	const char *name; /* "tips-hash", "dram-hash", ... */
+	/* Builds an empty index; returns its root object (allocated with IDX_ALLOC). */
+	int (*create)(const struct tips_index_config *cfg, void **root);
+	/* Attaches to @root (rebuild volatile state such as locks); *index is the handle
+	 * every other call takes. */
+	int (*open)(void *root, void **index);
+	/* Drops the volatile state open built; the persistent structure stays. */
+	void (*close)(void *index);
+	/* insert: TIPS_EKEYEXISTS if present. update: TIPS_ENOTFOUND if absent.
+	 * remove: TIPS_ENOTFOUND if absent. */
+	int (*insert)(void *index, const void *key, size_t klen, const void *val, size_t vlen);
+	int (*update)(void *index, const void *key, size_t klen, const void *val, size_t vlen);
+	int (*remove)(void *index, const void *key, size_t klen);
+	/* Copies the value into @val (up to @cap bytes) and its length into *vlen.
+	 * Return 0 or TIPS_ENOTFOUND. */
+	int (*lookup)(void *index, const void *key, size_t klen, void *val, size_t cap,
+		      size_t *vlen);
+	/* Calls @fn for up to @count keys >= @start (klen 0: from the first key), in
+	 * order. Returns the number of keys passed to @fn, or a negative code. */
+	long (*scan)(void *index, const void *start, size_t klen, size_t count,
+		     tips_scan_fn fn, void *arg);
+	/* Calls @fn for every block the index owns (its root included); for leak checks.
+	 * Not concurrent with writes. */
+	int (*walk)(void *index, tips_walk_fn fn, void *arg);
+};
+
+/** tips_index_find() - the built-in index named @name ("tips-hash", "dram-hash"...),
+ * or NULL. */
+TIPS_API const struct tips_index_ops *tips_index_find(const char *name);
+
+/** tips_index_names() - NULL-terminated list of the built-in index names. */
+TIPS_API const char *const *tips_index_names(void);
+
+/**
+ * tips_alloc() - allocate persistent memory for the index (MLog-recorded).
+ * Only valid inside an ops call made by the framework (create, insert, update,
+ * remove). The block's contents need no logging until the next reclamation, and it
+ * is freed again if a crash rolls back the operation that allocated it.
+ * Return: the block, or NULL (heap full; tips_errormsg() says why).
+ */
+TIPS_API void *tips_alloc(size_t size);
+
+/**
+ * tips_free() - free a block of the index, deferred: the block stays valid (for
+ * concurrent readers and for a replay after a crash) until the next reclamation.
+ */
+TIPS_API void tips_free(void *ptr);
+
+/**
+ * tips_ulog_add() - undo-log [@addr, @addr+@size) before the index stores to it.
+ * Persists the old bytes before returning, unless the memory was allocated since the
+ * last reclamation (OLog replay recreates it) or this range was already logged since
+ * then. The index never flushes: stores are made durable by the next reclamation.
+ * Return: 0, or a negative code (size 0 or > TIPS_MAX_VALUE, address outside the pool).
+ */
+TIPS_API int tips_ulog_add(void *addr, size_t size);
+
+/** tips_root() - the root object of the index being called (inside an ops call). */
+TIPS_API void *tips_root(void);
+
+/* ==== The facade: what an application calls ========================================= */
+
+struct tips_db;
+
+/* Flags of struct tips_config. */
+#define TIPS_CREATE 1u /* create the pool (and the index) if the file does not exist */
+
+/*
+ * Configuration of tips_open(). Initialise with tips_config_init(); the struct carries
+ * its own size so it can grow. Zero fields take the documented defaults.
+ */
+struct tips_config {
+	size_t struct_size;       /* set by tips_config_init() */
+	unsigned flags;           /* TIPS_CREATE */
+	uint64_t pool_size;       /* create: pool size (default 1 GiB) */
+	uint64_t expected_keys;   /* sizing hint for the cache and the index (default 1M) */
+	unsigned cache_percent;   /* DRAM cache entries, % of expected_keys (default 25) */
+	unsigned chain_bound;     /* DRAM cache chain length that triggers gc (default 5) */
+	uint64_t olog_size;       /* bytes of OLog per writer thread (default 32 MiB,
+	                             at most 1/8 of the log area) */
+	uint64_t ulog_size;       /* bytes of ULog (default 32 MiB, at most 1/4 of the
+	                             log area) */
+	unsigned workers_low;     /* W_low: fewest replay workers (default 0) */
+	unsigned workers_up;      /* W_up: most replay workers (default: online cores) */
+	const struct tips_pool_options *pool; /* media/sim options, NULL for defaults */
+};
+
+/** tips_config_init() - fill @cfg with the defaults. */
+TIPS_API void tips_config_init(struct tips_config *cfg);
+
+/**
+ * tips_open() - open (or create, with TIPS_CREATE) the pool at @path holding an index
+ * made by @ops, and recover it if it was not closed cleanly.
+ * Return: 0; the pool's codes (tips_pool_open()); TIPS_EMISMATCH if the pool holds
+ * another index; TIPS_ENOMEM.
+ */
+TIPS_API int tips_open(const char *path, const struct tips_config *cfg,
+		       const struct tips_index_ops *ops, struct tips_db **db);
+
+/**
+ * tips_close() - apply every logged operation to the index, make it durable, mark the
+ * pool clean and close it; reopening then replays nothing. No other thread may use
+ * @db during or after the call. Sets *@db to NULL.
+ */
+TIPS_API int tips_close(struct tips_db **db);
+
+/*
+ * Writes. Each is durable when it returns 0 (two fences) and visible to every later
+ * lookup. Any thread may call them at any time, without registering.
+ * Return: 0; TIPS_EKEYEXISTS (insert of a present key); TIPS_ENOTFOUND (update or
+ * delete of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL.
+ */
+TIPS_API int tips_insert(struct tips_db *db, const void *key, size_t klen, const void *val,
+			 size_t vlen);
+TIPS_API int tips_update(struct tips_db *db, const void *key, size_t klen, const void *val,
+			 size_t vlen);
+TIPS_API int tips_put(struct tips_db *db, const void *key, size_t klen, const void *val,
+		      size_t vlen); /* insert or overwrite */
+TIPS_API int tips_delete(struct tips_db *db, const void *key, size_t klen);
+
+/**
+ * tips_lookup() - copy the value of @key into @val (at most @cap bytes); its full
+ * length goes to *@vlen. No fence, no lock on the cache.
+ * Return: 0, TIPS_ENOTFOUND, TIPS_ESIZE (value longer than @cap; *@vlen says how long).
+ */
+TIPS_API int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val,
+			 size_t cap, size_t *vlen);
+
+/**
+ * tips_scan() - call @fn with up to @count key/value pairs, keys >= @start in order
+ * (@klen 0: from the first key). Sees every write that completed before the call.
+ * Return: the number of pairs passed to @fn, or a negative code.
+ */
+TIPS_API long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
+			tips_scan_fn fn, void *arg);
+
+/** Counters since open (tips_stats()). */
+struct tips_stats {
+	uint64_t cache_hits, cache_misses;      /* lookups answered by the cache / the index */
+	uint64_t cache_entries;                 /* entries in the cache now */
+	uint64_t cache_capacity;
+	uint64_t writes, olog_bytes;            /* OLog records and bytes appended */
+	uint64_t ulog_bytes, ulog_logged;       /* ULog bytes and records written */
+	uint64_t ulog_skipped_fresh;            /* tips_ulog_add skipped: memory is new */
+	uint64_t ulog_skipped_logged;           /* tips_ulog_add skipped: already logged */
+	uint64_t mlog_allocs, mlog_frees;       /* tips_alloc / tips_free calls */
+	uint64_t reclamations;
+	uint64_t epochs;                        /* replay epochs that applied records */
+	uint64_t replayed;                      /* records applied to the index */
+	unsigned workers_now;                   /* replay workers of the current epoch */
+	double workers_avg;                     /* average over epochs that applied records */
+	uint64_t writer_waits;                  /* writes that waited for OLog or cache room */
+	uint64_t gc_unlinked;                   /* cache entries gc removed */
+	double recovery_ms;                     /* time tips_open spent recovering */
+	int recovered;                          /* 1 if tips_open ran crash recovery */
+};
+
+/** tips_stats() - fill @out. Thread-safe; the counters are read without a lock. */
+TIPS_API void tips_stats(struct tips_db *db, struct tips_stats *out);
+
+/**
+ * tips_db_walk() - call @fn for every heap block the database owns: the index's
+ * blocks (ops->walk) and the framework's own. With tips_heap_walk() this finds leaked
+ * and doubly owned blocks. Only while no write is in flight (e.g. right after open).
+ */
+TIPS_API int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg);
+
+/** tips_db_pool() - the pool under @db (for tips_pm_counters_*, tips_pool_info). */
+TIPS_API struct tips_pool *tips_db_pool(struct tips_db *db);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* TIPS_TIPS_H */

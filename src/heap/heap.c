@@ -1026,6 +1026,30 @@ int tips_heap_checkpoint(struct tips_heap *h, unsigned flags)
 	return rc;
 }
 
+void heap_flush_logged_blocks(struct tips_heap *h)
+{
+	lanes_lock_all(h);
+	uint64_t gen = generation(h);
+	const struct heap_record *r;
+	struct record_iter it;
+	struct line_filter f = { { 0, 0 } };
+	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));)
+		if (REC_TYPE(r->tag) == REC_ALLOC_LOGGED)
+			flush_record_effects(h, r, true, &f);
+	lanes_unlock_all(h);
+	pm_drain();
+}
+
+uint64_t heap_lane_room(struct tips_heap *h)
+{
+	struct lane *lane = lane_mine(h);
+	pthread_mutex_lock(&lane->lock);
+	uint64_t used = lane->nrec;
+	pthread_mutex_unlock(&lane->lock);
+	uint64_t cap = h->hdr->lane_records;
+	return used >= cap ? 0 : cap - used;
+}
+
 int tips_heap_rollback(struct tips_heap *h)
 {
 	if (!h)

@@ -20,4 +20,10 @@ int heap_open(void *base, size_t size, void *slots_start, void *slots_end,
 /* Returns 1 if MLog records were left for the owner's recovery (pool not clean). */
 int heap_close(struct tips_heap *heap, int crashed);
 
+/* Persists the contents of every block allocated by tips_heap_alloc_logged() since the
+ * last checkpoint, without committing anything (step 1 of UNO reclamation). */
+void heap_flush_logged_blocks(struct tips_heap *heap);
+/* Records still free in the calling thread's lane log. */
+uint64_t heap_lane_room(struct tips_heap *heap);
+
 #endif

@@ -32,6 +32,9 @@ static const char *const error_names[] = {
 	[15] = "permission denied",
 	[16] = "allocation log full",
 	[17] = "busy",
+	[18] = "key already exists",
+	[19] = "key not found",
+	[20] = "pool holds another index",
 };
 
 const char *tips_strerror(int code)

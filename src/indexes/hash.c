@@ -1,0 +1,563 @@
+/*
+ * hash.c - "hash": a chained hash table with a reader-writer lock per bucket stripe,
+ * the index of the TIPS paper's Figure 3 (ATC'21, §3.2.6), written once against the
+ * hooks of idx_hooks.h and built as dram-hash (volatile original) and tips-hash (TIPS
+ * plug-in).
+ *
+ * Structure. A root block (magic, bucket count, bucket array) and a bucket array of
+ * chain heads, both allocated at create and never changed afterwards; then one block
+ * per key: {next, klen, vlen, key bytes, value bytes}. The bucket count is a power of
+ * two >= max(expected_keys, 1024), so the average chain holds at most about one key
+ * while the user stays within the hint. The table never resizes: a resize would rewrite
+ * every chain, and the tips build would have to undo-log all of it.
+ *
+ * Locks. A pthread rwlock per stripe, bucket b using stripe b % HASH_STRIPES. The locks
+ * live in the DRAM handle made by open(), never in the persistent root: a lock held
+ * when the process died reads as free because it no longer exists (DESIGN.md, "Locks
+ * inside PM"). Writers take the stripe's write lock, readers (lookup, scan) its read
+ * lock, so a reader never sees a half-linked node or a freed one.
+ *
+ * Invariant (what makes the tips build crash consistent): every store to memory that
+ * existed before the current operation is preceded by IDX_LOG of exactly the bytes it
+ * stores. Stores into a block allocated by the same operation need no log (the
+ * framework frees that block if it rolls the operation back). Writes: insert links a
+ * new node at the head of its chain (log the head, store it); update overwrites a value
+ * of the same length in place (log the value bytes, copy), otherwise links a
+ * replacement node in place of the old one; remove logs and stores the predecessor's
+ * link. The code never flushes or fences: the framework makes the stores durable.
+ *
+ * Conversion cost: 8 hook sites - IDX_ALLOC 3 (root, bucket array, node), IDX_FREE 3
+ * (root when create fails, replaced node in update, removed node in remove), IDX_LOG 2
+ * (link_set(), which every pointer store goes through, and the in-place value).
+ * insert uses 2 (the node's IDX_ALLOC, link_set's IDX_LOG); Figure 3's insert, an
+ * upsert, uses 3, its third being our update's in-place value log.
+ *
+ * Scan. Keys are hashed, so an ordered scan visits the whole table: O(n) per scan
+ * whatever @count is, keeping the @count smallest keys >= start in a bounded max-heap
+ * of copies (O(n log count)), then sorting them and calling fn with no lock held. This
+ * is the price of an ordered scan over a hash table; ordered indexes do better.
+ */
+#define _GNU_SOURCE
+#define IDX_BASE_NAME "hash"
+#include "indexes/idx_hooks.h"
+#include "indexes/indexes.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_MAGIC 0x3168736168737074ull /* "tipshsh1": layout version 1 */
+#define HASH_MIN_BUCKETS 1024u
+#define HASH_MAX_BUCKETS (1ull << 40) /* keeps the size arithmetic far from overflow */
+#define HASH_STRIPES 1024u            /* a power of two, <= HASH_MIN_BUCKETS */
+
+/* ---- persistent layout (in PM in the tips build) ---------------------------------- */
+
+/* One key. One block: the key and the value are inline after the header. */
+struct hash_node {
+	struct hash_node *next; /* next node of the bucket chain; NULL ends it */
+	uint32_t klen;          /* key bytes, 1..TIPS_MAX_KEY */
+	uint32_t vlen;          /* value bytes, 0..TIPS_MAX_VALUE */
+	unsigned char data[];   /* klen key bytes, then vlen value bytes */
+};
+
+/* The root object returned by create. Written only by create; read-only afterwards. */
+struct hash_root {
+	uint64_t magic;             /* HASH_MAGIC once create has filled the root */
+	uint64_t nbuckets;          /* number of chains: a power of two >= 1024 */
+	struct hash_node **buckets; /* block of nbuckets chain heads (NULL: empty chain) */
+};
+
+/* ---- volatile handle (DRAM, rebuilt by every open) ----------------------------------- */
+
+struct hash_stripe {
+	_Alignas(64) pthread_rwlock_t lock; /* one per cache line: no false sharing */
+};
+
+struct hash_index {
+	struct hash_stripe stripes[HASH_STRIPES];
+	struct hash_root *root;
+	struct hash_node **buckets; /* root->buckets, copied: no PM read per operation */
+	uint64_t mask;              /* root->nbuckets - 1 */
+};
+
+/* ---- keys ---------------------------------------------------------------------------- */
+
+static inline uint64_t load64(const void *p)
+{
+	uint64_t w;
+	memcpy(&w, p, sizeof(w));
+	return w;
+}
+
+/* splitmix64's finalizer: every input bit flips each output bit with p ~ 1/2. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+/*
+ * 64-bit hash of a byte string: each 8-byte word (the tail zero-padded) is multiplied,
+ * folded and combined by multiply-rotate; the length is in the seed so that "a" and
+ * "a\0" differ; mix64 finishes. An 8-byte key costs one word step and the finalizer.
+ */
+static uint64_t hash_key(const void *key, size_t len)
+{
+	const unsigned char *p = key;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)len * 0xff51afd7ed558ccdull);
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t w = load64(p) * 0xc4ceb9fe1a85ec53ull;
+		w ^= w >> 29;
+		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
+	}
+	if (len) {
+		uint64_t w = 0;
+		memcpy(&w, p, len);
+		w *= 0xc4ceb9fe1a85ec53ull;
+		w ^= w >> 29;
+		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
+	}
+	return mix64(h);
+}
+
+static inline bool node_has_key(const struct hash_node *n, const void *key, uint32_t klen)
+{
+	if (n->klen != klen)
+		return false;
+	if (klen == 8)
+		return load64(n->data) == load64(key);
+	return memcmp(n->data, key, klen) == 0;
+}
+
+/* Byte-string order: memcmp over the common length, the shorter key first on a tie. */
+static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	int r = memcmp(a, b, alen < blen ? alen : blen);
+	if (r)
+		return r;
+	return (alen > blen) - (alen < blen);
+}
+
+static inline unsigned char *node_value(struct hash_node *n)
+{
+	return n->data + n->klen;
+}
+
+/* ---- chains (call with the bucket's stripe locked) ----------------------------------- */
+
+static inline uint64_t bucket_of(const struct hash_index *h, const void *key, size_t klen)
+{
+	return hash_key(key, klen) & h->mask;
+}
+
+static inline pthread_rwlock_t *stripe_of(struct hash_index *h, uint64_t bucket)
+{
+	return &h->stripes[bucket & (HASH_STRIPES - 1)].lock;
+}
+
+/* The link (bucket head or a node's next) that points at @key's node, or at the NULL
+ * ending the chain if @key is absent. */
+static struct hash_node **chain_find(struct hash_node **head, const void *key, uint32_t klen)
+{
+	struct hash_node **link = head;
+	for (struct hash_node *n = *link; n; link = &n->next, n = *link)
+		if (node_has_key(n, key, klen))
+			return link;
+	return link;
+}
+
+/* Stores @to into @link, a pointer that existed before this operation: log it first.
+ * Every pointer store of the table goes through here (Figure 3, lines 19-20). */
+static inline void link_set(struct hash_node **link, struct hash_node *to)
+{
+	IDX_LOG(link, sizeof(*link));
+	*link = to;
+}
+
+/* A new node holding @key/@val, pointing at @next; fresh memory, so no logging. */
+static struct hash_node *node_new(const void *key, uint32_t klen, const void *val,
+				  uint32_t vlen, struct hash_node *next)
+{
+	struct hash_node *n = IDX_ALLOC(sizeof(*n) + (size_t)klen + vlen);
+	if (!n)
+		return NULL;
+	n->next = next;
+	n->klen = klen;
+	n->vlen = vlen;
+	memcpy(n->data, key, klen);
+	if (vlen)
+		memcpy(n->data + klen, val, vlen);
+	return n;
+}
+
+/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
+static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (!key || klen == 0 || (vlen && !val))
+		return TIPS_EINVAL;
+	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return TIPS_ETOOBIG;
+	return 0;
+}
+
+/* ---- ops ------------------------------------------------------------------------------ */
+
+static int hash_create(const struct tips_index_config *cfg, void **rootp)
+{
+	if (!cfg || !rootp)
+		return TIPS_EINVAL;
+	uint64_t want = cfg->expected_keys;
+	uint64_t nb = HASH_MIN_BUCKETS;
+	while (nb < want && nb < HASH_MAX_BUCKETS)
+		nb <<= 1;
+	if (nb > SIZE_MAX / sizeof(struct hash_node *))
+		return TIPS_ENOMEM; /* cannot be addressed on this platform */
+
+	struct hash_root *root = IDX_ALLOC(sizeof(*root));
+	if (!root)
+		return TIPS_ENOMEM;
+	struct hash_node **buckets = IDX_ALLOC((size_t)nb * sizeof(*buckets));
+	if (!buckets) {
+		IDX_FREE(root);
+		return TIPS_ENOMEM;
+	}
+	/* Fresh blocks, not zeroed by the allocator; no logging needed. */
+	memset(buckets, 0, (size_t)nb * sizeof(*buckets));
+	memset(root, 0, sizeof(*root));
+	root->nbuckets = nb;
+	root->buckets = buckets;
+	root->magic = HASH_MAGIC;
+	*rootp = root;
+	return 0;
+}
+
+static int hash_open(void *rootv, void **indexp)
+{
+	struct hash_root *root = rootv;
+	if (!root || !indexp)
+		return TIPS_EINVAL;
+	if (root->magic != HASH_MAGIC || root->nbuckets < HASH_MIN_BUCKETS ||
+	    root->nbuckets > HASH_MAX_BUCKETS || (root->nbuckets & (root->nbuckets - 1)) ||
+	    !root->buckets)
+		return TIPS_ECORRUPT;
+
+	struct hash_index *h = NULL;
+	if (posix_memalign((void **)&h, _Alignof(struct hash_index), sizeof(*h)))
+		return TIPS_ENOMEM;
+	for (unsigned i = 0; i < HASH_STRIPES; i++) {
+		if (pthread_rwlock_init(&h->stripes[i].lock, NULL)) {
+			while (i--)
+				pthread_rwlock_destroy(&h->stripes[i].lock);
+			free(h);
+			return TIPS_ENOMEM;
+		}
+	}
+	h->root = root;
+	h->buckets = root->buckets;
+	h->mask = root->nbuckets - 1;
+	*indexp = h;
+	return 0;
+}
+
+static void hash_close(void *index)
+{
+	struct hash_index *h = index;
+	if (!h)
+		return;
+	for (unsigned i = 0; i < HASH_STRIPES; i++)
+		pthread_rwlock_destroy(&h->stripes[i].lock);
+	free(h);
+}
+
+static int hash_insert(void *index, const void *key, size_t klen, const void *val,
+		       size_t vlen)
+{
+	struct hash_index *h = index;
+	int rc = check_kv(key, klen, val, vlen);
+	if (rc)
+		return rc;
+	uint64_t b = bucket_of(h, key, klen);
+	struct hash_node **head = &h->buckets[b];
+	pthread_rwlock_t *lock = stripe_of(h, b);
+
+	pthread_rwlock_wrlock(lock);
+	if (*chain_find(head, key, (uint32_t)klen)) {
+		rc = TIPS_EKEYEXISTS;
+	} else {
+		struct hash_node *n = node_new(key, (uint32_t)klen, val, (uint32_t)vlen, *head);
+		if (n)
+			link_set(head, n);
+		else
+			rc = TIPS_ENOMEM;
+	}
+	pthread_rwlock_unlock(lock);
+	return rc;
+}
+
+static int hash_update(void *index, const void *key, size_t klen, const void *val,
+		       size_t vlen)
+{
+	struct hash_index *h = index;
+	int rc = check_kv(key, klen, val, vlen);
+	if (rc)
+		return rc;
+	uint64_t b = bucket_of(h, key, klen);
+	pthread_rwlock_t *lock = stripe_of(h, b);
+
+	pthread_rwlock_wrlock(lock);
+	struct hash_node **link = chain_find(&h->buckets[b], key, (uint32_t)klen);
+	struct hash_node *old = *link;
+	if (!old) {
+		rc = TIPS_ENOTFOUND;
+	} else if (old->vlen == vlen) {
+		if (vlen) { /* same length: overwrite in place (Figure 3, lines 9-10) */
+			IDX_LOG(node_value(old), vlen);
+			memcpy(node_value(old), val, vlen);
+		}
+	} else {
+		struct hash_node *n =
+			node_new(key, (uint32_t)klen, val, (uint32_t)vlen, old->next);
+		if (n) {
+			link_set(link, n);
+			IDX_FREE(old);
+		} else {
+			rc = TIPS_ENOMEM;
+		}
+	}
+	pthread_rwlock_unlock(lock);
+	return rc;
+}
+
+static int hash_remove(void *index, const void *key, size_t klen)
+{
+	struct hash_index *h = index;
+	if (!key || klen == 0)
+		return TIPS_EINVAL;
+	if (klen > TIPS_MAX_KEY)
+		return TIPS_ENOTFOUND;
+	uint64_t b = bucket_of(h, key, klen);
+	pthread_rwlock_t *lock = stripe_of(h, b);
+	int rc = 0;
+
+	pthread_rwlock_wrlock(lock);
+	struct hash_node **link = chain_find(&h->buckets[b], key, (uint32_t)klen);
+	struct hash_node *old = *link;
+	if (old) {
+		link_set(link, old->next);
+		IDX_FREE(old);
+	} else {
+		rc = TIPS_ENOTFOUND;
+	}
+	pthread_rwlock_unlock(lock);
+	return rc;
+}
+
+static int hash_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
+		       size_t *vlen)
+{
+	struct hash_index *h = index;
+	if (!key || klen == 0 || (cap && !val))
+		return TIPS_EINVAL;
+	if (klen > TIPS_MAX_KEY)
+		return TIPS_ENOTFOUND;
+	uint64_t b = bucket_of(h, key, klen);
+	pthread_rwlock_t *lock = stripe_of(h, b);
+	int rc = 0;
+
+	pthread_rwlock_rdlock(lock);
+	struct hash_node *n = *chain_find(&h->buckets[b], key, (uint32_t)klen);
+	if (n) {
+		if (cap)
+			memcpy(val, node_value(n), n->vlen < cap ? n->vlen : cap);
+		if (vlen)
+			*vlen = n->vlen;
+	} else {
+		rc = TIPS_ENOTFOUND;
+	}
+	pthread_rwlock_unlock(lock);
+	return rc;
+}
+
+/* ---- scan: a bounded max-heap of copies ---------------------------------------------- */
+
+struct scan_copy {
+	uint32_t klen, vlen;
+	unsigned char data[]; /* key, then value */
+};
+
+struct scan_heap {
+	struct scan_copy **a; /* max-heap by key: a[0] is the largest kept key */
+	size_t n, cap;        /* entries kept, entries allocated */
+	size_t limit;         /* keep at most this many (the scan's count) */
+};
+
+static inline int copy_cmp(const struct scan_copy *x, const struct scan_copy *y)
+{
+	return key_cmp(x->data, x->klen, y->data, y->klen);
+}
+
+static void heap_sift_down(struct scan_copy **a, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && copy_cmp(a[l], a[m]) > 0)
+			m = l;
+		if (r < n && copy_cmp(a[r], a[m]) > 0)
+			m = r;
+		if (m == i)
+			return;
+		struct scan_copy *t = a[i];
+		a[i] = a[m];
+		a[m] = t;
+		i = m;
+	}
+}
+
+static void heap_sift_up(struct scan_copy **a, size_t i)
+{
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (copy_cmp(a[i], a[p]) <= 0)
+			return;
+		struct scan_copy *t = a[i];
+		a[i] = a[p];
+		a[p] = t;
+		i = p;
+	}
+}
+
+static struct scan_copy *copy_node(const struct hash_node *n)
+{
+	struct scan_copy *c = malloc(sizeof(*c) + (size_t)n->klen + n->vlen);
+	if (!c)
+		return NULL;
+	c->klen = n->klen;
+	c->vlen = n->vlen;
+	memcpy(c->data, n->data, (size_t)n->klen + n->vlen);
+	return c;
+}
+
+/* Offers node @n (a key >= start) to the heap. Returns 0 or TIPS_ENOMEM. */
+static int heap_offer(struct scan_heap *s, const struct hash_node *n)
+{
+	if (s->n == s->limit) {
+		/* Full: keep @n only if it is smaller than the largest kept key. */
+		const struct scan_copy *top = s->a[0];
+		if (key_cmp(n->data, n->klen, top->data, top->klen) >= 0)
+			return 0;
+		struct scan_copy *c = copy_node(n);
+		if (!c)
+			return TIPS_ENOMEM;
+		free(s->a[0]);
+		s->a[0] = c;
+		heap_sift_down(s->a, s->n, 0);
+		return 0;
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		if (cap < s->cap || cap > s->limit)
+			cap = s->limit;
+		struct scan_copy **a = realloc(s->a, cap * sizeof(*a));
+		if (!a)
+			return TIPS_ENOMEM;
+		s->a = a;
+		s->cap = cap;
+	}
+	struct scan_copy *c = copy_node(n);
+	if (!c)
+		return TIPS_ENOMEM;
+	s->a[s->n] = c;
+	heap_sift_up(s->a, s->n++);
+	return 0;
+}
+
+/*
+ * Visits every chain, a stripe at a time under its read lock, keeping the @count
+ * smallest keys >= @start; then sorts them and calls @fn with no lock held, so @fn may
+ * call back into the index. The result is not a snapshot: a key written while the
+ * scan runs may or may not be seen (the framework merges the newer writes).
+ */
+static long hash_scan(void *index, const void *start, size_t klen, size_t count,
+		      tips_scan_fn fn, void *arg)
+{
+	struct hash_index *h = index;
+	if (!fn || (klen && !start))
+		return TIPS_EINVAL;
+	if (count == 0)
+		return 0;
+	if (count > (SIZE_MAX / sizeof(struct scan_copy *)))
+		count = SIZE_MAX / sizeof(struct scan_copy *);
+
+	struct scan_heap s = { .a = NULL, .n = 0, .cap = 0, .limit = count };
+	int rc = 0;
+	uint64_t nbuckets = h->mask + 1;
+	for (unsigned st = 0; st < HASH_STRIPES && rc == 0; st++) {
+		pthread_rwlock_rdlock(&h->stripes[st].lock);
+		for (uint64_t b = st; b < nbuckets && rc == 0; b += HASH_STRIPES)
+			for (const struct hash_node *n = h->buckets[b]; n && rc == 0; n = n->next)
+				if (!klen || key_cmp(n->data, n->klen, start, klen) >= 0)
+					rc = heap_offer(&s, n);
+		pthread_rwlock_unlock(&h->stripes[st].lock);
+	}
+
+	long passed = 0;
+	if (rc == 0) {
+		/* Heapsort in place: the largest goes last, so a[] ends ascending. */
+		for (size_t i = s.n; i > 1; i--) {
+			struct scan_copy *t = s.a[0];
+			s.a[0] = s.a[i - 1];
+			s.a[i - 1] = t;
+			heap_sift_down(s.a, i - 1, 0);
+		}
+		for (size_t i = 0; i < s.n; i++) {
+			const struct scan_copy *c = s.a[i];
+			passed++;
+			if (fn(c->data, c->klen, c->data + c->klen, c->vlen, arg))
+				break;
+		}
+	}
+	for (size_t i = 0; i < s.n; i++)
+		free(s.a[i]);
+	free(s.a);
+	return rc ? rc : passed;
+}
+
+/* Root, bucket array, then every node; stops at (and returns) fn's first non-zero.
+ * Takes no lock: the contract says no write runs meanwhile. */
+static int hash_walk(void *index, tips_walk_fn fn, void *arg)
+{
+	struct hash_index *h = index;
+	if (!fn)
+		return TIPS_EINVAL;
+	int rc = fn(h->root, arg);
+	if (rc)
+		return rc;
+	rc = fn(h->buckets, arg);
+	for (uint64_t b = 0; b <= h->mask && rc == 0; b++) {
+		for (struct hash_node *n = h->buckets[b], *next; n && rc == 0; n = next) {
+			next = n->next;
+			rc = fn(n, arg);
+		}
+	}
+	return rc;
+}
+
+const struct tips_index_ops IDX_SYM(ops) = {
+	.name = IDX_NAME,
+	.create = hash_create,
+	.open = hash_open,
+	.close = hash_close,
+	.insert = hash_insert,
+	.update = hash_update,
+	.remove = hash_remove,
+	.lookup = hash_lookup,
+	.scan = hash_scan,
+	.walk = hash_walk,
+};

@@ -1,0 +1,63 @@
+/*
+ * idx_hooks.h - the three hooks every index in src/indexes/ is written against.
+ *
+ * DESIGN.md, "One source, two builds": an index is one .c file compiled twice
+ * (root CMakeLists.txt, TIPS_INDEXES):
+ *
+ *   -DIDX_PREFIX=dram_NAME               dram-NAME: malloc, free, no logging; the
+ *                                        volatile original and our speed limit
+ *   -DIDX_PREFIX=tips_NAME -DIDX_TIPS=1  tips-NAME: the TIPS plug-in (ATC'21, Figure 3
+ *                                        and §3.2.6): tips_alloc, deferred tips_free,
+ *                                        and an undo-log record before each store
+ *
+ * The hooks:
+ *   IDX_ALLOC(size)      a new block, NOT zeroed; NULL when memory is exhausted. In the
+ *                        tips build the block is fresh: stores into it need no IDX_LOG
+ *                        during the operation that allocated it.
+ *   IDX_FREE(p)          release a block. In the tips build the free is deferred to the
+ *                        next reclamation, so the block stays readable meanwhile.
+ *   IDX_LOG(addr, size)  must precede every store to memory that existed before the
+ *                        current operation, covering exactly the bytes stored (size > 0).
+ *                        A no-op in the dram build.
+ * An index never flushes or fences: the framework makes its stores durable.
+ *
+ * Naming: the file defines IDX_BASE_NAME ("hash") before including this header;
+ * IDX_SYM(ops) then names the build's ops table (dram_hash_ops / tips_hash_ops) and
+ * IDX_NAME its user-visible name ("dram-hash" / "tips-hash"). Everything else in an
+ * index file is static, so the two builds never export the same symbol.
+ */
+#ifndef TIPS_IDX_HOOKS_H
+#define TIPS_IDX_HOOKS_H
+
+#include <tips/tips.h>
+
+#include <stdlib.h>
+
+#ifndef IDX_PREFIX
+#error "IDX_PREFIX must be defined (dram_NAME or tips_NAME): see the root CMakeLists.txt"
+#endif
+#ifndef IDX_BASE_NAME
+#error "define IDX_BASE_NAME (the index's name without its build prefix) before idx_hooks.h"
+#endif
+
+#define IDX_CAT_(a, b) a##_##b
+#define IDX_CAT(a, b) IDX_CAT_(a, b)
+/* IDX_SYM(ops) -> dram_hash_ops or tips_hash_ops (IDX_PREFIX pasted in front). */
+#define IDX_SYM(x) IDX_CAT(IDX_PREFIX, x)
+
+#ifdef IDX_TIPS
+#define IDX_VARIANT "tips-"
+#define IDX_ALLOC(size) tips_alloc(size)
+#define IDX_FREE(p) tips_free(p)
+#define IDX_LOG(addr, size) ((void)tips_ulog_add((addr), (size)))
+#else
+#define IDX_VARIANT "dram-"
+#define IDX_ALLOC(size) malloc(size)
+#define IDX_FREE(p) free(p)
+#define IDX_LOG(addr, size) ((void)(addr), (void)(size))
+#endif
+
+/* "dram-hash" / "tips-hash" */
+#define IDX_NAME IDX_VARIANT IDX_BASE_NAME
+
+#endif /* TIPS_IDX_HOOKS_H */

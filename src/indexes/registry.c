@@ -1,0 +1,42 @@
+/*
+ * registry.c - the built-in indexes by name: tips_index_find() and tips_index_names()
+ * (tips/tips.h).
+ *
+ * Invariant: index_names[i] is exactly builtin[i]->name. tips_index_find() compares
+ * against the ops tables' own names, so a drift in index_names could only make the
+ * list wrong, never a lookup; the conformance test (tests/indexes) checks that every
+ * listed name finds a table of that name. Both tables are immutable: no locking.
+ */
+#include "indexes/indexes.h"
+
+#include <string.h>
+
+static const struct tips_index_ops *const builtin[] = {
+	&dram_hash_ops,
+	&tips_hash_ops,
+};
+
+static const char *const index_names[] = {
+	"dram-hash",
+	"tips-hash",
+	NULL,
+};
+
+_Static_assert(sizeof(builtin) / sizeof(builtin[0]) + 1 ==
+		       sizeof(index_names) / sizeof(index_names[0]),
+	       "every built-in index needs a name in index_names");
+
+TIPS_API const struct tips_index_ops *tips_index_find(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
+		if (strcmp(builtin[i]->name, name) == 0)
+			return builtin[i];
+	return NULL;
+}
+
+TIPS_API const char *const *tips_index_names(void)
+{
+	return index_names;
+}

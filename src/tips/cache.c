@@ -1,0 +1,430 @@
+/*
+ * cache.c - the DRAM cache of the TIPS frontend (TIPS §4.1.1-4.1.4).
+ *
+ * A chained hash table in DRAM. Writers lock one bucket (a spinlock that yields, since
+ * this may run on 2 cores) and push their entry at the chain head with one release
+ * store, so readers take no lock and stop at the first entry with their key: the
+ * newest write of that key. A delete pushes a tombstone. Entries are immutable once
+ * published except for `applied`, which replay sets after the index holds the write.
+ *
+ * The gc thread unlinks applied entries: from a bucket whose chain passed the bound
+ * (shadowed entries first, then the oldest), or from every bucket when the cache is
+ * full. Unlinked entries are freed after an RCU grace period (liburcu-bp, which needs
+ * no thread registration), so a reader that still holds one reads valid memory.
+ * Invariant: an entry leaves the chain only after it was applied, so a key absent from
+ * the cache has all its writes in the index; the cache never holds more entries than
+ * its capacity (writers wait for replay and gc instead).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <urcu-bp.h>
+
+#include "tips/framework.h"
+#include "util/errors_internal.h"
+
+struct cache {
+	struct cache_bucket *buckets;
+	uint64_t mask;
+	uint64_t capacity;
+	unsigned chain_bound;
+	_Atomic uint64_t live;           /* entries reserved or in chains */
+	_Atomic uint64_t unlinked;       /* statistics */
+
+	pthread_t gc_thread;
+	pthread_mutex_t mu;
+	pthread_cond_t gc_cv;            /* gc has work */
+	pthread_cond_t room_cv;          /* writers waiting for capacity */
+	unsigned waiting;                /* writers waiting (under mu) */
+	uint64_t *queue;                 /* buckets whose chain passed the bound */
+	size_t nqueue, queue_cap;
+	bool sweep;                      /* the cache is full: sweep all buckets */
+	bool applied_more;               /* replay applied entries since the last pass */
+	bool stop;
+};
+
+uint64_t cache_key_hash(const void *key, size_t klen)
+{
+	const unsigned char *p = key;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ klen;
+	while (klen >= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+		p += 8;
+		klen -= 8;
+	}
+	if (klen) {
+		uint64_t w = 0;
+		memcpy(&w, p, klen);
+		h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+	}
+	h ^= h >> 29;
+	h *= 0x94d049bb133111ebull;
+	return h ^ (h >> 31);
+}
+
+struct cache_bucket *cache_bucket_of(struct cache *c, uint64_t hash)
+{
+	return &c->buckets[hash & c->mask];
+}
+
+void cache_bucket_lock(struct cache_bucket *b)
+{
+	for (unsigned spins = 0;; spins++) {
+		unsigned expect = 0;
+		if (atomic_load_explicit(&b->lock, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_weak_explicit(&b->lock, &expect, 1,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return;
+		if (spins < 64)
+			__builtin_ia32_pause();
+		else
+			sched_yield(); /* the holder may be descheduled: give it the core */
+	}
+}
+
+void cache_bucket_unlock(struct cache_bucket *b)
+{
+	atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
+
+static bool entry_has_key(const struct cache_entry *e, const void *key, size_t klen)
+{
+	if (e->klen != klen)
+		return false;
+	if (klen == 8) { /* the 8-byte fast path: one compare */
+		uint64_t a, b;
+		memcpy(&a, e->data, 8);
+		memcpy(&b, key, 8);
+		return a == b;
+	}
+	return memcmp(e->data, key, klen) == 0;
+}
+
+struct cache_entry *cache_find(struct cache_bucket *b, const void *key, size_t klen)
+{
+	for (struct cache_entry *e = atomic_load_explicit(&b->head, memory_order_acquire); e;
+	     e = atomic_load_explicit(&e->next, memory_order_acquire))
+		if (entry_has_key(e, key, klen))
+			return e;
+	return NULL;
+}
+
+void cache_read_lock(void)
+{
+	urcu_bp_read_lock();
+}
+
+/* ThreadSanitizer does not see RCU's grace periods; tell it that whatever a reader did
+ * before leaving its read section happens before the frees that follow a grace period. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+static char rcu_grace_token;
+#define GRACE_READER_DONE() __tsan_release(&rcu_grace_token)
+#define GRACE_PERIOD_DONE() __tsan_acquire(&rcu_grace_token)
+#else
+#define GRACE_READER_DONE() ((void)0)
+#define GRACE_PERIOD_DONE() ((void)0)
+#endif
+
+void cache_read_unlock(void)
+{
+	GRACE_READER_DONE();
+	urcu_bp_read_unlock();
+}
+
+struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
+				    size_t vlen, bool tombstone)
+{
+	struct cache_entry *e = malloc(sizeof(*e) + klen + vlen);
+	if (!e)
+		return NULL;
+	atomic_init(&e->next, NULL);
+	e->ts = 0;
+	atomic_init(&e->applied, 0);
+	e->tombstone = tombstone;
+	e->klen = (uint16_t)klen;
+	e->vlen = (uint32_t)vlen;
+	memcpy(e->data, key, klen);
+	if (vlen)
+		memcpy(e->data + klen, val, vlen);
+	return e;
+}
+
+void cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
+{
+	uint64_t n = atomic_load_explicit(&c->live, memory_order_relaxed);
+	for (;;) {
+		if (n < c->capacity) {
+			if (atomic_compare_exchange_weak(&c->live, &n, n + 1))
+				return;
+			continue;
+		}
+		/* Full: ask gc to sweep and replay to apply, then wait for room. */
+		pthread_mutex_lock(&c->mu);
+		c->sweep = true;
+		pthread_cond_signal(&c->gc_cv);
+		c->waiting++;
+		pthread_mutex_unlock(&c->mu);
+		wake(arg);
+		pthread_mutex_lock(&c->mu);
+		while (atomic_load(&c->live) >= c->capacity && !c->stop)
+			pthread_cond_wait(&c->room_cv, &c->mu);
+		c->waiting--;
+		pthread_mutex_unlock(&c->mu);
+		n = atomic_load(&c->live);
+	}
+}
+
+void cache_entry_discard(struct cache *c, struct cache_entry *e)
+{
+	free(e);
+	atomic_fetch_sub(&c->live, 1);
+}
+
+uint64_t cache_bucket_stamp(struct cache_bucket *b, uint64_t *log_last)
+{
+	uint64_t ts = ts_now();
+	if (ts <= b->last_ts)
+		ts = b->last_ts + 1;
+	if (ts <= *log_last)
+		ts = *log_last + 1;
+	b->last_ts = ts;
+	*log_last = ts;
+	return ts;
+}
+
+bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
+{
+	atomic_store_explicit(&e->next, atomic_load_explicit(&b->head, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&b->head, e, memory_order_release);
+	if (b->len < UINT16_MAX)
+		b->len++;
+	return b->len > c->chain_bound;
+}
+
+void cache_queue_gc(struct cache *c, struct cache_bucket *b)
+{
+	if (atomic_load_explicit(&b->gc_queued, memory_order_relaxed) ||
+	    atomic_exchange(&b->gc_queued, 1))
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (c->nqueue == c->queue_cap) {
+		size_t cap = c->queue_cap ? c->queue_cap * 2 : 1024;
+		uint64_t *q = realloc(c->queue, cap * sizeof(*q));
+		if (!q) { /* no memory for the queue: a full sweep covers this bucket */
+			c->sweep = true;
+			atomic_store(&b->gc_queued, 0);
+			pthread_cond_signal(&c->gc_cv);
+			pthread_mutex_unlock(&c->mu);
+			return;
+		}
+		c->queue = q;
+		c->queue_cap = cap;
+	}
+	c->queue[c->nqueue++] = (uint64_t)(b - c->buckets);
+	pthread_cond_signal(&c->gc_cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void cache_applied_more(struct cache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->applied_more = true;
+	if (c->nqueue || c->sweep || c->waiting)
+		pthread_cond_signal(&c->gc_cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- gc ----------------------------------------------------------------------------- */
+
+struct unlinked {
+	struct cache_entry **v;
+	size_t n, cap;
+};
+
+static void unlinked_push(struct unlinked *u, struct cache_entry *e)
+{
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? u->cap * 2 : 256;
+		struct cache_entry **v = realloc(u->v, cap * sizeof(*v));
+		TIPS_INVARIANT(v != NULL, "cache gc: out of DRAM for the free list");
+		u->v = v;
+		u->cap = cap;
+	}
+	u->v[u->n++] = e;
+}
+
+/* True if an entry newer than @e (before it in the chain) has the same key. */
+static bool entry_shadowed(struct cache_bucket *b, const struct cache_entry *e)
+{
+	for (struct cache_entry *x = atomic_load_explicit(&b->head, memory_order_relaxed); x != e;
+	     x = atomic_load_explicit(&x->next, memory_order_relaxed))
+		if (entry_has_key(x, e->data, e->klen))
+			return true;
+	return false;
+}
+
+/* Unlinks applied entries of one bucket: shadowed ones, then the oldest until the
+ * chain is at most @keep long. Returns the chain's length after. */
+static unsigned bucket_trim(struct cache_bucket *b, unsigned keep, struct unlinked *out)
+{
+	cache_bucket_lock(b);
+	for (int pass = 0; pass < 2 && b->len > keep; pass++) {
+		/* Walk with a pointer to the link, so unlinking is one store. */
+		struct cache_entry *_Atomic *link = &b->head;
+		unsigned pos = 0;
+		struct cache_entry *e;
+		while ((e = atomic_load_explicit(link, memory_order_relaxed))) {
+			bool drop = atomic_load_explicit(&e->applied, memory_order_acquire) &&
+				    (pass == 0 ? entry_shadowed(b, e) : pos >= keep);
+			if (drop && b->len > keep) {
+				atomic_store_explicit(link, atomic_load_explicit(&e->next,
+						      memory_order_relaxed), memory_order_release);
+				b->len--;
+				unlinked_push(out, e);
+			} else {
+				link = &e->next;
+				pos++;
+			}
+		}
+	}
+	unsigned len = b->len;
+	cache_bucket_unlock(b);
+	return len;
+}
+
+static void free_after_grace(struct cache *c, struct unlinked *u)
+{
+	if (!u->n)
+		return;
+	urcu_bp_synchronize_rcu(); /* no reader can still hold an unlinked entry */
+	GRACE_PERIOD_DONE();
+	for (size_t i = 0; i < u->n; i++)
+		free(u->v[i]);
+	atomic_fetch_sub(&c->live, u->n);
+	atomic_fetch_add(&c->unlinked, u->n);
+	u->n = 0;
+	pthread_mutex_lock(&c->mu);
+	pthread_cond_broadcast(&c->room_cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void *gc_main(void *arg)
+{
+	struct cache *c = arg;
+	struct unlinked u = { 0 };
+	uint64_t *work = NULL;
+	size_t nwork = 0;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->stop && !c->applied_more && !c->sweep)
+			pthread_cond_wait(&c->gc_cv, &c->mu);
+		if (c->stop)
+			break;
+		c->applied_more = false;
+		bool sweep = c->sweep || c->waiting;
+		c->sweep = false;
+		/* Take the queue; buckets whose entries are not applied yet come back. */
+		free(work);
+		work = c->queue;
+		nwork = c->nqueue;
+		c->queue = NULL;
+		c->nqueue = c->queue_cap = 0;
+		pthread_mutex_unlock(&c->mu);
+
+		for (size_t i = 0; i < nwork; i++) {
+			struct cache_bucket *b = &c->buckets[work[i]];
+			atomic_store(&b->gc_queued, 0);
+			if (bucket_trim(b, c->chain_bound > 1 ? c->chain_bound - 1 : 1, &u) >
+			    c->chain_bound)
+				cache_queue_gc(c, b); /* not applied yet: look again later */
+		}
+		if (sweep) /* full: every applied entry goes */
+			for (uint64_t i = 0; i <= c->mask; i++)
+				if (atomic_load_explicit(&c->buckets[i].head, memory_order_relaxed))
+					bucket_trim(&c->buckets[i], 0, &u);
+		free_after_grace(c, &u);
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	free(work);
+	free(u.v);
+	return NULL;
+}
+
+int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return tips_set_error(TIPS_ENOMEM, "cache: out of DRAM");
+	uint64_t nb = 1024;
+	while (nb < capacity / 2)
+		nb <<= 1;
+	c->buckets = calloc(nb, sizeof(*c->buckets));
+	if (!c->buckets) {
+		free(c);
+		return tips_set_error(TIPS_ENOMEM, "cache: out of DRAM for %llu buckets",
+				      (unsigned long long)nb);
+	}
+	c->mask = nb - 1;
+	c->capacity = capacity;
+	c->chain_bound = chain_bound;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->gc_cv, NULL);
+	pthread_cond_init(&c->room_cv, NULL);
+	if (pthread_create(&c->gc_thread, NULL, gc_main, c)) {
+		free(c->buckets);
+		free(c);
+		return tips_set_error(TIPS_ENOMEM, "cache: cannot start the gc thread");
+	}
+	*out = c;
+	return 0;
+}
+
+void cache_delete(struct cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	pthread_cond_broadcast(&c->gc_cv);
+	pthread_cond_broadcast(&c->room_cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->gc_thread, NULL);
+	/* No reader may run now (close is exclusive): free without a grace period. */
+	for (uint64_t i = 0; i <= c->mask; i++) {
+		struct cache_entry *e = atomic_load(&c->buckets[i].head);
+		while (e) {
+			struct cache_entry *next = atomic_load(&e->next);
+			free(e);
+			e = next;
+		}
+	}
+	free(c->queue);
+	free(c->buckets);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->gc_cv);
+	pthread_cond_destroy(&c->room_cv);
+	free(c);
+}
+
+uint64_t cache_entries(const struct cache *c)
+{
+	return atomic_load_explicit(&c->live, memory_order_relaxed);
+}
+
+uint64_t cache_capacity(const struct cache *c)
+{
+	return c->capacity;
+}
+
+uint64_t cache_gc_unlinked(const struct cache *c)
+{
+	return atomic_load_explicit(&c->unlinked, memory_order_relaxed);
+}

@@ -1,0 +1,817 @@
+/*
+ * db.c - the TIPS facade (TIPS §3.2.6, §4.1): open/close, the write path, lookups,
+ * scans, statistics, and the per-thread state behind them.
+ *
+ * Write path (DESIGN.md, "Data flow"): with the key's cache bucket locked, decide the
+ * outcome (insert: key absent; update, delete: key present; from the cache's newest
+ * entry, else from the index), take a commit stamp, append the record to the thread's
+ * OLog and persist it (two fences: the durability point), then publish the cache entry
+ * (the linearization point). Room in the OLog and in the cache is secured before the
+ * lock is taken, so a writer never waits while holding a bucket.
+ * Reads never fence and never lock the cache: the newest cache entry of the key
+ * answers (a tombstone means absent), else the index does.
+ *
+ * Threads need no registration: a thread's context (its OLog slot and counters) is
+ * made on its first call and released by a thread-exit destructor; a released slot is
+ * reused by the next new thread, and its unapplied records are still replayed.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "heap/heap_internal.h"
+#include "pm/pm.h"
+#include "tips/framework.h"
+#include "util/errors_internal.h"
+
+#define DEFAULT_POOL_SIZE (1ull << 30)
+#define DEFAULT_EXPECTED_KEYS (1ull << 20)
+#define DEFAULT_LOG_BYTES (32ull << 20)
+#define MAX_OLOG_SLOTS 256u
+#define MIN_OLOG_SIZE (256ull << 10)
+
+/* ---- per-thread contexts ----------------------------------------------------------- */
+
+struct thread_ctx {
+	uint64_t db_id;
+	struct tips_db *db;           /* NULL once the db closed (under ctx_lock) */
+	struct olog *log;             /* this thread's OLog slot, or NULL */
+	struct thread_counters c;
+	struct thread_ctx *next_in_db;
+	struct thread_ctx *next_in_thread;
+};
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct thread_ctx *thread_ctxs;
+static _Atomic uint64_t next_db_id = 1;
+
+static void counters_add(struct thread_counters *to, const struct thread_counters *from)
+{
+	atomic_fetch_add(&to->hits, atomic_load(&from->hits));
+	atomic_fetch_add(&to->misses, atomic_load(&from->misses));
+	atomic_fetch_add(&to->writes, atomic_load(&from->writes));
+	atomic_fetch_add(&to->olog_bytes, atomic_load(&from->olog_bytes));
+	atomic_fetch_add(&to->waits, atomic_load(&from->waits));
+}
+
+/* Gives the slot back; its records stay for replay. ctx_lock held. */
+static void ctx_detach(struct thread_ctx *ctx)
+{
+	struct tips_db *db = ctx->db;
+	if (!db)
+		return;
+	counters_add(&db->retired, &ctx->c);
+	if (ctx->log) {
+		pthread_mutex_lock(&db->ologs.lock);
+		ctx->log->in_use = false;
+		pthread_cond_broadcast(&db->ologs.room);
+		pthread_mutex_unlock(&db->ologs.lock);
+		ctx->log = NULL;
+	}
+	for (struct thread_ctx **p = &db->ctxs; *p; p = &(*p)->next_in_db)
+		if (*p == ctx) {
+			*p = ctx->next_in_db;
+			break;
+		}
+	ctx->db = NULL;
+}
+
+static void thread_exit(void *arg)
+{
+	struct thread_ctx *ctx = arg;
+	pthread_mutex_lock(&ctx_lock);
+	while (ctx) {
+		struct thread_ctx *next = ctx->next_in_thread;
+		ctx_detach(ctx);
+		free(ctx);
+		ctx = next;
+	}
+	pthread_mutex_unlock(&ctx_lock);
+}
+
+static void ctx_key_make(void)
+{
+	pthread_key_create(&ctx_key, thread_exit);
+}
+
+/* The calling thread's context for @db; NULL only when DRAM ran out. */
+static struct thread_ctx *ctx_get(struct tips_db *db)
+{
+	for (struct thread_ctx *c = thread_ctxs; c; c = c->next_in_thread)
+		if (c->db_id == db->id)
+			return c;
+	pthread_once(&ctx_key_once, ctx_key_make);
+	struct thread_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->db_id = db->id;
+	pthread_mutex_lock(&ctx_lock);
+	/* Drop contexts of databases closed since (their ids never come back). */
+	for (struct thread_ctx **p = &thread_ctxs; *p;) {
+		struct thread_ctx *dead = *p;
+		if (!dead->db) {
+			*p = dead->next_in_thread;
+			free(dead);
+		} else
+			p = &dead->next_in_thread;
+	}
+	c->db = db;
+	c->next_in_db = db->ctxs;
+	db->ctxs = c;
+	c->next_in_thread = thread_ctxs;
+	thread_ctxs = c;
+	pthread_mutex_unlock(&ctx_lock);
+	pthread_setspecific(ctx_key, thread_ctxs);
+	return c;
+}
+
+static void count(_Atomic uint64_t *counter, uint64_t n)
+{
+	/* Only the owning thread writes its counters: a plain add suffices. */
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+/* A free OLog slot for the calling thread; waits while every slot is taken. */
+static struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx)
+{
+	pthread_mutex_lock(&db->ologs.lock);
+	for (;;) {
+		for (unsigned i = 0; i < db->ologs.n; i++)
+			if (!db->ologs.logs[i].in_use) {
+				db->ologs.logs[i].in_use = true;
+				pthread_mutex_unlock(&db->ologs.lock);
+				return &db->ologs.logs[i];
+			}
+		count(&ctx->c.waits, 1);
+		pthread_cond_wait(&db->ologs.room, &db->ologs.lock);
+	}
+}
+
+/* Waits until the thread's OLog has room for @size bytes. */
+static void olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size)
+{
+	struct olog *log = ctx->log;
+	if (olog_has_room(log, size))
+		return;
+	count(&ctx->c.waits, 1);
+	atomic_store(&db->reclaim_wanted, 1);
+	replay_wake(db);
+	pthread_mutex_lock(&db->ologs.lock);
+	while (!olog_has_room(log, size))
+		pthread_cond_wait(&db->ologs.room, &db->ologs.lock);
+	pthread_mutex_unlock(&db->ologs.lock);
+}
+
+static void wake_persist(void *arg)
+{
+	replay_wake(arg);
+}
+
+/* ---- the write path ---------------------------------------------------------------- */
+
+static int check_sizes(struct tips_db *db, const void *key, size_t klen, const void *val,
+		       size_t vlen)
+{
+	if (!db || !key || klen == 0 || (vlen && !val))
+		return tips_set_error(TIPS_EINVAL, "a write needs a database, a key of 1 byte "
+				      "or more, and a value pointer when vlen > 0");
+	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return tips_set_error(TIPS_ETOOBIG, "key of %zu bytes or value of %zu bytes: the "
+				      "limits are %u and %u", klen, vlen, TIPS_MAX_KEY,
+				      TIPS_MAX_VALUE);
+	return 0;
+}
+
+/* Is @key present, judged under its bucket lock: the cache's newest entry, else the
+ * index (which then holds every write of the key: entries leave only once applied). */
+static bool key_present(struct tips_db *db, struct cache_bucket *b, const void *key,
+			size_t klen)
+{
+	struct cache_entry *e = cache_find(b, key, klen);
+	if (e)
+		return !e->tombstone;
+	size_t vlen;
+	return db->ops->lookup(db->index, key, klen, NULL, 0, &vlen) == 0;
+}
+
+static int write_op(struct tips_db *db, unsigned op, const void *key, size_t klen,
+		    const void *val, size_t vlen)
+{
+	int rc = check_sizes(db, key, klen, val, vlen);
+	if (rc)
+		return rc;
+	struct thread_ctx *ctx = ctx_get(db);
+	if (!ctx)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for the thread's context");
+	if (!ctx->log)
+		ctx->log = olog_take(db, ctx);
+	uint64_t size = olog_record_size(klen, vlen);
+	olog_wait_room(db, ctx, size);
+	cache_reserve(db->cache, wake_persist, db);
+	struct cache_entry *e = cache_entry_new(key, klen, val, vlen, op == OLOG_OP_DELETE);
+	if (!e) {
+		cache_entry_discard(db->cache, NULL);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a cache entry");
+	}
+	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
+	cache_bucket_lock(b);
+	if (op != OLOG_OP_PUT) {
+		bool present = key_present(db, b, key, klen);
+		if (op == OLOG_OP_INSERT && present)
+			rc = tips_set_error(TIPS_EKEYEXISTS, "tips_insert: the key is present");
+		else if (op != OLOG_OP_INSERT && !present)
+			rc = tips_set_error(TIPS_ENOTFOUND, "%s: the key is absent",
+					    op == OLOG_OP_UPDATE ? "tips_update" : "tips_delete");
+		if (rc) {
+			cache_bucket_unlock(b);
+			cache_entry_discard(db->cache, e);
+			return rc;
+		}
+	}
+	e->ts = cache_bucket_stamp(b, &ctx->log->last_ts);
+	olog_append(ctx->log, op, e->ts, key, klen, val, vlen, (uint64_t)e);
+	bool long_chain = cache_publish(db->cache, b, e);
+	cache_bucket_unlock(b);
+	if (long_chain)
+		cache_queue_gc(db->cache, b);
+	count(&ctx->c.writes, 1);
+	count(&ctx->c.olog_bytes, size);
+	if (atomic_load(&db->persist_idle))
+		replay_wake(db);
+	else if (olog_used(ctx->log) > ctx->log->size / 2 && !atomic_load(&db->reclaim_wanted)) {
+		atomic_store(&db->reclaim_wanted, 1);
+		replay_wake(db);
+	}
+	return 0;
+}
+
+int tips_insert(struct tips_db *db, const void *key, size_t klen, const void *val,
+		size_t vlen)
+{
+	return write_op(db, OLOG_OP_INSERT, key, klen, val, vlen);
+}
+
+int tips_update(struct tips_db *db, const void *key, size_t klen, const void *val,
+		size_t vlen)
+{
+	return write_op(db, OLOG_OP_UPDATE, key, klen, val, vlen);
+}
+
+int tips_put(struct tips_db *db, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	return write_op(db, OLOG_OP_PUT, key, klen, val, vlen);
+}
+
+int tips_delete(struct tips_db *db, const void *key, size_t klen)
+{
+	return write_op(db, OLOG_OP_DELETE, key, klen, NULL, 0);
+}
+
+/* ---- lookups ----------------------------------------------------------------------- */
+
+int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val, size_t cap,
+		size_t *vlen)
+{
+	if (!db || !key || klen == 0 || !vlen || (cap && !val))
+		return tips_set_error(TIPS_EINVAL, "tips_lookup: database, key, vlen required");
+	if (klen > TIPS_MAX_KEY)
+		return TIPS_ENOTFOUND; /* no such key can have been written */
+	struct thread_ctx *ctx = ctx_get(db);
+	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
+	int rc = 1; /* 1: not in the cache */
+	cache_read_lock();
+	struct cache_entry *e = cache_find(b, key, klen);
+	if (e) {
+		if (e->tombstone)
+			rc = TIPS_ENOTFOUND;
+		else {
+			*vlen = e->vlen;
+			if (cap)
+				memcpy(val, e->data + e->klen, e->vlen < cap ? e->vlen : cap);
+			rc = 0;
+		}
+	}
+	cache_read_unlock();
+	if (rc == 1) {
+		if (ctx)
+			count(&ctx->c.misses, 1);
+		rc = db->ops->lookup(db->index, key, klen, val, cap, vlen);
+	} else if (ctx)
+		count(&ctx->c.hits, 1);
+	if (rc == 0 && *vlen > cap)
+		return tips_set_error(TIPS_ESIZE, "tips_lookup: the value has %zu bytes, the "
+				      "buffer %zu", *vlen, cap);
+	return rc;
+}
+
+/* ---- scans ------------------------------------------------------------------------- */
+
+struct kv {
+	unsigned char *key, *val; /* copies, or pointers into an OLog record (overlay) */
+	size_t klen, vlen;
+	uint64_t ts;
+	bool tombstone;
+};
+
+struct kv_list {
+	struct kv *v;
+	size_t n, cap;
+};
+
+static bool kv_push(struct kv_list *l, struct kv x)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct kv *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return false;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = x;
+	return true;
+}
+
+static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+static int kv_by_key_ts(const void *pa, const void *pb)
+{
+	const struct kv *a = pa, *b = pb;
+	int c = key_cmp(a->key, a->klen, b->key, b->klen);
+	return c ? c : (a->ts > b->ts) - (a->ts < b->ts);
+}
+
+static int collect_index(const void *key, size_t klen, const void *val, size_t vlen,
+			 void *arg)
+{
+	struct kv x = { malloc(klen + vlen + 1), NULL, klen, vlen, 0, false };
+	if (!x.key)
+		return TIPS_ENOMEM;
+	memcpy(x.key, key, klen);
+	memcpy(x.key + klen, val, vlen);
+	x.val = x.key + klen;
+	if (!kv_push(arg, x)) {
+		free(x.key);
+		return TIPS_ENOMEM;
+	}
+	return 0;
+}
+
+static void kv_free(struct kv_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].key);
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
+}
+
+/* The newest OLog write (stamp <= @scan_ts) of every key >= start, sorted by key. */
+static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint64_t scan_ts,
+			struct kv_list *out)
+{
+	for (unsigned i = 0; i < db->ologs.n; i++) {
+		struct olog *l = &db->ologs.logs[i];
+		uint64_t pos = atomic_load_explicit(&l->head, memory_order_acquire);
+		uint64_t end = atomic_load_explicit(&l->durable_tail, memory_order_acquire);
+		const struct olog_rec *r;
+		while ((r = olog_next(l, &pos, end))) {
+			if (OLOG_REC_TS(r) > scan_ts || key_cmp(r->data, r->klen, start, klen) < 0)
+				continue;
+			struct kv x = { (unsigned char *)r->data, (unsigned char *)r->data + r->klen,
+					r->klen, r->vlen, OLOG_REC_TS(r),
+					OLOG_REC_OP(r) == OLOG_OP_DELETE };
+			if (!kv_push(out, x))
+				return TIPS_ENOMEM;
+		}
+	}
+	if (out->n > 1)
+		qsort(out->v, out->n, sizeof(*out->v), kv_by_key_ts);
+	size_t w = 0; /* keep the newest (last) of each key */
+	for (size_t i = 0; i < out->n; i++) {
+		if (i + 1 < out->n && key_cmp(out->v[i].key, out->v[i].klen, out->v[i + 1].key,
+					      out->v[i + 1].klen) == 0)
+			continue;
+		out->v[w++] = out->v[i];
+	}
+	out->n = w;
+	return 0;
+}
+
+long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
+	       tips_scan_fn fn, void *arg)
+{
+	if (!db || !fn || (klen && !start))
+		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
+	if (count == 0)
+		return 0;
+	struct kv_list overlay = { 0 }, index = { 0 }, result = { 0 };
+	long rc = 0;
+	pthread_rwlock_rdlock(&db->scan_lock); /* reclamation may not move heads now */
+	uint64_t scan_ts = ts_now() + ts_uncertainty();
+	rc = olog_overlay(db, start, klen, scan_ts, &overlay);
+	size_t deletes = 0;
+	for (size_t i = 0; i < overlay.n; i++)
+		deletes += overlay.v[i].tombstone;
+	/* Each overlay delete can hide one index key: ask the index for that many more. */
+	size_t want = count > SIZE_MAX - deletes ? SIZE_MAX : count + deletes;
+	long got = rc ? rc : db->ops->scan(db->index, start, klen, want, collect_index, &index);
+	if (got < 0)
+		rc = got;
+	/* Merge: the overlay wins on equal keys, tombstones drop the key. */
+	for (size_t i = 0, j = 0; rc == 0 && result.n < count && (i < index.n || j < overlay.n);) {
+		int c = i == index.n ? 1 : j == overlay.n ? -1 :
+			key_cmp(index.v[i].key, index.v[i].klen, overlay.v[j].key, overlay.v[j].klen);
+		struct kv x;
+		if (c < 0) {
+			x = index.v[i];
+			index.v[i++].key = NULL; /* moved */
+		} else {
+			if (c == 0)
+				i++;
+			struct kv *o = &overlay.v[j++];
+			if (o->tombstone)
+				continue;
+			x = (struct kv){ malloc(o->klen + o->vlen + 1), NULL, o->klen, o->vlen, 0,
+					 false };
+			if (!x.key) {
+				rc = TIPS_ENOMEM;
+				break;
+			}
+			memcpy(x.key, o->key, o->klen);
+			memcpy(x.key + o->klen, o->val, o->vlen);
+			x.val = x.key + o->klen;
+		}
+		if (!kv_push(&result, x)) {
+			free(x.key);
+			rc = TIPS_ENOMEM;
+		}
+	}
+	pthread_rwlock_unlock(&db->scan_lock);
+	free(overlay.v); /* its keys point into the OLogs */
+	kv_free(&index);
+	long n = 0;
+	for (size_t i = 0; rc == 0 && i < result.n; i++) {
+		n++;
+		if (fn(result.v[i].key, result.v[i].klen, result.v[i].val, result.v[i].vlen, arg))
+			break;
+	}
+	kv_free(&result);
+	if (rc)
+		return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM")
+					 : rc;
+	return n;
+}
+
+/* ---- open and close ---------------------------------------------------------------- */
+
+void tips_config_init(struct tips_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->struct_size = sizeof(*cfg);
+}
+
+static void config_defaults(struct tips_config *c)
+{
+	if (!c->pool_size)
+		c->pool_size = DEFAULT_POOL_SIZE;
+	if (!c->expected_keys)
+		c->expected_keys = DEFAULT_EXPECTED_KEYS;
+	if (!c->cache_percent)
+		c->cache_percent = 25;
+	if (!c->chain_bound)
+		c->chain_bound = 5;
+	if (!c->workers_up) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		c->workers_up = n > 0 ? (unsigned)n : 1;
+	}
+	if (c->workers_low > c->workers_up)
+		c->workers_low = c->workers_up;
+}
+
+static uint64_t fw_checksum(const struct fw_header *fw)
+{
+	return crc32(0, (const Bytef *)fw, offsetof(struct fw_header, checksum));
+}
+
+/* Lays out the log area of a new pool and writes the header (state CREATING). */
+static int fw_format(struct tips_db *db, const struct tips_config *cfg)
+{
+	size_t log_size = 0;
+	unsigned char *log = tips_pool_log_area(db->pool, &log_size);
+	uint64_t ulog = cfg->ulog_size ? cfg->ulog_size : DEFAULT_LOG_BYTES;
+	if (ulog > log_size / 4)
+		ulog = log_size / 4;
+	uint64_t olog = cfg->olog_size ? cfg->olog_size : DEFAULT_LOG_BYTES;
+	if (olog > log_size / 16)
+		olog = log_size / 16;
+	ulog &= ~63ull;
+	olog &= ~63ull;
+	if (olog < MIN_OLOG_SIZE || ulog < MIN_OLOG_SIZE)
+		return tips_set_error(TIPS_ESIZE, "the pool's log area (%zu bytes) is too small "
+				      "for the OLogs and the ULog", log_size);
+	uint64_t slots = (log_size - ulog) / (olog + sizeof(struct olog_slot_pm));
+	if (slots > MAX_OLOG_SLOTS)
+		slots = MAX_OLOG_SLOTS;
+	struct fw_header *fw = db->fw;
+	memset(fw, 0, sizeof(*fw));
+	memset(log, 0, slots * sizeof(struct olog_slot_pm));
+	pm_flush(log, slots * sizeof(struct olog_slot_pm));
+	fw->magic = FW_MAGIC;
+	fw->layout_version = FW_LAYOUT_VERSION;
+	fw->olog_slots = (uint32_t)slots;
+	strncpy(fw->index_name, db->ops->name, FW_NAME_MAX - 1);
+	fw->olog_size = olog;
+	fw->ulog_size = ulog;
+	fw->expected_keys = cfg->expected_keys;
+	fw->checksum = fw_checksum(fw);
+	fw->state = FW_STATE_CREATING;
+	fw->ulog_gen = 1;
+	pm_persist(fw, sizeof(*fw));
+	return 0;
+}
+
+static int fw_validate(struct tips_db *db, const char *path)
+{
+	const struct fw_header *fw = db->fw;
+	size_t log_size = 0;
+	tips_pool_log_area(db->pool, &log_size);
+	if (fw->magic != FW_MAGIC)
+		return tips_set_error(TIPS_EMISMATCH, "%s: the pool holds no TIPS index", path);
+	if (fw->layout_version != FW_LAYOUT_VERSION)
+		return tips_set_error(TIPS_EVERSION, "%s: framework layout %u, this build reads %u",
+				      path, fw->layout_version, FW_LAYOUT_VERSION);
+	if (fw->checksum != fw_checksum(fw) || !fw->olog_slots || fw->olog_slots > MAX_OLOG_SLOTS ||
+	    fw->olog_size % 64 || fw->ulog_size % 64 ||
+	    fw->olog_slots * (fw->olog_size + sizeof(struct olog_slot_pm)) + fw->ulog_size > log_size)
+		return tips_set_error(TIPS_ECORRUPT, "%s: the framework header is damaged", path);
+	if (strncmp(fw->index_name, db->ops->name, FW_NAME_MAX) != 0)
+		return tips_set_error(TIPS_EMISMATCH, "%s: the pool holds index '%.*s', not '%s'",
+				      path, (int)FW_NAME_MAX, fw->index_name, db->ops->name);
+	return 0;
+}
+
+static int volatile_state_init(struct tips_db *db)
+{
+	struct fw_header *fw = db->fw;
+	unsigned char *log = tips_pool_log_area(db->pool, NULL);
+	unsigned n = fw->olog_slots;
+	struct olog_slot_pm *slots = (struct olog_slot_pm *)log;
+	db->ulog_ring = log + n * sizeof(struct olog_slot_pm);
+	db->ulog_size = fw->ulog_size;
+	unsigned char *rings = (unsigned char *)db->ulog_ring + fw->ulog_size;
+	db->ologs.logs = calloc(n, sizeof(struct olog));
+	if (!db->ologs.logs)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
+	db->ologs.n = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct olog *l = &db->ologs.logs[i];
+		l->pm = &slots[i];
+		l->ring = rings + (uint64_t)i * fw->olog_size;
+		l->size = fw->olog_size;
+		atomic_init(&l->durable_tail, slots[i].tail);
+		atomic_init(&l->head, slots[i].head);
+		l->applied = slots[i].head;
+		l->recovered_end = slots[i].tail;
+	}
+	int rc = ulog_new(db->ulog_ring, fw->ulog_size, fw->ulog_gen, &db->ulog);
+	if (rc)
+		return rc;
+	uint64_t entries = db->cfg.expected_keys * db->cfg.cache_percent / 100;
+	rc = cache_new(entries < 1024 ? 1024 : entries, db->cfg.chain_bound, &db->cache);
+	if (rc)
+		return rc;
+	/* A worker may add this many MLog records in one epoch: an eighth of its lane log,
+	 * so an index doing a few allocations per operation stays far from full. */
+	uint64_t lane = heap_lane_room(db->heap);
+	db->epoch_records_per_worker = lane / 8 ? lane / 8 : 1;
+	db->lane_capacity = lane / 2;
+	return replay_workers_start(db);
+}
+
+/* Creates the index in a new pool, or redoes a creation a crash interrupted. */
+static int index_create(struct tips_db *db)
+{
+	struct fw_header *fw = db->fw;
+	if (fw->flush_done) { /* the root was committed: finish */
+		reclaim_finish(db);
+	} else {
+		int rc = tips_heap_rollback(db->heap);
+		if (rc)
+			return rc;
+		fw->index_root = 0;
+		pm_persist(&fw->index_root, sizeof(fw->index_root));
+		struct tips_index_config icfg = { fw->expected_keys };
+		void *root = NULL;
+		fw_set_current(db);
+		rc = db->ops->create(&icfg, &root);
+		fw_set_current(NULL);
+		if (rc)
+			return rc;
+		heap_flush_logged_blocks(db->heap);
+		fw->index_root = (uint64_t)root;
+		pm_persist(&fw->index_root, sizeof(fw->index_root));
+		fw->flush_done = 1;
+		pm_persist(&fw->flush_done, sizeof(fw->flush_done));
+		reclaim_finish(db);
+	}
+	fw->state = FW_STATE_OPEN;
+	pm_persist(&fw->state, sizeof(fw->state));
+	db->root = (void *)fw->index_root;
+	return db->ops->open(db->root, &db->index);
+}
+
+static bool logs_empty(const struct tips_db *db)
+{
+	if (db->fw->flush_done)
+		return false;
+	for (unsigned i = 0; i < db->ologs.n; i++)
+		if (db->ologs.logs[i].pm->head != db->ologs.logs[i].pm->tail)
+			return false;
+	return true;
+}
+
+static void db_free(struct tips_db *db)
+{
+	replay_stop(db);
+	pthread_mutex_lock(&ctx_lock);
+	while (db->ctxs)
+		ctx_detach(db->ctxs);
+	pthread_mutex_unlock(&ctx_lock);
+	cache_delete(db->cache);
+	ulog_delete(db->ulog);
+	free(db->ologs.logs);
+	if (db->index)
+		db->ops->close(db->index);
+	if (db->pool)
+		tips_pool_close(&db->pool);
+	pthread_mutex_destroy(&db->ologs.lock);
+	pthread_cond_destroy(&db->ologs.room);
+	pthread_rwlock_destroy(&db->scan_lock);
+	pthread_mutex_destroy(&db->persist_mu);
+	pthread_cond_destroy(&db->persist_cv);
+	pthread_cond_destroy(&db->drained_cv);
+	pthread_mutex_destroy(&db->work_mu);
+	pthread_cond_destroy(&db->work_cv);
+	pthread_cond_destroy(&db->done_cv);
+	free(db);
+}
+
+static int pool_attach(struct tips_db *db, const char *path)
+{
+	const struct tips_config *cfg = &db->cfg;
+	int rc = tips_pool_open(path, cfg->pool, &db->pool);
+	if (rc == TIPS_ENOENT && (cfg->flags & TIPS_CREATE)) {
+		struct tips_pool_options o;
+		if (cfg->pool)
+			o = *cfg->pool;
+		else
+			tips_pool_options_init(&o);
+		if (!o.size)
+			o.size = cfg->pool_size;
+		rc = tips_pool_create(path, &o, &db->pool);
+	}
+	return rc;
+}
+
+int tips_open(const char *path, const struct tips_config *config,
+	      const struct tips_index_ops *ops, struct tips_db **out)
+{
+	if (!path || !ops || !out || !ops->name || !ops->create || !ops->open || !ops->close ||
+	    !ops->insert || !ops->update || !ops->remove || !ops->lookup || !ops->scan ||
+	    !ops->walk)
+		return tips_set_error(TIPS_EINVAL, "tips_open: path, a complete ops table and "
+				      "an out pointer are required");
+	if (strlen(ops->name) >= FW_NAME_MAX)
+		return tips_set_error(TIPS_EINVAL, "tips_open: index name longer than %u bytes",
+				      FW_NAME_MAX - 1);
+	if (config && config->struct_size != sizeof(struct tips_config))
+		return tips_set_error(TIPS_EINVAL, "tips_open: config not initialised with "
+				      "tips_config_init()");
+	struct tips_db *db = calloc(1, sizeof(*db));
+	if (!db)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
+	if (config)
+		db->cfg = *config;
+	else
+		tips_config_init(&db->cfg);
+	config_defaults(&db->cfg);
+	db->id = atomic_fetch_add(&next_db_id, 1);
+	db->ops = ops;
+	pthread_mutex_init(&db->ologs.lock, NULL);
+	pthread_cond_init(&db->ologs.room, NULL);
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&db->scan_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&db->persist_mu, NULL);
+	pthread_cond_init(&db->persist_cv, NULL);
+	pthread_cond_init(&db->drained_cv, NULL);
+	pthread_mutex_init(&db->work_mu, NULL);
+	pthread_cond_init(&db->work_cv, NULL);
+	pthread_cond_init(&db->done_cv, NULL);
+
+	int rc = pool_attach(db, path);
+	if (rc)
+		goto fail;
+	db->heap = tips_pool_heap(db->pool);
+	size_t root_size = 0;
+	db->fw = tips_pool_root(db->pool, &root_size);
+	if (root_size < sizeof(struct fw_header)) {
+		rc = tips_set_error(TIPS_ESIZE, "%s: root area too small", path);
+		goto fail;
+	}
+	if (db->fw->magic == 0 && db->fw->state == 0 && (rc = fw_format(db, &db->cfg)))
+		goto fail;
+	if ((rc = fw_validate(db, path)) || (rc = volatile_state_init(db)))
+		goto fail;
+	ts_uncertainty(); /* measured once, before any scan needs it */
+	db->root = (void *)db->fw->index_root;
+	if (db->fw->state == FW_STATE_CREATING) {
+		rc = index_create(db);
+	} else if (db->fw->state == FW_STATE_CLEAN && logs_empty(db)) {
+		db->fw->state = FW_STATE_OPEN;
+		pm_persist(&db->fw->state, sizeof(db->fw->state));
+		rc = db->ops->open(db->root, &db->index);
+	} else {
+		db->fw->state = FW_STATE_OPEN;
+		pm_persist(&db->fw->state, sizeof(db->fw->state));
+		rc = recover(db);
+	}
+	if (rc || (rc = replay_start(db)))
+		goto fail;
+	*out = db;
+	return 0;
+fail:
+	db_free(db);
+	return rc;
+}
+
+int tips_close(struct tips_db **pdb)
+{
+	if (!pdb || !*pdb)
+		return tips_set_error(TIPS_EINVAL, "tips_close: no database");
+	struct tips_db *db = *pdb;
+	replay_stop(db); /* applies every record and reclaims: the logs are empty */
+	db->fw->state = FW_STATE_CLEAN;
+	pm_persist(&db->fw->state, sizeof(db->fw->state));
+	db_free(db);
+	*pdb = NULL;
+	return 0;
+}
+
+/* ---- statistics and introspection -------------------------------------------------- */
+
+void tips_stats(struct tips_db *db, struct tips_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct thread_counters sum;
+	memset(&sum, 0, sizeof(sum));
+	pthread_mutex_lock(&ctx_lock);
+	counters_add(&sum, &db->retired);
+	for (struct thread_ctx *c = db->ctxs; c; c = c->next_in_db)
+		counters_add(&sum, &c->c);
+	pthread_mutex_unlock(&ctx_lock);
+	out->cache_hits = atomic_load(&sum.hits);
+	out->cache_misses = atomic_load(&sum.misses);
+	out->writes = atomic_load(&sum.writes);
+	out->olog_bytes = atomic_load(&sum.olog_bytes);
+	out->writer_waits = atomic_load(&sum.waits);
+	out->cache_entries = cache_entries(db->cache);
+	out->cache_capacity = cache_capacity(db->cache);
+	out->gc_unlinked = cache_gc_unlinked(db->cache);
+	ulog_counters(db->ulog, &out->ulog_bytes, &out->ulog_logged, &out->ulog_skipped_fresh,
+		      &out->ulog_skipped_logged);
+	out->mlog_allocs = atomic_load(&db->mlog_allocs);
+	out->mlog_frees = atomic_load(&db->mlog_frees);
+	out->reclamations = atomic_load(&db->reclamations);
+	out->epochs = atomic_load(&db->epochs);
+	out->replayed = atomic_load(&db->replayed);
+	out->workers_now = atomic_load(&db->workers_published);
+	out->workers_avg = out->epochs ? (double)atomic_load(&db->worker_sum) / (double)out->epochs
+				       : 0.0;
+	out->recovery_ms = db->recovery_ms;
+	out->recovered = db->recovered;
+}
+
+int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg)
+{
+	if (!db || !fn)
+		return tips_set_error(TIPS_EINVAL, "tips_db_walk: database and callback required");
+	return db->ops->walk(db->index, fn, arg);
+}
+
+struct tips_pool *tips_db_pool(struct tips_db *db)
+{
+	return db ? db->pool : NULL;
+}

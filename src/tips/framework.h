@@ -1,0 +1,230 @@
+/*
+ * framework.h - the TIPS framework's private state and the interfaces between its
+ * modules: cache.c (DRAM cache + gc thread), olog.c (per-thread operational logs),
+ * ulog.c (undo log), replay.c (persist thread, workers, adaptive scaling), reclaim.c
+ * (UNO reclamation and recovery), plugin.c (the API an index calls) and db.c (the
+ * facade). The design and its invariants: docs/framework.md and the TIPS paper §3-6.
+ */
+#ifndef TIPS_FRAMEWORK_H
+#define TIPS_FRAMEWORK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <tips/tips.h>
+
+#include "tips/fw_layout.h"
+
+/* ---- timestamps (timestamp.c) ---------------------------------------------------- */
+
+/* The invariant TSC; conflicting writes get strictly increasing stamps through their
+ * cache bucket (cache.c). */
+uint64_t ts_now(void);
+/* ORDO-style bound on how far two cores' TSCs may disagree, in TSC ticks. */
+uint64_t ts_uncertainty(void);
+
+/* ---- the DRAM cache (cache.c) ---------------------------------------------------- */
+
+struct cache_entry {
+	struct cache_entry *_Atomic next; /* older entries of the bucket */
+	uint64_t ts;                      /* commit timestamp of the write */
+	_Atomic uint8_t applied;          /* 1 once replay applied it to the index */
+	uint8_t tombstone;                /* a delete */
+	uint16_t klen;
+	uint32_t vlen;
+	unsigned char data[];             /* key, then value */
+};
+
+struct cache_bucket {
+	struct cache_entry *_Atomic head; /* newest first: readers stop at the first match */
+	uint64_t last_ts;                 /* last stamp given out here (under the lock) */
+	atomic_uint lock;
+	uint16_t len;                     /* entries in the chain (under the lock) */
+	atomic_uchar gc_queued;
+};
+
+struct cache;
+
+int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out);
+void cache_delete(struct cache *c);
+uint64_t cache_key_hash(const void *key, size_t klen);
+struct cache_bucket *cache_bucket_of(struct cache *c, uint64_t hash);
+void cache_bucket_lock(struct cache_bucket *b);
+void cache_bucket_unlock(struct cache_bucket *b);
+/* Newest entry for the key in @b or NULL; caller holds the lock or an RCU read lock. */
+struct cache_entry *cache_find(struct cache_bucket *b, const void *key, size_t klen);
+/* Blocks until the cache holds fewer entries than its capacity; then counts one more.
+ * @wake is called (without locks) when the caller has to wait. */
+void cache_reserve(struct cache *c, void (*wake)(void *), void *arg);
+struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
+				    size_t vlen, bool tombstone);
+/* Drops an entry that was reserved but never published. */
+void cache_entry_discard(struct cache *c, struct cache_entry *e);
+/* The next commit stamp: above the clock, the bucket's last stamp and *@log_last (the
+ * writer's OLog's last), so both a key's writes and an OLog are in stamp order.
+ * Bucket lock held; updates both. */
+uint64_t cache_bucket_stamp(struct cache_bucket *b, uint64_t *log_last);
+/* Publishes @e at the head of @b (the linearization point). Bucket lock held.
+ * Returns true if the chain is now longer than the bound. */
+bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e);
+/* Hands a long chain to the gc thread (call without the bucket lock). */
+void cache_queue_gc(struct cache *c, struct cache_bucket *b);
+/* Tells gc that entries became applied (after an epoch). */
+void cache_applied_more(struct cache *c);
+void cache_read_lock(void);
+void cache_read_unlock(void);
+uint64_t cache_entries(const struct cache *c);
+uint64_t cache_capacity(const struct cache *c);
+uint64_t cache_gc_unlinked(const struct cache *c);
+
+/* ---- OLogs (olog.c) -------------------------------------------------------------- */
+
+struct olog {
+	struct olog_slot_pm *pm;  /* persistent head/tail words */
+	unsigned char *ring;      /* the ring in PM */
+	uint64_t size;            /* ring bytes */
+	_Atomic uint64_t durable_tail; /* tail as persisted: what replay and scans may read */
+	_Atomic uint64_t head;    /* volatile copy of pm->head */
+	uint64_t applied;         /* replay has applied [head, applied) (persist thread) */
+	_Atomic uint64_t appended; /* records made durable since open */
+	uint64_t last_ts;         /* stamp of the last record appended (owner only) */
+	uint64_t recovered_end;   /* records below were written before this open */
+	bool in_use;              /* owned by a thread (under olog_set.lock) */
+};
+
+struct olog_set {
+	struct olog *logs;
+	unsigned n;
+	pthread_mutex_t lock;     /* slot ownership, and waits for room */
+	pthread_cond_t room;      /* signalled when a slot frees or heads advance */
+};
+
+uint64_t olog_record_size(size_t klen, size_t vlen);
+/* Blocks until @log has room for a record of @size bytes (the caller owns @log). */
+bool olog_has_room(const struct olog *log, uint64_t size);
+/* Appends and persists a record, then persists the tail: exactly two fences. */
+void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
+		 const void *val, size_t vlen, uint64_t entry);
+/* The record at logical offset @pos (never a PAD: they are skipped); advances *pos. */
+const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t end);
+uint64_t olog_used(const struct olog *log);
+
+/* ---- ULog (ulog.c) --------------------------------------------------------------- */
+
+struct ulog;
+
+int ulog_new(void *ring, uint64_t size, uint64_t gen, struct ulog **out);
+void ulog_delete(struct ulog *u);
+/* Logs the old bytes of [addr, addr+size) unless fresh or already logged. */
+int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, void *addr,
+	     size_t size);
+/* Flushes every logged address (no fence: the caller drains). */
+void ulog_flush_targets(struct ulog *u);
+/* Empties the volatile view after the generation moved on to @gen. */
+void ulog_reset(struct ulog *u, uint64_t gen);
+/* Restores the bytes of every valid record of @gen, newest first, and persists them. */
+int ulog_rollback(void *ring, uint64_t size, uint64_t gen, struct tips_pool *pool);
+uint64_t ulog_used(const struct ulog *u);
+void ulog_counters(const struct ulog *u, uint64_t *bytes, uint64_t *logged,
+		   uint64_t *skipped_fresh, uint64_t *skipped_logged);
+
+/* ---- per-thread state (db.c) ----------------------------------------------------- */
+
+struct thread_counters {
+	_Atomic uint64_t hits, misses, writes, olog_bytes, waits;
+};
+
+/* ---- the database ---------------------------------------------------------------- */
+
+struct worker;
+
+struct collect_cursor {
+	uint64_t pos, end;
+	const struct olog_rec *rec;
+};
+
+struct tips_db {
+	uint64_t id;                      /* unique in the process: keys thread contexts */
+	struct tips_pool *pool;
+	struct tips_heap *heap;
+	struct fw_header *fw;
+	const struct tips_index_ops *ops;
+	void *root;                       /* the index's root object */
+	void *index;                      /* the index's open handle */
+	struct tips_config cfg;           /* with defaults filled in */
+
+	struct cache *cache;
+	struct olog_set ologs;
+	struct ulog *ulog;
+	void *ulog_ring;
+	uint64_t ulog_size;
+
+	/* Scans read OLogs under the read side; reclamation moves heads under the write. */
+	pthread_rwlock_t scan_lock;
+
+	/* Persist thread (replay.c). */
+	pthread_t persist_thread;
+	bool persist_started;
+	pthread_mutex_t persist_mu;
+	pthread_cond_t persist_cv;        /* work arrived, or stop */
+	_Atomic int persist_idle;         /* 1 while it sleeps without a timeout */
+	_Atomic int reclaim_wanted;       /* a log passed its threshold, or a writer waits */
+	_Atomic int stopping;             /* close: drain everything, then exit */
+	bool drained;                     /* close: the persist thread finished (under mu) */
+	pthread_cond_t drained_cv;
+
+	/* Replay workers and adaptive scaling (replay.c). */
+	struct worker *workers;
+	unsigned nworkers_made;
+	unsigned workers_now;             /* W_e */
+	unsigned workers_best;            /* W_max */
+	double best_rate;
+	bool capped;                      /* fell back to W_max at W_up */
+	pthread_mutex_t work_mu;
+	pthread_cond_t work_cv, done_cv;
+	uint64_t work_epoch;
+	unsigned work_pending;
+	unsigned work_count;              /* workers in the current epoch (under work_mu) */
+	struct collect_cursor *cursors;   /* one per OLog (persist thread) */
+	uint64_t epoch_records_per_worker; /* bounds one worker's MLog use per epoch */
+	uint64_t lane_capacity;           /* reclaim when a worker's lane has less room */
+
+	/* Statistics. */
+	struct thread_counters retired;   /* of threads that exited */
+	_Atomic uint64_t reclamations, epochs, replayed, worker_sum;
+	_Atomic uint64_t mlog_allocs, mlog_frees;
+	_Atomic unsigned workers_published;
+	double recovery_ms;
+	int recovered;
+
+	/* Thread contexts attached to this db (under the global context lock). */
+	struct thread_ctx *ctxs;
+};
+
+/* plugin.c: the database the calling thread's ops calls act on. */
+void fw_set_current(struct tips_db *db);
+
+/* replay.c */
+/* Starts the W_up worker threads (idle until an epoch). */
+int replay_workers_start(struct tips_db *db);
+/* Starts the persist thread. */
+int replay_start(struct tips_db *db);
+/* Applies everything, reclaims, and stops the threads (clean close). */
+void replay_stop(struct tips_db *db);
+void replay_wake(struct tips_db *db);
+/* Applies every record in the OLogs with all workers, reclaiming as needed (recovery,
+ * from the opening thread, before the persist thread starts). */
+int replay_recovered(struct tips_db *db);
+/* Applies one record to the index (blind-write semantics, see replay.c). */
+int replay_apply(struct tips_db *db, const struct olog_rec *r);
+
+/* reclaim.c */
+/* UNO reclamation; called by the persist thread between epochs (or at open/close). */
+void reclaim_run(struct tips_db *db);
+/* Step 2 alone: after a crash that left flush_done set. */
+void reclaim_finish(struct tips_db *db);
+/* Crash recovery at open (state OPEN found). */
+int recover(struct tips_db *db);
+
+#endif /* TIPS_FRAMEWORK_H */

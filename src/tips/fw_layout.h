@@ -1,0 +1,90 @@
+/*
+ * fw_layout.h - what the TIPS framework keeps in the pool, byte for byte.
+ *
+ * Root area (struct fw_header at its start): the framework's identity and sizes
+ * (immutable after create, covered by a checksum) and, on their own cache line, the
+ * mutable words: the index's root object, the life-cycle state, flush_done and the ULog
+ * generation.
+ *
+ * Log area: [OLog slot headers][ULog ring][OLog rings, one per slot].
+ *  - An OLog is a circular buffer of 64-byte-aligned records addressed by logical
+ *    offsets that only grow (physical = logical % size). Records in [head, tail) are
+ *    live; a record is persistent before the tail that covers it (TIPS §4.1.5). A
+ *    record never wraps: when it does not fit before the end, a PAD record fills the
+ *    rest of the ring.
+ *  - The ULog is a sequence of undo records from offset 0, each stamped with the ULog
+ *    generation and a checksum; the first record that fails either check ends it.
+ *    Bumping the generation empties the ULog (TIPS §4.3.2).
+ * Invariant kept across every crash: the index equals (its state at the last
+ * reclamation) + (the effects of records in the OLogs since their heads), where the
+ * first term is recovered by undoing the ULog and rolling back the heap's MLog.
+ */
+#ifndef TIPS_FW_LAYOUT_H
+#define TIPS_FW_LAYOUT_H
+
+#include <stdint.h>
+
+#define FW_MAGIC 0x314b524f57504954ull /* "TIPWORK1" */
+#define FW_LAYOUT_VERSION 1u
+#define FW_NAME_MAX 32u
+
+/* Life-cycle states (fw_header.state). */
+#define FW_STATE_CREATING 1ull /* the index is being created; roll back and retry */
+#define FW_STATE_OPEN 2ull     /* in use, or crashed while in use: recover */
+#define FW_STATE_CLEAN 3ull    /* closed cleanly: every log is empty */
+
+struct fw_header {
+	uint64_t magic;             /* FW_MAGIC */
+	uint32_t layout_version;    /* FW_LAYOUT_VERSION */
+	uint32_t olog_slots;        /* OLog slots (writer threads at once) */
+	char index_name[FW_NAME_MAX]; /* ops->name of the index the pool holds */
+	uint64_t olog_size;         /* bytes of each OLog ring (multiple of 64) */
+	uint64_t ulog_size;         /* bytes of the ULog ring */
+	uint64_t expected_keys;     /* the sizing hint the index was created with */
+	uint64_t checksum;          /* crc32 of the fields above */
+	/* Mutable words, own cache line. */
+	uint64_t index_root __attribute__((aligned(64))); /* the index's root object */
+	uint64_t state;             /* FW_STATE_* */
+	uint64_t flush_done;        /* 1: reclamation step 1 is durable, step 2 pending */
+	uint64_t ulog_gen;          /* ULog records of another generation are void */
+};
+
+/* One OLog slot's persistent words; tail alone on its line (written per operation). */
+struct olog_slot_pm {
+	uint64_t tail __attribute__((aligned(64))); /* end of the persistent records */
+	uint64_t head __attribute__((aligned(64))); /* start of the live records */
+	uint64_t pending_head;      /* head to install in reclamation step 2 */
+};
+
+/* OLog record header; key then value follow; the record is padded to 64 bytes. */
+struct olog_rec {
+	uint64_t ts_op;  /* commit timestamp << 8 | op (OLOG_OP_*) */
+	uint32_t len;    /* bytes of the whole record, a multiple of 64 */
+	uint16_t klen;
+	uint16_t reserved;
+	uint32_t vlen;
+	uint32_t reserved2;
+	uint64_t entry;  /* DRAM cache entry of this write; meaningful only in the process
+	                    that wrote it (recovery ignores it) */
+	unsigned char data[];
+};
+
+#define OLOG_OP_INSERT 1u
+#define OLOG_OP_UPDATE 2u
+#define OLOG_OP_PUT 3u
+#define OLOG_OP_DELETE 4u
+#define OLOG_OP_PAD 5u /* fills the ring's end; no operation */
+
+#define OLOG_REC_TS(r) ((r)->ts_op >> 8)
+#define OLOG_REC_OP(r) ((unsigned)((r)->ts_op & 0xff))
+
+/* ULog record header; the old bytes follow, padded to 8. */
+struct ulog_rec {
+	uint64_t addr;  /* where the bytes were */
+	uint64_t size;  /* how many */
+	uint64_t gen;   /* ULog generation that wrote it */
+	uint64_t check; /* crc32 over addr, size, gen and the bytes */
+	unsigned char data[];
+};
+
+#endif /* TIPS_FW_LAYOUT_H */

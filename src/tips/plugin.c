@@ -1,0 +1,56 @@
+/*
+ * plugin.c - the plug-in API an index is written against (TIPS §3.2.6, Figure 2):
+ * tips_alloc, tips_free, tips_ulog_add, tips_root.
+ *
+ * The framework calls an index's ops only from threads it controls (replay workers,
+ * recovery, create), and each of them names its database here first, so the index
+ * code needs no handle. tips_alloc/tips_free go to the heap's MLog
+ * (tips_heap_alloc_logged/free_logged): an allocation is undone if a crash rolls back
+ * its operation, and a free takes effect only at the next reclamation, when the
+ * operation that freed can no longer be replayed (§4.3.1).
+ */
+#define _GNU_SOURCE
+#include "tips/framework.h"
+#include "util/errors_internal.h"
+
+static _Thread_local struct tips_db *current;
+
+void fw_set_current(struct tips_db *db)
+{
+	current = db;
+}
+
+void *tips_alloc(size_t size)
+{
+	if (!current) {
+		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
+		return NULL;
+	}
+	void *p = NULL;
+	if (tips_heap_alloc_logged(current->heap, size, &p))
+		return NULL;
+	atomic_fetch_add_explicit(&current->mlog_allocs, 1, memory_order_relaxed);
+	return p;
+}
+
+void tips_free(void *ptr)
+{
+	if (!ptr)
+		return;
+	TIPS_INVARIANT(current != NULL, "tips_free outside an index operation");
+	int rc = tips_heap_free_logged(current->heap, ptr);
+	TIPS_INVARIANT(rc == 0, "tips_free: not a block of the pool, or freed twice");
+	atomic_fetch_add_explicit(&current->mlog_frees, 1, memory_order_relaxed);
+}
+
+int tips_ulog_add(void *addr, size_t size)
+{
+	if (!current) /* e.g. index code run outside the framework: nothing to undo */
+		return tips_set_error(TIPS_EINVAL, "tips_ulog_add outside an index operation");
+	return ulog_add(current->ulog, current->heap, current->pool, addr, size);
+}
+
+void *tips_root(void)
+{
+	return current ? current->root : NULL;
+}

@@ -1,0 +1,443 @@
+/*
+ * replay.c - the TIPS backend: the persist thread, the replay workers and adaptive
+ * scaling (TIPS §4.2).
+ *
+ * One epoch: the persist thread takes every durable record not yet applied from every
+ * OLog (up to a bound), routes each to worker hash(key) % W so that all operations on
+ * one key meet in one queue, and wakes W workers; each sorts its queue by commit stamp
+ * and applies it through the index's ops, then marks the cache entries applied. After
+ * the epoch the persist thread sets W for the next one (§4.2.1):
+ *   R = F/B, F = records appended during the epoch, B = records applied in it;
+ *   R > 1: W += Δ (remembering the best throughput's W; at W_up fall back to it and
+ *   stay until R < 0.5); R < 0.5: W -= Δ; Δ = 1 below 4 workers, 4 from 4 on;
+ *   W within [W_low, W_up]. With W = 0 nothing is applied (B = 0: R is infinite if
+ *   anything waits), so a read-only load runs no worker at all.
+ * Then, if a log passed half its size, or a writer waits for room, it reclaims.
+ * Idle, the persist thread sleeps: with a timeout while W > W_low (each timeout is an
+ * empty epoch that scales down), without one at W_low (writers wake it).
+ *
+ * Replay uses blind-write semantics: insert of a present key updates it, update of an
+ * absent key inserts it, delete of an absent key does nothing. The facade already
+ * decided each operation's outcome, so in normal running these fallbacks never fire;
+ * they make replaying a record twice harmless.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heap/heap_internal.h"
+#include "tips/framework.h"
+#include "util/errors_internal.h"
+
+#define EPOCH_MAX_RECORDS (256u * 1024u)
+#define EPOCH_BATCH_MIN 1024u      /* fewer records: wait a little for more */
+#define EPOCH_BATCH_WAIT_NS 1000000 /* ... up to 1 ms */
+#define IDLE_EPOCH_NS 10000000     /* an idle tick while W > W_low: 10 ms */
+
+struct queued {
+	const struct olog_rec *rec;
+	bool live; /* written by this process: its cache entry exists */
+};
+
+struct worker {
+	struct tips_db *db;
+	unsigned idx;
+	pthread_t thread;
+	struct queued *q;
+	size_t n, cap;
+};
+
+static double now_sec(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void deadline_in(struct timespec *t, long ns)
+{
+	clock_gettime(CLOCK_REALTIME, t);
+	t->tv_nsec += ns;
+	while (t->tv_nsec >= 1000000000) {
+		t->tv_nsec -= 1000000000;
+		t->tv_sec++;
+	}
+}
+
+int replay_apply(struct tips_db *db, const struct olog_rec *r)
+{
+	const struct tips_index_ops *ops = db->ops;
+	const void *key = r->data, *val = r->data + r->klen;
+	int rc;
+	switch (OLOG_REC_OP(r)) {
+	case OLOG_OP_INSERT:
+	case OLOG_OP_PUT:
+		rc = ops->insert(db->index, key, r->klen, val, r->vlen);
+		if (rc == TIPS_EKEYEXISTS)
+			rc = ops->update(db->index, key, r->klen, val, r->vlen);
+		break;
+	case OLOG_OP_UPDATE:
+		rc = ops->update(db->index, key, r->klen, val, r->vlen);
+		if (rc == TIPS_ENOTFOUND)
+			rc = ops->insert(db->index, key, r->klen, val, r->vlen);
+		break;
+	case OLOG_OP_DELETE:
+		rc = ops->remove(db->index, key, r->klen);
+		if (rc == TIPS_ENOTFOUND)
+			rc = 0;
+		break;
+	default:
+		rc = tips_set_error(TIPS_ECORRUPT, "OLog record with unknown op %u",
+				    OLOG_REC_OP(r));
+	}
+	return rc;
+}
+
+/* Applies one queue, already in stamp order; marks the cache entries of live records
+ * (written since this open; older ones have none). */
+static void apply_queue(struct tips_db *db, struct queued *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = replay_apply(db, q[i].rec);
+		/* An acknowledged write that cannot be applied (heap full) would be lost. */
+		TIPS_INVARIANT(rc == 0, "replay could not apply an acknowledged write (pool heap "
+			       "full?); the record stays in the OLog");
+		if (q[i].live) {
+			struct cache_entry *e = (struct cache_entry *)q[i].rec->entry;
+			atomic_store_explicit(&e->applied, 1, memory_order_release);
+		}
+	}
+}
+
+static bool queue_push(struct worker *w, const struct olog_rec *r, bool live)
+{
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 4096;
+		struct queued *q = realloc(w->q, cap * sizeof(*q));
+		if (!q)
+			return false;
+		w->q = q;
+		w->cap = cap;
+	}
+	w->q[w->n++] = (struct queued){ r, live };
+	return true;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct tips_db *db = w->db;
+	fw_set_current(db);
+	uint64_t seen = 0;
+	pthread_mutex_lock(&db->work_mu);
+	for (;;) {
+		while (db->work_epoch == seen)
+			pthread_cond_wait(&db->work_cv, &db->work_mu);
+		seen = db->work_epoch;
+		if (db->work_epoch == UINT64_MAX)
+			break;
+		if (w->idx >= db->work_count)
+			continue;
+		pthread_mutex_unlock(&db->work_mu);
+		apply_queue(db, w->q, w->n);
+		w->n = 0;
+		if (heap_lane_room(db->heap) < db->lane_capacity)
+			atomic_store(&db->reclaim_wanted, 1);
+		pthread_mutex_lock(&db->work_mu);
+		if (--db->work_pending == 0)
+			pthread_cond_signal(&db->done_cv);
+	}
+	pthread_mutex_unlock(&db->work_mu);
+	return NULL;
+}
+
+static bool workers_ensure(struct tips_db *db, unsigned n)
+{
+	while (db->nworkers_made < n) {
+		struct worker *w = &db->workers[db->nworkers_made];
+		w->db = db;
+		w->idx = db->nworkers_made;
+		if (pthread_create(&w->thread, NULL, worker_main, w))
+			return false;
+		db->nworkers_made++;
+	}
+	return true;
+}
+
+/* Total records made durable so far (for F_e). */
+static uint64_t appended_total(struct tips_db *db)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < db->ologs.n; i++)
+		n += atomic_load_explicit(&db->ologs.logs[i].appended, memory_order_relaxed);
+	return n;
+}
+
+static uint64_t backlog(struct tips_db *db)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < db->ologs.n; i++) {
+		struct olog *l = &db->ologs.logs[i];
+		n += atomic_load_explicit(&l->durable_tail, memory_order_acquire) - l->applied;
+	}
+	return n; /* in bytes: only compared with 0 and with batch sizes */
+}
+
+static bool logs_need_reclaim(struct tips_db *db)
+{
+	if (atomic_load(&db->reclaim_wanted))
+		return true;
+	if (ulog_used(db->ulog) > db->ulog_size / 2)
+		return true;
+	for (unsigned i = 0; i < db->ologs.n; i++) {
+		struct olog *l = &db->ologs.logs[i];
+		if (l->applied - atomic_load(&l->head) > l->size / 2)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Takes the @limit oldest pending records across all OLogs (a merge by stamp: each
+ * OLog is in stamp order, see db.c) and routes each to queue hash(key) % W, so every
+ * queue is in stamp order too. The records taken are a prefix of each OLog, and for
+ * any record taken every earlier write of its key is taken: that write was durable
+ * before this one was stamped, so it lies below the tails read here.
+ * Sets next_applied[i] to where OLog i's untaken records start; returns the count.
+ */
+static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
+			      uint64_t *next_applied)
+{
+	struct collect_cursor *cur = db->cursors;
+	unsigned n_logs = db->ologs.n;
+	for (unsigned i = 0; i < n_logs; i++) {
+		struct olog *l = &db->ologs.logs[i];
+		cur[i].pos = l->applied;
+		cur[i].end = atomic_load_explicit(&l->durable_tail, memory_order_acquire);
+		cur[i].rec = olog_next(l, &cur[i].pos, cur[i].end);
+	}
+	uint64_t n = 0;
+	while (n < limit) {
+		int best = -1;
+		for (unsigned i = 0; i < n_logs; i++)
+			if (cur[i].rec && (best < 0 || OLOG_REC_TS(cur[i].rec) <
+							 OLOG_REC_TS(cur[best].rec)))
+				best = (int)i;
+		if (best < 0)
+			break;
+		struct olog *l = &db->ologs.logs[best];
+		const struct olog_rec *r = cur[best].rec;
+		bool live = cur[best].pos - r->len >= l->recovered_end;
+		uint64_t h = cache_key_hash(r->data, r->klen);
+		TIPS_INVARIANT(queue_push(&db->workers[h % W], r, live),
+			       "replay: out of DRAM for a worker queue");
+		n++;
+		cur[best].rec = olog_next(l, &cur[best].pos, cur[best].end);
+	}
+	for (unsigned i = 0; i < n_logs; i++)
+		next_applied[i] = cur[i].rec ? cur[i].pos - cur[i].rec->len : cur[i].end;
+	return n;
+}
+
+static unsigned delta_of(unsigned w)
+{
+	return w < 4 ? 1 : 4;
+}
+
+/* §4.2.1: the worker count for the next epoch. */
+static void scale(struct tips_db *db, uint64_t F, uint64_t B, double secs, bool waiting)
+{
+	unsigned W = db->workers_now, lo = db->cfg.workers_low, up = db->cfg.workers_up;
+	double R = B ? (double)F / (double)B : (F || waiting) ? 1e9 : 0.0;
+	if (R > 1.0) {
+		if (B && secs > 0) {
+			double rate = (double)B / secs;
+			if (rate > db->best_rate) {
+				db->best_rate = rate;
+				db->workers_best = W;
+			}
+		}
+		if (db->capped)
+			W = db->workers_best ? db->workers_best : W;
+		else if (W >= up) {
+			W = db->workers_best ? db->workers_best : up;
+			db->capped = true;
+		} else
+			W = W + delta_of(W) > up ? up : W + delta_of(W);
+	} else if (R < 0.5) {
+		db->capped = false;
+		unsigned d = delta_of(W);
+		W = W < lo + d ? lo : W - d;
+	}
+	db->workers_now = W;
+	atomic_store_explicit(&db->workers_published, W, memory_order_relaxed);
+}
+
+/* One epoch. Returns the records applied. */
+static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
+{
+	double t0 = now_sec();
+	uint64_t f0 = appended_total(db);
+	unsigned W = db->workers_now;
+	uint64_t B = 0;
+	bool had_backlog = backlog(db) > 0;
+	if (W > 0) {
+		uint64_t limit = (uint64_t)W * db->epoch_records_per_worker;
+		B = epoch_collect(db, W, limit < EPOCH_MAX_RECORDS ? limit : EPOCH_MAX_RECORDS,
+				  next_applied);
+		if (B) {
+			pthread_mutex_lock(&db->work_mu);
+			db->work_pending = W;
+			db->work_count = W;
+			db->work_epoch++;
+			pthread_cond_broadcast(&db->work_cv);
+			while (db->work_pending)
+				pthread_cond_wait(&db->done_cv, &db->work_mu);
+			pthread_mutex_unlock(&db->work_mu);
+			for (unsigned i = 0; i < db->ologs.n; i++)
+				db->ologs.logs[i].applied = next_applied[i];
+			atomic_fetch_add(&db->epochs, 1);
+			atomic_fetch_add(&db->replayed, B);
+			atomic_fetch_add(&db->worker_sum, W);
+			cache_applied_more(db->cache);
+		}
+	}
+	double secs = now_sec() - t0;
+	uint64_t F = appended_total(db) - f0;
+	scale(db, F, B, secs, had_backlog && B == 0);
+	return B;
+}
+
+static void persist_wait(struct tips_db *db, long timeout_ns)
+{
+	pthread_mutex_lock(&db->persist_mu);
+	if (timeout_ns) {
+		struct timespec t;
+		deadline_in(&t, timeout_ns);
+		if (!atomic_load(&db->stopping) && !atomic_load(&db->reclaim_wanted))
+			pthread_cond_timedwait(&db->persist_cv, &db->persist_mu, &t);
+	} else {
+		atomic_store(&db->persist_idle, 1);
+		/* Re-check after announcing: a writer that published before seeing idle=1
+		 * is caught here, one that published after will signal. */
+		while (!atomic_load(&db->stopping) && !atomic_load(&db->reclaim_wanted) &&
+		       backlog(db) == 0)
+			pthread_cond_wait(&db->persist_cv, &db->persist_mu);
+		atomic_store(&db->persist_idle, 0);
+	}
+	pthread_mutex_unlock(&db->persist_mu);
+}
+
+void replay_wake(struct tips_db *db)
+{
+	pthread_mutex_lock(&db->persist_mu);
+	pthread_cond_signal(&db->persist_cv);
+	pthread_mutex_unlock(&db->persist_mu);
+}
+
+static void *persist_main(void *arg)
+{
+	struct tips_db *db = arg;
+	fw_set_current(db);
+	uint64_t *next_applied = calloc(db->ologs.n, sizeof(uint64_t));
+	TIPS_INVARIANT(next_applied != NULL, "persist thread: out of DRAM");
+	for (;;) {
+		bool stopping = atomic_load(&db->stopping);
+		uint64_t pending = backlog(db);
+		if (stopping) { /* close: apply everything with at least one worker */
+			if (db->workers_now == 0)
+				db->workers_now = 1;
+			if (pending == 0)
+				break;
+		}
+		if (pending == 0 && !logs_need_reclaim(db)) {
+			if (db->workers_now > db->cfg.workers_low) {
+				persist_wait(db, IDLE_EPOCH_NS);
+				if (backlog(db) == 0) /* an empty epoch: scale down */
+					scale(db, 0, 0, 0, false);
+			} else
+				persist_wait(db, 0);
+			continue;
+		}
+		if (pending && pending < EPOCH_BATCH_MIN * 64 && !stopping &&
+		    !logs_need_reclaim(db))
+			persist_wait(db, EPOCH_BATCH_WAIT_NS); /* let a batch build up */
+		epoch_run(db, next_applied);
+		if (logs_need_reclaim(db))
+			reclaim_run(db);
+	}
+	reclaim_run(db);
+	free(next_applied);
+	pthread_mutex_lock(&db->persist_mu);
+	db->drained = true;
+	pthread_cond_broadcast(&db->drained_cv);
+	pthread_mutex_unlock(&db->persist_mu);
+	return NULL;
+}
+
+int replay_workers_start(struct tips_db *db)
+{
+	unsigned n = db->cfg.workers_up ? db->cfg.workers_up : 1;
+	db->workers = calloc(n, sizeof(struct worker));
+	db->cursors = calloc(db->ologs.n, sizeof(*db->cursors));
+	if (!db->workers || !db->cursors)
+		return tips_set_error(TIPS_ENOMEM, "replay: out of DRAM");
+	if (!workers_ensure(db, n))
+		return tips_set_error(TIPS_ENOMEM, "replay: cannot start worker threads");
+	return 0;
+}
+
+int replay_start(struct tips_db *db)
+{
+	db->workers_now = db->cfg.workers_low;
+	if (pthread_create(&db->persist_thread, NULL, persist_main, db))
+		return tips_set_error(TIPS_ENOMEM, "replay: cannot start the persist thread");
+	db->persist_started = true;
+	return 0;
+}
+
+void replay_stop(struct tips_db *db)
+{
+	if (db->persist_started) {
+		atomic_store(&db->stopping, 1);
+		replay_wake(db);
+		pthread_join(db->persist_thread, NULL);
+		db->persist_started = false;
+	}
+	if (db->workers) {
+		pthread_mutex_lock(&db->work_mu);
+		db->work_epoch = UINT64_MAX;
+		pthread_cond_broadcast(&db->work_cv);
+		pthread_mutex_unlock(&db->work_mu);
+		for (unsigned i = 0; i < db->nworkers_made; i++) {
+			pthread_join(db->workers[i].thread, NULL);
+			free(db->workers[i].q);
+		}
+		free(db->workers);
+		db->workers = NULL;
+		db->nworkers_made = 0;
+	}
+	free(db->cursors);
+	db->cursors = NULL;
+}
+
+int replay_recovered(struct tips_db *db)
+{
+	/* The opening thread runs epochs with every worker until nothing is pending,
+	 * reclaiming whenever the logs ask for it (so the MLog never overflows). */
+	uint64_t *next_applied = calloc(db->ologs.n, sizeof(uint64_t));
+	if (!next_applied)
+		return tips_set_error(TIPS_ENOMEM, "recovery: out of DRAM");
+	unsigned keep = db->workers_now;
+	while (backlog(db) > 0) {
+		db->workers_now = db->cfg.workers_up ? db->cfg.workers_up : 1;
+		epoch_run(db, next_applied);
+		if (logs_need_reclaim(db))
+			reclaim_run(db);
+	}
+	db->workers_now = keep;
+	free(next_applied);
+	return 0;
+}

@@ -1,0 +1,330 @@
+/*
+ * test_framework.c - unit tests of the TIPS framework through its facade, on tips-hash:
+ * write semantics, the two-fence write and fence-free read, persistence across a clean
+ * close, scans merging unapplied OLog records, OLog slots reused by short-lived
+ * threads, selective undo logging, reclamation, and adaptive scaling down to zero
+ * workers under reads.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <time.h>
+
+#include "test_util.h"
+
+static char path[256];
+static const struct tips_index_ops *ops;
+
+static struct tips_db *open_db(unsigned workers_up)
+{
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_CREATE;
+	cfg.pool_size = 64ull << 20;
+	cfg.expected_keys = 4096;
+	cfg.workers_up = workers_up;
+	struct tips_db *db = NULL;
+	int rc = tips_open(path, &cfg, ops, &db);
+	if (rc)
+		fprintf(stderr, "tips_open: %s\n", tips_errormsg());
+	REQUIRE(rc == 0);
+	return db;
+}
+
+static void key_of(uint64_t k, unsigned char out[8])
+{
+	for (int i = 7; i >= 0; i--, k >>= 8)
+		out[i] = (unsigned char)k; /* big-endian: byte order = numeric order */
+}
+
+static uint64_t get_u64(struct tips_db *db, uint64_t k, int *rc)
+{
+	unsigned char key[8];
+	uint64_t v = 0;
+	size_t vlen = 0;
+	key_of(k, key);
+	*rc = tips_lookup(db, key, 8, &v, sizeof(v), &vlen);
+	if (*rc == 0 && vlen != 8)
+		*rc = -1;
+	return v;
+}
+
+static int put_u64(struct tips_db *db, uint64_t k, uint64_t v)
+{
+	unsigned char key[8];
+	key_of(k, key);
+	return tips_put(db, key, 8, &v, 8);
+}
+
+static void test_semantics(void)
+{
+	struct tips_db *db = open_db(2);
+	unsigned char k[8];
+	uint64_t v = 7, got;
+	size_t vlen;
+	key_of(1, k);
+	CHECK_RC(tips_update(db, k, 8, &v, 8), TIPS_ENOTFOUND);
+	CHECK_RC(tips_delete(db, k, 8), TIPS_ENOTFOUND);
+	CHECK_RC(tips_insert(db, k, 8, &v, 8), 0);
+	CHECK_RC(tips_insert(db, k, 8, &v, 8), TIPS_EKEYEXISTS);
+	v = 8;
+	CHECK_RC(tips_update(db, k, 8, &v, 8), 0);
+	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), 0);
+	CHECK(got == 8 && vlen == 8);
+	CHECK_RC(tips_lookup(db, k, 8, &got, 4, &vlen), TIPS_ESIZE);
+	CHECK(vlen == 8);
+	CHECK_RC(tips_delete(db, k, 8), 0);
+	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), TIPS_ENOTFOUND);
+	CHECK_RC(tips_update(db, k, 8, &v, 8), TIPS_ENOTFOUND);
+	CHECK_RC(tips_insert(db, k, 8, &v, 8), 0);
+	/* Byte-string keys of other lengths, and an empty value. */
+	CHECK_RC(tips_put(db, "a", 1, "xyz", 3), 0);
+	CHECK_RC(tips_put(db, "abcdefghijklmnopqrstuvwxyz", 26, "", 0), 0);
+	char buf[8];
+	CHECK_RC(tips_lookup(db, "a", 1, buf, sizeof(buf), &vlen), 0);
+	CHECK(vlen == 3 && memcmp(buf, "xyz", 3) == 0);
+	CHECK_RC(tips_lookup(db, "abcdefghijklmnopqrstuvwxyz", 26, buf, sizeof(buf), &vlen), 0);
+	CHECK(vlen == 0);
+	/* Bad input. */
+	static char big[TIPS_MAX_KEY + 1];
+	CHECK_RC(tips_put(db, big, sizeof(big), "v", 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_put(db, k, 0, "v", 1), TIPS_EINVAL);
+	CHECK_RC(tips_close(&db), 0);
+
+	/* Everything survives a clean close, and reopening replays nothing. */
+	db = open_db(2);
+	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), 0);
+	CHECK(got == 8);
+	CHECK_RC(tips_lookup(db, "a", 1, buf, sizeof(buf), &vlen), 0);
+	struct tips_stats st;
+	tips_stats(db, &st);
+	CHECK(st.recovered == 0 && st.replayed == 0);
+	CHECK_RC(tips_close(&db), 0);
+
+	/* Another index name on the same pool is refused. */
+	struct tips_index_ops other = *ops;
+	other.name = "tips-other";
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	CHECK_RC(tips_open(path, &cfg, &other, &db), TIPS_EMISMATCH);
+	unlink(path);
+}
+
+static void test_fences(void)
+{
+	struct tips_db *db = open_db(2);
+	struct tips_pm_counters a, b;
+	unsigned char k[8];
+	uint64_t v = 1, got;
+	size_t vlen;
+	for (uint64_t i = 0; i < 200; i++) {
+		key_of(i, k);
+		tips_pm_counters_thread(&a);
+		CHECK_RC(tips_put(db, k, 8, &i, 8), 0);
+		tips_pm_counters_thread(&b);
+		CHECK(b.fences - a.fences == 2);
+		CHECK(b.lines_flushed - a.lines_flushed == 2); /* one record line, the tail */
+	}
+	tips_pm_counters_thread(&a);
+	for (uint64_t i = 0; i < 400; i++) {
+		key_of(i % 250, k);
+		int rc = tips_lookup(db, k, 8, &got, 8, &vlen);
+		CHECK(i % 250 < 200 ? rc == 0 && got == i % 250 : rc == TIPS_ENOTFOUND);
+	}
+	tips_pm_counters_thread(&b);
+	CHECK(b.fences == a.fences && b.lines_flushed == a.lines_flushed);
+	(void)v;
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
+/* Scans: the model is an array of values indexed by key (0 = absent). */
+#define SCAN_KEYS 600
+static uint64_t model[SCAN_KEYS];
+
+struct scan_out {
+	uint64_t keys[64], vals[64];
+	size_t n;
+};
+
+static int scan_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	struct scan_out *o = arg;
+	uint64_t k = 0;
+	for (size_t i = 0; i < klen; i++)
+		k = k << 8 | ((const unsigned char *)key)[i];
+	CHECK(klen == 8 && vlen == 8);
+	o->keys[o->n] = k;
+	memcpy(&o->vals[o->n], val, 8);
+	o->n++;
+	return 0;
+}
+
+static void check_scan(struct tips_db *db, uint64_t start, size_t count)
+{
+	struct scan_out o = { .n = 0 };
+	unsigned char k[8];
+	key_of(start, k);
+	long n = tips_scan(db, k, 8, count, scan_cb, &o);
+	size_t want = 0;
+	for (uint64_t i = start; i < SCAN_KEYS && want < count; i++)
+		if (model[i]) {
+			if (want < o.n) {
+				CHECK(o.keys[want] == i);
+				CHECK(o.vals[want] == model[i]);
+			}
+			want++;
+		}
+	CHECK(n == (long)want && o.n == want);
+}
+
+static void test_scan(void)
+{
+	struct tips_db *db = open_db(2);
+	unsigned seed = 5;
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < 300; i++) {
+			uint64_t k = (uint64_t)rand_r(&seed) % SCAN_KEYS;
+			unsigned char key[8];
+			key_of(k, key);
+			if (rand_r(&seed) % 4 == 0) {
+				if (model[k]) {
+					CHECK_RC(tips_delete(db, key, 8), 0);
+					model[k] = 0;
+				}
+			} else {
+				uint64_t v = (uint64_t)round << 32 | (uint64_t)i | 1;
+				CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
+				model[k] = v;
+			}
+		}
+		/* Right after the writes most are still only in the OLogs. */
+		check_scan(db, 0, 50);
+		check_scan(db, (uint64_t)rand_r(&seed) % SCAN_KEYS, 1 + (size_t)rand_r(&seed) % 60);
+	}
+	check_scan(db, SCAN_KEYS - 5, 64);
+	CHECK_RC(tips_close(&db), 0);
+	db = open_db(2);
+	check_scan(db, 0, 64);
+	check_scan(db, 250, 33);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
+/* More threads than OLog slots over time, each writing then exiting. */
+struct thread_arg {
+	struct tips_db *db;
+	uint64_t base;
+};
+
+static void *short_writer(void *p)
+{
+	struct thread_arg *a = p;
+	for (uint64_t i = 0; i < 50; i++)
+		CHECK_RC(put_u64(a->db, a->base + i, a->base + i + 1), 0);
+	return NULL;
+}
+
+static void test_thread_slots(void)
+{
+	struct tips_db *db = open_db(2);
+	for (int wave = 0; wave < 10; wave++) {
+		pthread_t t[8];
+		struct thread_arg args[8];
+		for (int i = 0; i < 8; i++) {
+			args[i] = (struct thread_arg){ db, (uint64_t)(wave * 8 + i) * 1000 };
+			REQUIRE(pthread_create(&t[i], NULL, short_writer, &args[i]) == 0);
+		}
+		for (int i = 0; i < 8; i++)
+			pthread_join(t[i], NULL);
+	}
+	for (uint64_t w = 0; w < 80; w++)
+		for (uint64_t i = 0; i < 50; i++) {
+			int rc;
+			uint64_t v = get_u64(db, w * 1000 + i, &rc);
+			CHECK(rc == 0 && v == w * 1000 + i + 1);
+		}
+	struct tips_stats st;
+	tips_stats(db, &st);
+	CHECK(st.writes == 80 * 50);
+	CHECK_RC(tips_close(&db), 0);
+	db = open_db(2);
+	int rc;
+	CHECK(get_u64(db, 79 * 1000 + 49, &rc) == 79 * 1000 + 50 && rc == 0);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
+/* Enough writes to force several reclamations; updates of old keys are undo-logged
+ * once per reclamation interval, new nodes never. */
+static void test_reclaim_and_ulog(void)
+{
+	struct tips_db *db = open_db(2);
+	for (uint64_t i = 0; i < 2000; i++)
+		CHECK_RC(put_u64(db, i, i), 0);
+	CHECK_RC(tips_close(&db), 0); /* a clean close reclaims: the nodes are old now */
+	db = open_db(2);
+	for (int round = 0; round < 30; round++)
+		for (uint64_t i = 0; i < 2000; i++)
+			CHECK_RC(put_u64(db, i, i + (uint64_t)round * 10000), 0);
+	for (uint64_t i = 0; i < 2000; i++) {
+		int rc;
+		CHECK(get_u64(db, i, &rc) == i + 29 * 10000 && rc == 0);
+	}
+	CHECK_RC(tips_close(&db), 0);
+	db = open_db(2);
+	for (uint64_t i = 0; i < 2000; i += 7) {
+		int rc;
+		CHECK(get_u64(db, i, &rc) == i + 29 * 10000 && rc == 0);
+	}
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
+static void test_stats_after_load(void)
+{
+	struct tips_db *db = open_db(2);
+	for (uint64_t i = 0; i < 60000; i++)
+		CHECK_RC(put_u64(db, i % 3000, i), 0);
+	struct tips_stats st;
+	tips_stats(db, &st);
+	fprintf(stderr, "after 60000 puts: reclamations %llu epochs %llu replayed %llu "
+		"ulog logged %llu skipped fresh %llu skipped logged %llu workers avg %.2f "
+		"waits %llu\n", (unsigned long long)st.reclamations,
+		(unsigned long long)st.epochs, (unsigned long long)st.replayed,
+		(unsigned long long)st.ulog_logged, (unsigned long long)st.ulog_skipped_fresh,
+		(unsigned long long)st.ulog_skipped_logged, st.workers_avg,
+		(unsigned long long)st.writer_waits);
+	/* 60000 records of 64 B fill the 512 KiB OLog many times over. */
+	CHECK(st.reclamations >= 5);
+	CHECK(st.replayed > 0 && st.epochs > 0);
+	CHECK(st.ulog_skipped_logged > 0 || st.ulog_skipped_fresh > 0);
+	/* Reads only: the workers scale down to W_low = 0. Wait on the counter with a
+	 * deadline (the persist thread scales down once per idle 10 ms tick). */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		int rc;
+		for (int i = 0; i < 1000; i++)
+			(void)get_u64(db, (uint64_t)i, &rc);
+		tips_stats(db, &st);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (st.workers_now != 0 && now.tv_sec - t0.tv_sec < 10);
+	CHECK(st.workers_now == 0);
+	CHECK(st.cache_hits + st.cache_misses > 0);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
+int main(void)
+{
+	ops = tips_index_find("tips-hash");
+	REQUIRE(ops != NULL);
+	test_path(path, sizeof(path), "/dev/shm", "framework");
+	test_semantics();
+	test_fences();
+	test_scan();
+	test_thread_slots();
+	test_reclaim_and_ulog();
+	test_stats_after_load();
+	return test_finish("test_framework");
+}
