@@ -659,7 +659,6 @@ static void db_free(struct tips_db *db)
 	pthread_rwlock_destroy(&db->scan_lock);
 	pthread_mutex_destroy(&db->persist_mu);
 	pthread_cond_destroy(&db->persist_cv);
-	pthread_cond_destroy(&db->drained_cv);
 	pthread_mutex_destroy(&db->work_mu);
 	pthread_cond_destroy(&db->work_cv);
 	pthread_cond_destroy(&db->done_cv);
@@ -716,7 +715,6 @@ int tips_open(const char *path, const struct tips_config *config,
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&db->persist_mu, NULL);
 	pthread_cond_init(&db->persist_cv, NULL);
-	pthread_cond_init(&db->drained_cv, NULL);
 	pthread_mutex_init(&db->work_mu, NULL);
 	pthread_cond_init(&db->work_cv, NULL);
 	pthread_cond_init(&db->done_cv, NULL);

@@ -171,8 +171,6 @@ struct tips_db {
 	_Atomic int persist_idle;         /* 1 while it sleeps without a timeout */
 	_Atomic int reclaim_wanted;       /* a log passed its threshold, or a writer waits */
 	_Atomic int stopping;             /* close: drain everything, then exit */
-	bool drained;                     /* close: the persist thread finished (under mu) */
-	pthread_cond_t drained_cv;
 
 	/* Replay workers and adaptive scaling (replay.c). */
 	struct worker *workers;

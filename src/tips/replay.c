@@ -35,6 +35,8 @@
 #define EPOCH_BATCH_MIN 1024u      /* fewer records: wait a little for more */
 #define EPOCH_BATCH_WAIT_NS 1000000 /* ... up to 1 ms */
 #define IDLE_EPOCH_NS 10000000     /* an idle tick while W > W_low: 10 ms */
+#define IDLE_SAFETY_NS 100000000   /* at W_low: writers wake it; this only bounds a
+				      wake-up lost to store-load reordering (100 ms) */
 
 struct queued {
 	const struct olog_rec *rec;
@@ -321,10 +323,13 @@ static void persist_wait(struct tips_db *db, long timeout_ns)
 	} else {
 		atomic_store(&db->persist_idle, 1);
 		/* Re-check after announcing: a writer that published before seeing idle=1
-		 * is caught here, one that published after will signal. */
-		while (!atomic_load(&db->stopping) && !atomic_load(&db->reclaim_wanted) &&
-		       backlog(db) == 0)
-			pthread_cond_wait(&db->persist_cv, &db->persist_mu);
+		 * is caught here, one that published after will signal. The writer's side
+		 * has no full fence (it would cost every write one), so the wait is bounded. */
+		struct timespec t;
+		deadline_in(&t, IDLE_SAFETY_NS);
+		if (!atomic_load(&db->stopping) && !atomic_load(&db->reclaim_wanted) &&
+		    backlog(db) == 0)
+			pthread_cond_timedwait(&db->persist_cv, &db->persist_mu, &t);
 		atomic_store(&db->persist_idle, 0);
 	}
 	pthread_mutex_unlock(&db->persist_mu);
@@ -370,10 +375,6 @@ static void *persist_main(void *arg)
 	}
 	reclaim_run(db);
 	free(next_applied);
-	pthread_mutex_lock(&db->persist_mu);
-	db->drained = true;
-	pthread_cond_broadcast(&db->drained_cv);
-	pthread_mutex_unlock(&db->persist_mu);
 	return NULL;
 }
 
