@@ -1076,9 +1076,11 @@ int heap_format(void *base, size_t size)
 	hh->magic = HEAP_MAGIC;
 	hh->layout_version = HEAP_LAYOUT_VERSION;
 	hh->nlanes = HEAP_DEFAULT_LANES;
-	/* Logs: 1/32 of the heap, 64 KiB..8 MiB in all, at least 32 records a lane. */
+	/* Logs: 1/32 of the heap, 64 KiB..64 MiB in all, at least 32 records a lane. The
+	 * TIPS framework keeps a replay worker's MLog records in its lane until the next
+	 * reclamation, so bigger lanes mean fewer reclamations (a 1 GiB pool: 16K records). */
 	uint64_t log_bytes = size / 32;
-	log_bytes = log_bytes < (64u << 10) ? (64u << 10) : log_bytes > (8u << 20) ? (8u << 20) : log_bytes;
+	log_bytes = log_bytes < (64u << 10) ? (64u << 10) : log_bytes > (64u << 20) ? (64u << 20) : log_bytes;
 	hh->lane_records = log_bytes / hh->nlanes / sizeof(struct heap_record);
 	if (hh->lane_records < 32)
 		hh->lane_records = 32;

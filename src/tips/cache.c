@@ -155,13 +155,17 @@ struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *va
 	return e;
 }
 
-void cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
+unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
 {
+	/* Threads reserve in batches so that writers do not all update one counter; a
+	 * batch is small against the capacity, so unused reservations cannot starve. */
+	uint64_t batch = c->capacity / 256;
+	batch = batch < 1 ? 1 : batch > 64 ? 64 : batch;
 	uint64_t n = atomic_load_explicit(&c->live, memory_order_relaxed);
 	for (;;) {
-		if (n < c->capacity) {
-			if (atomic_compare_exchange_weak(&c->live, &n, n + 1))
-				return;
+		if (n + batch <= c->capacity) {
+			if (atomic_compare_exchange_weak(&c->live, &n, n + batch))
+				return (unsigned)batch;
 			continue;
 		}
 		/* Full: ask gc to sweep and replay to apply, then wait for room. */
@@ -172,7 +176,7 @@ void cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
 		pthread_mutex_unlock(&c->mu);
 		wake(arg);
 		pthread_mutex_lock(&c->mu);
-		while (atomic_load(&c->live) >= c->capacity && !c->stop)
+		while (atomic_load(&c->live) + batch > c->capacity && !c->stop)
 			pthread_cond_wait(&c->room_cv, &c->mu);
 		c->waiting--;
 		pthread_mutex_unlock(&c->mu);
@@ -180,10 +184,14 @@ void cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
 	}
 }
 
-void cache_entry_discard(struct cache *c, struct cache_entry *e)
+void cache_unreserve(struct cache *c, unsigned n)
 {
-	free(e);
-	atomic_fetch_sub(&c->live, 1);
+	if (!c || !n)
+		return;
+	atomic_fetch_sub(&c->live, n);
+	pthread_mutex_lock(&c->mu);
+	pthread_cond_broadcast(&c->room_cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 uint64_t cache_bucket_stamp(struct cache_bucket *b, uint64_t *log_last)
@@ -363,8 +371,8 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	struct cache *c = calloc(1, sizeof(*c));
 	if (!c)
 		return tips_set_error(TIPS_ENOMEM, "cache: out of DRAM");
-	uint64_t nb = 1024;
-	while (nb < capacity / 2)
+	uint64_t nb = 1024; /* as many buckets as entries: a miss reads about one entry */
+	while (nb < capacity)
 		nb <<= 1;
 	c->buckets = calloc(nb, sizeof(*c->buckets));
 	if (!c->buckets) {

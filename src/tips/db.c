@@ -38,6 +38,7 @@ struct thread_ctx {
 	uint64_t db_id;
 	struct tips_db *db;           /* NULL once the db closed (under ctx_lock) */
 	struct olog *log;             /* this thread's OLog slot, or NULL */
+	unsigned cache_credit;        /* cache entries reserved and not used yet */
 	struct thread_counters c;
 	struct thread_ctx *next_in_db;
 	struct thread_ctx *next_in_thread;
@@ -46,7 +47,7 @@ struct thread_ctx {
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t ctx_key;
 static pthread_once_t ctx_key_once = PTHREAD_ONCE_INIT;
-static _Thread_local struct thread_ctx *thread_ctxs;
+static _Thread_local struct thread_ctx *thread_ctxs __attribute__((tls_model("initial-exec")));
 static _Atomic uint64_t next_db_id = 1;
 
 static void counters_add(struct thread_counters *to, const struct thread_counters *from)
@@ -65,6 +66,8 @@ static void ctx_detach(struct thread_ctx *ctx)
 	if (!db)
 		return;
 	counters_add(&db->retired, &ctx->c);
+	cache_unreserve(db->cache, ctx->cache_credit);
+	ctx->cache_credit = 0;
 	if (ctx->log) {
 		pthread_mutex_lock(&db->ologs.lock);
 		ctx->log->in_use = false;
@@ -212,12 +215,11 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		ctx->log = olog_take(db, ctx);
 	uint64_t size = olog_record_size(klen, vlen);
 	olog_wait_room(db, ctx, size);
-	cache_reserve(db->cache, wake_persist, db);
+	if (!ctx->cache_credit)
+		ctx->cache_credit = cache_reserve(db->cache, wake_persist, db);
 	struct cache_entry *e = cache_entry_new(key, klen, val, vlen, op == OLOG_OP_DELETE);
-	if (!e) {
-		cache_entry_discard(db->cache, NULL);
+	if (!e)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a cache entry");
-	}
 	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	cache_bucket_lock(b);
 	if (op != OLOG_OP_PUT) {
@@ -229,10 +231,11 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 					    op == OLOG_OP_UPDATE ? "tips_update" : "tips_delete");
 		if (rc) {
 			cache_bucket_unlock(b);
-			cache_entry_discard(db->cache, e);
+			free(e);
 			return rc;
 		}
 	}
+	ctx->cache_credit--;
 	e->ts = cache_bucket_stamp(b, &ctx->log->last_ts);
 	olog_append(ctx->log, op, e->ts, key, klen, val, vlen, (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);
@@ -590,10 +593,11 @@ static int volatile_state_init(struct tips_db *db)
 	rc = cache_new(entries < 1024 ? 1024 : entries, db->cfg.chain_bound, &db->cache);
 	if (rc)
 		return rc;
-	/* A worker may add this many MLog records in one epoch: an eighth of its lane log,
-	 * so an index doing a few allocations per operation stays far from full. */
+	/* A worker applies at most a quarter of its lane log's records in one epoch, and
+	 * reclamation starts once a lane is half full: an index doing up to two allocations
+	 * or frees per operation never fills a lane within an epoch. */
 	uint64_t lane = heap_lane_room(db->heap);
-	db->epoch_records_per_worker = lane / 8 ? lane / 8 : 1;
+	db->epoch_records_per_worker = lane / 4 ? lane / 4 : 1;
 	db->lane_capacity = lane / 2;
 	return replay_workers_start(db);
 }

@@ -54,13 +54,13 @@ void cache_bucket_lock(struct cache_bucket *b);
 void cache_bucket_unlock(struct cache_bucket *b);
 /* Newest entry for the key in @b or NULL; caller holds the lock or an RCU read lock. */
 struct cache_entry *cache_find(struct cache_bucket *b, const void *key, size_t klen);
-/* Blocks until the cache holds fewer entries than its capacity; then counts one more.
- * @wake is called (without locks) when the caller has to wait. */
-void cache_reserve(struct cache *c, void (*wake)(void *), void *arg);
+/* Blocks until the cache has room for a batch of entries, counts them as live and
+ * returns the batch size; @wake is called (without locks) when the caller has to wait.
+ * A thread keeps its batch as credit and gives back what it did not use. */
+unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg);
+void cache_unreserve(struct cache *c, unsigned n);
 struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
 				    size_t vlen, bool tombstone);
-/* Drops an entry that was reserved but never published. */
-void cache_entry_discard(struct cache *c, struct cache_entry *e);
 /* The next commit stamp: above the clock, the bucket's last stamp and *@log_last (the
  * writer's OLog's last), so both a key's writes and an OLog are in stamp order.
  * Bucket lock held; updates both. */

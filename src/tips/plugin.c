@@ -13,7 +13,7 @@
 #include "tips/framework.h"
 #include "util/errors_internal.h"
 
-static _Thread_local struct tips_db *current;
+static _Thread_local struct tips_db *current __attribute__((tls_model("initial-exec")));
 
 void fw_set_current(struct tips_db *db)
 {
