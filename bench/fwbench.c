@@ -57,6 +57,7 @@ struct sample {
 	double fences_all;           /* per write, all threads (background included) */
 	double hit_ratio, workers_avg;
 	uint64_t reclamations;
+	double close_ms, reopen_ms;  /* tips side, after the phases (in the load sample) */
 };
 
 struct run {
@@ -258,7 +259,30 @@ static int run_side(const struct options *o, int side, struct sample out[NPHASES
 	for (int p = 0; p < NPHASES && rc == 0; p++)
 		rc = run_phase(&r, p, &out[p]);
 	if (r.db) {
+		/* Clean close, then reopen: a clean pool replays nothing. */
+		struct timespec t0, t1, t2;
+		struct tips_config cfg;
+		tips_config_init(&cfg);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		tips_close(&r.db);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (rc == 0 && tips_open(path, &cfg, r.ops, &r.db) == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &t2);
+			out[PHASE_LOAD].close_ms = secs(&t0, &t1) * 1e3;
+			out[PHASE_LOAD].reopen_ms = secs(&t1, &t2) * 1e3;
+			unsigned char k[8];
+			uint64_t v;
+			size_t vlen;
+			key_bytes(o->keys - 1, k);
+			if (tips_lookup(r.db, k, 8, &v, 8, &vlen)) {
+				fprintf(stderr, "tips-fwbench: after reopen the last key is missing\n");
+				rc = -1;
+			}
+			tips_close(&r.db);
+		} else if (rc == 0) {
+			fprintf(stderr, "tips-fwbench: reopen: %s\n", tips_errormsg());
+			rc = -1;
+		}
 		unlink(path);
 	} else if (r.index) {
 		/* The volatile original: its memory goes with the process; release the
@@ -371,8 +395,18 @@ int main(int argc, char **argv)
 				MED(t, fences_all), MED(t, hit_ratio), MED(t, workers_avg), recl);
 		}
 	}
+	double cl[MAX_REPEAT], ro[MAX_REPEAT];
+	for (unsigned i = 0; i < o.repeat; i++) {
+		cl[i] = samples[SIDE_TIPS][i][PHASE_LOAD].close_ms;
+		ro[i] = samples[SIDE_TIPS][i][PHASE_LOAD].reopen_ms;
+	}
+	qsort(cl, o.repeat, sizeof(double), cmp_double);
+	qsort(ro, o.repeat, sizeof(double), cmp_double);
+	printf("tips-%s clean close %.1f ms, reopen %.1f ms (medians; %llu keys)\n", o.index,
+	       cl[o.repeat / 2], ro[o.repeat / 2], (unsigned long long)o.keys);
 	if (json) {
-		fprintf(json, "}}\n");
+		fprintf(json, "},\"close_ms\":%.2f,\"reopen_ms\":%.2f}\n", cl[o.repeat / 2],
+			ro[o.repeat / 2]);
 		fclose(json);
 	}
 	return EXIT_OK;

@@ -1033,9 +1033,12 @@ void heap_flush_logged_blocks(struct tips_heap *h)
 	const struct heap_record *r;
 	struct record_iter it;
 	struct line_filter f = { { 0, 0 } };
-	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));)
+	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
 		if (REC_TYPE(r->tag) == REC_ALLOC_LOGGED)
 			flush_record_effects(h, r, true, &f);
+		else if (REC_TYPE(r->tag) == REC_FREE_LOGGED) /* written without a flush */
+			pm_flush(r, sizeof(*r));
+	}
 	lanes_unlock_all(h);
 	pm_drain();
 }

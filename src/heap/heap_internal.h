@@ -21,7 +21,9 @@ int heap_open(void *base, size_t size, void *slots_start, void *slots_end,
 int heap_close(struct tips_heap *heap, int crashed);
 
 /* Persists the contents of every block allocated by tips_heap_alloc_logged() since the
- * last checkpoint, without committing anything (step 1 of UNO reclamation). */
+ * last checkpoint, and every record of tips_heap_free_logged() (written unflushed),
+ * without committing anything: step 1 of UNO reclamation, after which a crash must
+ * still find every free to apply. */
 void heap_flush_logged_blocks(struct tips_heap *heap);
 /* Records still free in the calling thread's lane log. */
 uint64_t heap_lane_room(struct tips_heap *heap);

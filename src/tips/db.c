@@ -694,6 +694,9 @@ int tips_open(const char *path, const struct tips_config *config,
 	    !ops->walk)
 		return tips_set_error(TIPS_EINVAL, "tips_open: path, a complete ops table and "
 				      "an out pointer are required");
+	if (strncmp(ops->name, "dram-", 5) == 0)
+		return tips_set_error(TIPS_EINVAL, "tips_open: %s is a volatile index (it "
+				      "allocates with malloc); use its tips- build", ops->name);
 	if (strlen(ops->name) >= FW_NAME_MAX)
 		return tips_set_error(TIPS_EINVAL, "tips_open: index name longer than %u bytes",
 				      FW_NAME_MAX - 1);

@@ -1,0 +1,1376 @@
+/*
+ * crashtest.c - tips-crashtest: crash campaigns against a TIPS index through the facade.
+ *
+ *   tips-crashtest --index NAME --pool PATH --crashes N --mode sigkill|sim
+ *                  [--evict P] [--seed S] [--keys K] [--ops M] [--threads T]
+ *                  [--pool-size BYTES] [--recovery-crash-share F] [--fresh] [--verbose]
+ *
+ * The claim under test (TIPS §3.1, §4.4): every write the facade acknowledged survives
+ * any crash, a write in flight at the crash is either wholly applied or not at all, no
+ * value appears that was never written, and the heap neither leaks nor doubly owns a
+ * block once recovery is done.
+ *
+ * How. A child process opens the pool and runs a mixed workload (30% insert, 30%
+ * update, 20% put, 20% delete) over 8-byte big-endian keys in [0, K), in T writer
+ * threads; thread t only touches keys with key % T == t, so each key's operations are
+ * sequential and each key has at most one operation in flight. Before each call the
+ * thread writes an "intent" message (thread, op, key, value) to a pipe, after it an
+ * "ack" (thread, rc); each message is one write() of a small struct, which a pipe keeps
+ * whole. Values are unique and self-describing: 8 bytes (key << 32 | seq) or, one write
+ * in four, 24 bytes (key, seq, checksum), so updates change the value's length and the
+ * hash index replaces nodes (allocation and deferred free). seq is unique over the whole
+ * campaign, so a value names the one intent that wrote it.
+ *
+ * The parent keeps a model of each key: the last acknowledged state, plus the in-flight
+ * operation of the key's thread. It crashes the child:
+ *   sigkill  after a number of acks drawn from [1, M], SIGKILL (process crash: what was
+ *            stored to the shared mapping survives, unflushed or not);
+ *   sim      the child opens the pool on TIPS_MEDIA_SIM armed to lose power at persist
+ *            event k, k from [1, E], E the events of a whole run (measured by a
+ *            calibration run first, then the maximum of every run that finished); the
+ *            file then holds only what was flushed and fenced, plus a share --evict of
+ *            the dirty lines. A run that finishes before event k counts as a run, not a
+ *            crash; the campaign goes on until N crashes happened (at most 10N+10 runs).
+ * With probability --recovery-crash-share the recovery is crashed too: a child opens
+ * the pool (sim: armed at an event in [1, events of a recovery], 2000 until one was
+ * measured; sigkill: killed after 0-20 ms).
+ *
+ * Then a verifier child opens the pool normally (its open time is the recovery time)
+ * and, before anything else, compares the heap's allocated blocks (tips_heap_walk) with
+ * the blocks the database owns (tips_db_walk) and runs tips_heap_check; then it looks up
+ * every key and scans the whole index. The parent classifies each key:
+ *   lost         the state is neither the acknowledged one nor the in-flight operation's
+ *                result, but is a value once written for the key, or absent (an
+ *                acknowledged write or delete was undone, or an older value came back);
+ *                also a key present by lookup that the scan does not return;
+ *   phantom      a value never written for that key (bad length, key, checksum, or a
+ *                seq no intent of this key used), a key outside [0, K) or a value that
+ *                differs from the lookup in the scan;
+ *   leaked       an allocated block the database does not own;
+ *   double_free  an owned block the heap holds free, a block owned twice, and every
+ *                error tips_heap_check reports.
+ * A leaked block stays leaked, so the parent remembers the blocks it counted and each
+ * one counts once, at the first check that finds it (likewise an owned free block).
+ * The model then takes the state found (the in-flight operation is resolved) and the
+ * pool, closed by the verifier, goes on to the next run: state accumulates over the
+ * campaign. The acknowledgements of a run are checked too: an insert acknowledged 0
+ * on a key the model holds present is a lost key, and so on.
+ *
+ * The parent never opens the pool: every open happens in a forked child, so no child
+ * inherits an open pool, a mapping or a background thread. Results come back through
+ * the message pipe and a shared anonymous mapping made before the first fork.
+ *
+ * Output: details of each violation on stderr (crash number, key, expected, found),
+ * the seed on stderr, and one line on stdout:
+ *   crashes=N lost=L phantom=P leaked=X double_free=D max_recovery_ms=R
+ * Exit codes: 0 every count is zero (and N crashes happened); 1 a violation, a child
+ * that failed, or fewer crashes than asked; 2 usage error (PATH exists without --fresh).
+ * On success the pool file is removed; on failure it is kept for inspection.
+ * Uses only the public API (tips/tips.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tips/tips.h>
+
+enum { EXIT_OK = 0, EXIT_VIOLATION = 1, EXIT_USAGE = 2 };
+
+/* Exit codes of the children (besides the SIM power failure's). */
+enum {
+	CHILD_OK = 0,
+	CHILD_OPEN_FAILED = 3,
+	CHILD_OP_FAILED = 4,
+	CHILD_CLOSE_FAILED = 5,
+	CHILD_NO_THREAD = 6,
+	CHILD_PIPE_FAILED = 7,
+	CHILD_CHECK_FAILED = 8,
+};
+
+#define CRASH_EXIT 86               /* sim_crash_exit_code of every armed pool */
+#define SMALL_VALUE 8u              /* key << 32 | seq */
+#define LARGE_VALUE 24u             /* key, seq, checksum */
+#define VAL_MAX 32u                 /* bytes of a value the model and the verifier keep */
+#define DEFAULT_RECOVERY_EVENTS 2000u
+#define MAX_DETAILS 20u             /* detail lines per verification, then a count */
+#define MAX_THREADS 64u
+#define MAX_NEW_BLOCKS 1024u        /* newly bad blocks one verification hands back */
+
+/* ---- options ------------------------------------------------------------------------ */
+
+struct options {
+	const char *index_name;
+	const char *pool;
+	uint64_t crashes;
+	bool sim;
+	double evict;
+	uint64_t seed;
+	uint64_t keys;
+	uint64_t ops;
+	unsigned threads;
+	uint64_t pool_size;
+	double recovery_share;
+	bool fresh;
+	bool verbose;
+};
+
+static const char usage_text[] =
+	"usage: tips-crashtest --index NAME --pool PATH --crashes N --mode sigkill|sim\n"
+	"                      [--evict P] [--seed S] [--keys K] [--ops M] [--threads T]\n"
+	"                      [--pool-size BYTES] [--recovery-crash-share F] [--fresh]\n"
+	"                      [--verbose]\n"
+	"\n"
+	"  Crashes a child running a mixed workload on index NAME (e.g. tips-hash) N times,\n"
+	"  recovers and checks every key against a model of the acknowledged writes, and\n"
+	"  the heap against the blocks the index owns.\n"
+	"  --mode sigkill         SIGKILL after a random number of acknowledged writes\n"
+	"  --mode sim             simulated power failure at a random persist event\n"
+	"  --evict P              sim: share of dirty unflushed lines written back (0.5)\n"
+	"  --seed S               PRNG seed (default: from the clock; printed)\n"
+	"  --keys K               keys 0..K-1 (2000)\n"
+	"  --ops M                operations per child run (3000)\n"
+	"  --threads T            writer threads in the child (2)\n"
+	"  --pool-size BYTES      pool size, K/M/G suffixes allowed (64M)\n"
+	"  --recovery-crash-share F  share of crashes whose recovery is crashed too (0.25)\n"
+	"  --fresh                remove PATH first if it exists (else it must not exist)\n"
+	"  --verbose              one line per run on stderr\n"
+	"\n"
+	"  prints: crashes=N lost=L phantom=P leaked=X double_free=D max_recovery_ms=R\n"
+	"  exit codes: 0 no violation, 1 violations or failure, 2 usage error\n";
+
+static int usage(int code)
+{
+	fputs(usage_text, code ? stderr : stdout);
+	return code;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* A number with an optional K, M, G or T suffix (powers of 1024). */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return false;
+	unsigned shift = 0;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	case 't': case 'T': shift = 40; break;
+	default: return false;
+	}
+	if (*end && end[1])
+		return false;
+	if (shift && v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+static bool parse_share(const char *s, double *out)
+{
+	char *end;
+	if (!s || !*s)
+		return false;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || !(v >= 0.0 && v <= 1.0))
+		return false;
+	*out = v;
+	return true;
+}
+
+#define PARSE_HELP (-1) /* parse_options(): --help was printed, exit 0 */
+
+/* Fills @o from the command line: 0, PARSE_HELP, or EXIT_USAGE (message printed). */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->evict = 0.5;
+	o->keys = 2000;
+	o->ops = 3000;
+	o->threads = 2;
+	o->pool_size = 64ull << 20;
+	o->recovery_share = 0.25;
+	bool have_seed = false, have_mode = false, have_crashes = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage(EXIT_OK);
+			return PARSE_HELP;
+		}
+		if (strcmp(a, "--fresh") == 0) {
+			o->fresh = true;
+			continue;
+		}
+		if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
+			o->verbose = true;
+			continue;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "tips-crashtest: option '%s' needs a value or is unknown\n", a);
+			return EXIT_USAGE;
+		}
+		const char *v = argv[++i];
+		uint64_t n;
+		bool ok = true;
+		if (strcmp(a, "--index") == 0)
+			o->index_name = v;
+		else if (strcmp(a, "--pool") == 0)
+			o->pool = v;
+		else if (strcmp(a, "--crashes") == 0)
+			ok = have_crashes = parse_u64(v, &o->crashes);
+		else if (strcmp(a, "--mode") == 0) {
+			have_mode = true;
+			if (strcmp(v, "sim") == 0)
+				o->sim = true;
+			else if (strcmp(v, "sigkill") != 0)
+				ok = false;
+		} else if (strcmp(a, "--evict") == 0)
+			ok = parse_share(v, &o->evict);
+		else if (strcmp(a, "--seed") == 0)
+			ok = have_seed = parse_u64(v, &o->seed);
+		else if (strcmp(a, "--keys") == 0)
+			ok = parse_u64(v, &o->keys);
+		else if (strcmp(a, "--ops") == 0)
+			ok = parse_u64(v, &o->ops);
+		else if (strcmp(a, "--threads") == 0) {
+			ok = parse_u64(v, &n) && n >= 1 && n <= MAX_THREADS;
+			o->threads = (unsigned)n;
+		} else if (strcmp(a, "--pool-size") == 0)
+			ok = parse_size(v, &o->pool_size);
+		else if (strcmp(a, "--recovery-crash-share") == 0)
+			ok = parse_share(v, &o->recovery_share);
+		else {
+			fprintf(stderr, "tips-crashtest: unknown option '%s'\n", a);
+			return usage(EXIT_USAGE);
+		}
+		if (!ok) {
+			fprintf(stderr, "tips-crashtest: bad value '%s' for %s\n", v, a);
+			return EXIT_USAGE;
+		}
+	}
+	if (!o->index_name || !o->pool || !have_crashes || !have_mode) {
+		fprintf(stderr, "tips-crashtest: --index, --pool, --crashes and --mode are "
+			"required\n");
+		return usage(EXIT_USAGE);
+	}
+	if (o->crashes == 0 || o->ops == 0 || o->keys < o->threads || o->keys > (1ull << 31)) {
+		fprintf(stderr, "tips-crashtest: need --crashes >= 1, --ops >= 1 and "
+			"--threads <= --keys <= 2^31\n");
+		return EXIT_USAGE;
+	}
+	if (!have_seed) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		o->seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^
+			  ((uint64_t)getpid() << 32);
+	}
+	return 0;
+}
+
+/* ---- values, PRNG, time ------------------------------------------------------------- */
+
+/* splitmix64: a small deterministic generator; the whole campaign follows --seed. */
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+	return n ? rng_next(s) % n : 0;
+}
+
+static double rng_unit(uint64_t *s)
+{
+	return (double)(rng_next(s) >> 11) / (double)(1ull << 53);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void key_encode(uint64_t key, unsigned char out[8])
+{
+	for (int i = 7; i >= 0; i--, key >>= 8)
+		out[i] = (unsigned char)key;
+}
+
+static uint64_t key_decode(const unsigned char in[8])
+{
+	uint64_t k = 0;
+	for (int i = 0; i < 8; i++)
+		k = k << 8 | in[i];
+	return k;
+}
+
+static uint64_t value_checksum(uint64_t key, uint64_t seq)
+{
+	uint64_t s = key * 0x2545f4914f6cdd1dull ^ seq;
+	return rng_next(&s);
+}
+
+/* The value of the write with sequence number @seq to @key, @vlen 8 or 24 bytes. */
+static void value_make(uint64_t key, uint64_t seq, uint32_t vlen, unsigned char *out)
+{
+	if (vlen == SMALL_VALUE) {
+		uint64_t w = key << 32 | seq;
+		memcpy(out, &w, 8);
+	} else {
+		uint64_t w[3] = { key, seq, value_checksum(key, seq) };
+		memcpy(out, w, sizeof(w));
+	}
+}
+
+/* Decodes a value found for @key: its seq if it is well formed for @key, else false. */
+static bool value_decode(uint64_t key, const unsigned char *val, uint32_t vlen, uint64_t *seq)
+{
+	if (vlen == SMALL_VALUE) {
+		uint64_t w;
+		memcpy(&w, val, 8);
+		*seq = w & 0xffffffffull;
+		return w >> 32 == key;
+	}
+	if (vlen == LARGE_VALUE) {
+		uint64_t w[3];
+		memcpy(w, val, sizeof(w));
+		*seq = w[1];
+		return w[0] == key && w[1] <= 0xffffffffull && w[2] == value_checksum(key, w[1]);
+	}
+	return false;
+}
+
+/* ---- messages from a child ---------------------------------------------------------- */
+
+enum op_kind { OP_INSERT = 0, OP_UPDATE = 1, OP_PUT = 2, OP_DELETE = 3 };
+static const char *const op_names[] = { "insert", "update", "put", "delete" };
+
+enum msg_kind { MSG_INTENT = 1, MSG_ACK = 2, MSG_DONE = 3 };
+
+/* One message: one write() of 40 bytes, far below PIPE_BUF, so it arrives whole. */
+struct msg {
+	uint32_t kind;
+	uint32_t thread;
+	uint32_t op;   /* INTENT: enum op_kind */
+	int32_t rc;    /* ACK: what the facade returned */
+	uint64_t key;  /* INTENT; DONE: reclamations during the run (before close) */
+	uint64_t seq;  /* INTENT: the value's sequence number; DONE: persist events */
+	uint32_t vlen; /* INTENT: 8 or 24 (0 for a delete) */
+	uint32_t pad;
+};
+
+static void msg_send(int fd, const struct msg *m)
+{
+	ssize_t n;
+	do
+		n = write(fd, m, sizeof(*m));
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(*m))
+		_exit(CHILD_PIPE_FAILED);
+}
+
+/* ---- what the children report through shared memory --------------------------------- */
+
+/* One key as the verifier found it. */
+struct found_key {
+	int32_t rc;            /* 0 present, TIPS_ENOTFOUND absent, another code: failed */
+	uint32_t vlen;         /* full length of the value */
+	unsigned char val[VAL_MAX]; /* its first VAL_MAX bytes */
+};
+
+/* Shared between the parent and its children (MAP_SHARED, made before any fork). */
+struct shared {
+	/* Written by a recovery child once its open returned (sim: persist events). */
+	uint64_t recovery_events;
+	/* Written by the verifier. */
+	int32_t open_rc;
+	double open_ms, stats_recovery_ms;
+	int recovered;
+	uint64_t leaked, double_free;
+	uint64_t scan_phantom, scan_lost;
+	uint64_t heap_blocks, owned_blocks;
+	/* Blocks found bad for the first time (the parent remembers them, so a leak that
+	 * persists is counted once, at the check that found it). */
+	uint32_t n_new_leaks, n_new_unowned_free;
+	uint64_t new_leaks[MAX_NEW_BLOCKS];
+	uint64_t new_unowned_free[MAX_NEW_BLOCKS]; /* owned by the db, free in the heap */
+	struct found_key found[]; /* [keys] */
+};
+
+/* ---- the workload child -------------------------------------------------------------- */
+
+struct worker {
+	struct tips_db *db;
+	int fd;
+	unsigned t, nthreads;
+	uint64_t keys, nops, seq_base, rng;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t mine = (w->keys - w->t + w->nthreads - 1) / w->nthreads; /* keys % T == t */
+	for (uint64_t j = 0; j < w->nops; j++) {
+		uint64_t key = w->t + w->nthreads * rng_below(&w->rng, mine);
+		uint64_t r = rng_below(&w->rng, 100);
+		unsigned op = r < 30 ? OP_INSERT : r < 60 ? OP_UPDATE : r < 80 ? OP_PUT : OP_DELETE;
+		uint32_t vlen = op == OP_DELETE ? 0
+				: rng_below(&w->rng, 4) == 0 ? LARGE_VALUE : SMALL_VALUE;
+		uint64_t seq = w->seq_base + j * w->nthreads + w->t;
+		unsigned char k[8], v[LARGE_VALUE];
+		key_encode(key, k);
+		if (vlen)
+			value_make(key, seq, vlen, v);
+		struct msg m = { .kind = MSG_INTENT, .thread = w->t, .op = op, .key = key,
+				 .seq = seq, .vlen = vlen };
+		msg_send(w->fd, &m);
+		int rc;
+		switch (op) {
+		case OP_INSERT: rc = tips_insert(w->db, k, 8, v, vlen); break;
+		case OP_UPDATE: rc = tips_update(w->db, k, 8, v, vlen); break;
+		case OP_PUT: rc = tips_put(w->db, k, 8, v, vlen); break;
+		default: rc = tips_delete(w->db, k, 8); break;
+		}
+		struct msg a = { .kind = MSG_ACK, .thread = w->t, .rc = rc };
+		msg_send(w->fd, &a);
+		if (rc != 0 && rc != TIPS_EKEYEXISTS && rc != TIPS_ENOTFOUND) {
+			fprintf(stderr, "tips-crashtest: child: %s of key %llu: %s (%s)\n",
+				op_names[op], (unsigned long long)key, tips_strerror(rc),
+				tips_errormsg());
+			_exit(CHILD_OP_FAILED);
+		}
+	}
+	return NULL;
+}
+
+static void config_for(const struct options *o, struct tips_config *cfg,
+		       const struct tips_pool_options *popts)
+{
+	tips_config_init(cfg);
+	cfg->pool_size = o->pool_size;
+	cfg->expected_keys = o->keys;
+	cfg->pool = popts;
+}
+
+static void sim_options(struct tips_pool_options *p, uint64_t crash_at, double evict,
+			uint64_t seed)
+{
+	tips_pool_options_init(p);
+	p->media = TIPS_MEDIA_SIM;
+	p->sim_crash_at = crash_at;
+	p->sim_evict = evict;
+	p->sim_seed = seed;
+	p->sim_crash_exit_code = CRASH_EXIT;
+}
+
+/* Runs the workload; never returns. SIM media when @sim (armed at @crash_at, 0: never). */
+static void child_workload(const struct options *o, const struct tips_index_ops *ops, int fd,
+			   bool sim, uint64_t crash_at, uint64_t sim_seed, uint64_t seq_base,
+			   uint64_t rng_seed)
+{
+	struct tips_pool_options popts;
+	sim_options(&popts, crash_at, o->evict, sim_seed);
+	struct tips_config cfg;
+	config_for(o, &cfg, sim ? &popts : NULL);
+	struct tips_db *db;
+	int rc = tips_open(o->pool, &cfg, ops, &db);
+	if (rc) {
+		fprintf(stderr, "tips-crashtest: child: open %s: %s (%s)\n", o->pool,
+			tips_strerror(rc), tips_errormsg());
+		_exit(CHILD_OPEN_FAILED);
+	}
+	struct worker w[MAX_THREADS];
+	pthread_t tid[MAX_THREADS];
+	for (unsigned t = 0; t < o->threads; t++) {
+		w[t] = (struct worker){ db, fd, t, o->threads, o->keys,
+					o->ops / o->threads + (t < o->ops % o->threads), seq_base,
+					rng_seed ^ (0x100000001b3ull * (t + 1)) };
+		if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0)
+			_exit(CHILD_NO_THREAD);
+	}
+	for (unsigned t = 0; t < o->threads; t++)
+		pthread_join(tid[t], NULL);
+	struct tips_stats st;
+	tips_stats(db, &st);
+	if (tips_close(&db) != 0)
+		_exit(CHILD_CLOSE_FAILED);
+	struct msg d = { .kind = MSG_DONE, .key = st.reclamations,
+			 .seq = tips_pm_persist_events() };
+	msg_send(fd, &d);
+	_exit(CHILD_OK);
+}
+
+/* Creates the pool and the index; never returns. */
+static void child_create(const struct options *o, const struct tips_index_ops *ops)
+{
+	struct tips_config cfg;
+	config_for(o, &cfg, NULL);
+	cfg.flags = TIPS_CREATE;
+	struct tips_db *db;
+	int rc = tips_open(o->pool, &cfg, ops, &db);
+	if (rc) {
+		fprintf(stderr, "tips-crashtest: create %s: %s (%s)\n", o->pool, tips_strerror(rc),
+			tips_errormsg());
+		_exit(CHILD_OPEN_FAILED);
+	}
+	_exit(tips_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+}
+
+/* A recovery that is crashed (sim: armed at @crash_at); never returns. */
+static void child_recovery(const struct options *o, const struct tips_index_ops *ops,
+			   struct shared *sh, uint64_t crash_at, uint64_t sim_seed)
+{
+	struct tips_pool_options popts;
+	sim_options(&popts, crash_at, o->evict, sim_seed);
+	struct tips_config cfg;
+	config_for(o, &cfg, o->sim ? &popts : NULL);
+	struct tips_db *db;
+	int rc = tips_open(o->pool, &cfg, ops, &db);
+	if (rc) {
+		fprintf(stderr, "tips-crashtest: recovery child: open %s: %s (%s)\n", o->pool,
+			tips_strerror(rc), tips_errormsg());
+		_exit(CHILD_OPEN_FAILED);
+	}
+	sh->recovery_events = tips_pm_persist_events();
+	_exit(tips_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+}
+
+/* ---- the verifier child ---------------------------------------------------------------- */
+
+struct addr_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void addr_push(struct addr_list *l, uint64_t a)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 4096;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!l->v)
+			_exit(CHILD_CHECK_FAILED);
+	}
+	l->v[l->n++] = a;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+struct heap_blocks {
+	struct addr_list addr;
+	struct addr_list size; /* parallel to addr (walk order = address order) */
+};
+
+static int collect_heap_block(const struct tips_heap_block *b, void *arg)
+{
+	struct heap_blocks *hb = arg;
+	addr_push(&hb->addr, (uint64_t)b->ptr);
+	addr_push(&hb->size, b->size);
+	return 0;
+}
+
+static int collect_owned_block(const void *block, void *arg)
+{
+	addr_push(arg, (uint64_t)block);
+	return 0;
+}
+
+static bool addr_find(const struct addr_list *l, uint64_t a, size_t *at)
+{
+	size_t lo = 0, hi = l->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (l->v[mid] < a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*at = lo;
+	return lo < l->n && l->v[lo] == a;
+}
+
+/* Blocks already reported bad at an earlier check (sorted; inherited through fork). */
+struct known_bad {
+	struct addr_list leaks, free_owned;
+};
+
+/* Heap blocks against owned blocks, then tips_heap_check; counts into @sh. A block in
+ * @known was counted by an earlier check and is not counted again. */
+static void check_ownership(struct tips_db *db, struct shared *sh, uint64_t crash,
+			    const struct known_bad *known)
+{
+	struct tips_heap *heap = tips_pool_heap(tips_db_pool(db));
+	struct heap_blocks hb = { 0 };
+	struct addr_list owned = { 0 };
+	int rc = tips_heap_walk(heap, collect_heap_block, &hb);
+	int rc2 = tips_db_walk(db, collect_owned_block, &owned);
+	if (rc || rc2) {
+		fprintf(stderr, "crash %llu: heap walk %d, database walk %d (%s)\n",
+			(unsigned long long)crash, rc, rc2, tips_errormsg());
+		_exit(CHILD_CHECK_FAILED);
+	}
+	sh->heap_blocks = hb.addr.n;
+	sh->owned_blocks = owned.n;
+	/* The heap walk promises address order (the lookups below depend on it). */
+	for (size_t i = 1; i < hb.addr.n; i++)
+		if (hb.addr.v[i - 1] >= hb.addr.v[i]) {
+			fprintf(stderr, "crash %llu: heap walk not in address order at %#llx\n",
+				(unsigned long long)crash, (unsigned long long)hb.addr.v[i]);
+			sh->double_free++;
+		}
+	qsort(owned.v, owned.n, sizeof(*owned.v), cmp_u64);
+	unsigned char *used = calloc(hb.addr.n + 1, 1);
+	if (!used)
+		_exit(CHILD_CHECK_FAILED);
+	unsigned details = 0;
+	for (size_t i = 0; i < owned.n; i++) {
+		size_t at;
+		if (i > 0 && owned.v[i] == owned.v[i - 1]) {
+			if (details++ < MAX_DETAILS)
+				fprintf(stderr, "crash %llu: double_free: block %#llx owned twice by "
+					"the database\n", (unsigned long long)crash,
+					(unsigned long long)owned.v[i]);
+			sh->double_free++;
+		} else if (!addr_find(&hb.addr, owned.v[i], &at)) {
+			size_t k;
+			if (addr_find(&known->free_owned, owned.v[i], &k))
+				continue;
+			if (details++ < MAX_DETAILS)
+				fprintf(stderr, "crash %llu: double_free: block %#llx owned by the "
+					"database is free in the heap\n", (unsigned long long)crash,
+					(unsigned long long)owned.v[i]);
+			sh->double_free++;
+			if (sh->n_new_unowned_free < MAX_NEW_BLOCKS)
+				sh->new_unowned_free[sh->n_new_unowned_free++] = owned.v[i];
+		} else {
+			used[at] = 1;
+		}
+	}
+	for (size_t i = 0; i < hb.addr.n; i++) {
+		size_t k;
+		if (used[i] || addr_find(&known->leaks, hb.addr.v[i], &k))
+			continue;
+		if (sh->n_new_leaks < MAX_NEW_BLOCKS)
+			sh->new_leaks[sh->n_new_leaks++] = hb.addr.v[i];
+		if (details++ < MAX_DETAILS)
+			fprintf(stderr, "crash %llu: leaked: block %#llx (%llu bytes) allocated, "
+				"owned by nobody\n", (unsigned long long)crash,
+				(unsigned long long)hb.addr.v[i], (unsigned long long)hb.size.v[i]);
+		sh->leaked++;
+	}
+	if (details > MAX_DETAILS)
+		fprintf(stderr, "crash %llu: ... %u more ownership violation(s)\n",
+			(unsigned long long)crash, details - MAX_DETAILS);
+	struct tips_heap_report rep;
+	memset(&rep, 0, sizeof(rep));
+	if (tips_heap_check(heap, &rep) != 0 || rep.errors) {
+		fprintf(stderr, "crash %llu: double_free: tips_heap_check found %llu error(s), "
+			"first: %s\n", (unsigned long long)crash, (unsigned long long)rep.errors,
+			rep.first_error);
+		sh->double_free += rep.errors ? rep.errors : 1;
+	}
+	free(used);
+	free(hb.addr.v);
+	free(hb.size.v);
+	free(owned.v);
+}
+
+struct scan_state {
+	struct shared *sh;
+	uint64_t keys, crash, seen;
+	unsigned char *returned; /* [keys] */
+	unsigned details;
+};
+
+static int scan_visit(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	struct scan_state *s = arg;
+	s->seen++;
+	uint64_t k = klen == 8 ? key_decode(key) : UINT64_MAX;
+	if (klen != 8 || k >= s->keys) {
+		if (s->details++ < MAX_DETAILS)
+			fprintf(stderr, "crash %llu: phantom: the scan returned a key of %zu bytes "
+				"(%#llx as 8 bytes), outside [0, %llu)\n",
+				(unsigned long long)s->crash, klen,
+				(unsigned long long)(klen == 8 ? k : 0), (unsigned long long)s->keys);
+		s->sh->scan_phantom++;
+		return 0;
+	}
+	const struct found_key *f = &s->sh->found[k];
+	if (s->returned[k]++) {
+		if (s->details++ < MAX_DETAILS)
+			fprintf(stderr, "crash %llu: phantom: the scan returned key %llu twice\n",
+				(unsigned long long)s->crash, (unsigned long long)k);
+		s->sh->scan_phantom++;
+	} else if (f->rc != 0 || f->vlen != vlen ||
+		   memcmp(f->val, val, vlen < VAL_MAX ? vlen : VAL_MAX) != 0) {
+		if (s->details++ < MAX_DETAILS)
+			fprintf(stderr, "crash %llu: phantom: key %llu: the scan returned a value "
+				"of %zu bytes the lookup %s\n", (unsigned long long)s->crash,
+				(unsigned long long)k, vlen,
+				f->rc ? "does not find" : "returns otherwise");
+		s->sh->scan_phantom++;
+	}
+	return 0;
+}
+
+/* Recovers the pool, checks ownership, reads every key; never returns. */
+static void child_verify(const struct options *o, const struct tips_index_ops *ops,
+			 struct shared *sh, uint64_t crash, const struct known_bad *known)
+{
+	struct tips_config cfg;
+	config_for(o, &cfg, NULL);
+	struct tips_db *db;
+	double t0 = now_ms();
+	int rc = tips_open(o->pool, &cfg, ops, &db);
+	sh->open_ms = now_ms() - t0;
+	sh->open_rc = rc;
+	if (rc) {
+		fprintf(stderr, "crash %llu: recovery failed: open %s: %s (%s)\n",
+			(unsigned long long)crash, o->pool, tips_strerror(rc), tips_errormsg());
+		_exit(CHILD_OPEN_FAILED);
+	}
+	struct tips_stats st;
+	tips_stats(db, &st);
+	sh->stats_recovery_ms = st.recovery_ms;
+	sh->recovered = st.recovered;
+	check_ownership(db, sh, crash, known); /* before anything else touches the index */
+	for (uint64_t k = 0; k < o->keys; k++) {
+		unsigned char kb[8];
+		key_encode(k, kb);
+		struct found_key *f = &sh->found[k];
+		size_t vlen = 0;
+		unsigned char buf[TIPS_MAX_VALUE < 4096 ? TIPS_MAX_VALUE : 4096];
+		f->rc = tips_lookup(db, kb, 8, buf, sizeof(buf), &vlen);
+		if (f->rc == TIPS_ESIZE)
+			f->rc = 0; /* longer than the buffer: still a (wrong) value */
+		f->vlen = f->rc == 0 ? (uint32_t)vlen : 0;
+		memset(f->val, 0, VAL_MAX);
+		if (f->rc == 0)
+			memcpy(f->val, buf, vlen < VAL_MAX ? vlen : VAL_MAX);
+	}
+	struct scan_state s = { sh, o->keys, crash, 0, calloc(o->keys, 1), 0 };
+	if (!s.returned)
+		_exit(CHILD_CHECK_FAILED);
+	long n = tips_scan(db, NULL, 0, (size_t)o->keys * 2 + 1024, scan_visit, &s);
+	if (n < 0) {
+		fprintf(stderr, "crash %llu: tips_scan: %s (%s)\n", (unsigned long long)crash,
+			tips_strerror((int)n), tips_errormsg());
+		_exit(CHILD_CHECK_FAILED);
+	}
+	for (uint64_t k = 0; k < o->keys; k++)
+		if (sh->found[k].rc == 0 && !s.returned[k]) {
+			if (s.details++ < MAX_DETAILS)
+				fprintf(stderr, "crash %llu: lost: key %llu is found by lookup but "
+					"not by the scan\n", (unsigned long long)crash,
+					(unsigned long long)k);
+			sh->scan_lost++;
+		}
+	free(s.returned);
+	_exit(tips_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+}
+
+/* ---- the parent: model and campaign --------------------------------------------------- */
+
+/* The model of one key. */
+struct key_state {
+	bool present;
+	bool unknown;          /* a contradiction made it unknown: the next check adopts it */
+	uint32_t vlen;
+	unsigned char val[VAL_MAX];
+};
+
+/* The operation a writer thread has in flight (intent without ack). */
+struct inflight {
+	bool valid;
+	unsigned op;
+	uint64_t key, seq;
+	uint32_t vlen;
+};
+
+/* Who wrote a sequence number: key + 1 (0: nobody) and the value's length. */
+struct seq_owner {
+	uint32_t key1;
+	uint32_t vlen;
+};
+
+struct campaign {
+	struct options o;
+	const struct tips_index_ops *ops;
+	struct shared *sh;
+	size_t sh_size;
+	uint64_t rng;
+	struct key_state *model;            /* [keys] */
+	struct inflight inflight[MAX_THREADS];
+	struct seq_owner *written;          /* [seq_cap], indexed by seq */
+	uint64_t seq_cap, next_seq;
+	uint64_t run_events, recovery_events; /* sim: E and the recovery's events */
+	/* results */
+	uint64_t runs, crashes, acks, recovery_crashes, finished_runs;
+	uint64_t reclamations;              /* in finished runs, before their close */
+	uint64_t lost, phantom, leaked, double_free;
+	double max_recovery_ms;
+	struct known_bad known;             /* blocks counted bad already */
+	bool failed;                        /* a child failed: the campaign stops */
+	unsigned details;                   /* detail lines printed in this verification */
+};
+
+static void state_of(struct key_state *s, bool present, const unsigned char *val,
+		     uint32_t vlen)
+{
+	memset(s, 0, sizeof(*s));
+	s->present = present;
+	if (present) {
+		s->vlen = vlen;
+		memcpy(s->val, val, vlen < VAL_MAX ? vlen : VAL_MAX);
+	}
+}
+
+static bool state_equal(const struct key_state *a, const struct key_state *b)
+{
+	if (a->present != b->present)
+		return false;
+	return !a->present || (a->vlen == b->vlen &&
+			       memcmp(a->val, b->val, a->vlen < VAL_MAX ? a->vlen : VAL_MAX) == 0);
+}
+
+static void state_describe(uint64_t key, const struct key_state *s, char *out, size_t cap)
+{
+	uint64_t seq;
+	if (!s->present) {
+		snprintf(out, cap, "absent");
+	} else if (value_decode(key, s->val, s->vlen, &seq)) {
+		snprintf(out, cap, "value seq=%llu len=%u", (unsigned long long)seq, s->vlen);
+	} else {
+		int n = snprintf(out, cap, "undecodable value len=%u bytes=", s->vlen);
+		for (uint32_t i = 0; i < s->vlen && i < VAL_MAX && n > 0 && (size_t)n + 3 < cap; i++)
+			n += snprintf(out + n, cap - (size_t)n, "%02x", s->val[i]);
+	}
+}
+
+/* The state after @f's operation is applied to @before (it succeeds or fails on it). */
+static void state_after(const struct key_state *before, const struct inflight *f,
+			struct key_state *after)
+{
+	unsigned char v[LARGE_VALUE];
+	*after = *before;
+	switch (f->op) {
+	case OP_INSERT:
+		if (before->present)
+			return;
+		break;
+	case OP_UPDATE:
+		if (!before->present)
+			return;
+		break;
+	case OP_DELETE:
+		state_of(after, false, NULL, 0);
+		return;
+	default:
+		break;
+	}
+	value_make(f->key, f->seq, f->vlen, v);
+	state_of(after, true, v, f->vlen);
+}
+
+static void seq_record(struct campaign *c, uint64_t seq, uint64_t key, uint32_t vlen)
+{
+	if (seq >= c->seq_cap) {
+		uint64_t cap = c->seq_cap ? c->seq_cap : 1u << 16;
+		while (cap <= seq)
+			cap *= 2;
+		struct seq_owner *w = realloc(c->written, cap * sizeof(*w));
+		if (!w) {
+			fprintf(stderr, "tips-crashtest: out of memory\n");
+			exit(EXIT_VIOLATION);
+		}
+		memset(w + c->seq_cap, 0, (cap - c->seq_cap) * sizeof(*w));
+		c->written = w;
+		c->seq_cap = cap;
+	}
+	c->written[seq] = (struct seq_owner){ (uint32_t)(key + 1), vlen };
+}
+
+/* True if @s is a value some intent wrote for @key. */
+static bool value_was_written(const struct campaign *c, uint64_t key, const struct key_state *s)
+{
+	uint64_t seq;
+	if (!s->present || !value_decode(key, s->val, s->vlen, &seq))
+		return false;
+	return seq < c->seq_cap && c->written[seq].key1 == key + 1 &&
+	       c->written[seq].vlen == s->vlen;
+}
+
+static bool detail_ok(struct campaign *c)
+{
+	return c->details++ < MAX_DETAILS;
+}
+
+/* An ack: applies the in-flight operation of @thread with result @rc to the model. A
+ * result the model contradicts means the live database disagreed with it. */
+static void model_ack(struct campaign *c, uint32_t thread, int rc)
+{
+	struct inflight *f = &c->inflight[thread];
+	if (thread >= c->o.threads || !f->valid) {
+		fprintf(stderr, "tips-crashtest: protocol: ack without intent (thread %u)\n",
+			thread);
+		c->failed = true;
+		return;
+	}
+	f->valid = false;
+	c->acks++;
+	struct key_state *s = &c->model[f->key];
+	const char *contradiction = NULL;
+	bool as_lost = false;
+	if (rc == 0) {
+		if (!s->unknown) {
+			if (f->op == OP_INSERT && s->present)
+				contradiction = "insert succeeded on a present key", as_lost = true;
+			else if ((f->op == OP_UPDATE || f->op == OP_DELETE) && !s->present)
+				contradiction = "succeeded on an absent key";
+		}
+		struct key_state before = *s;
+		before.present = f->op == OP_UPDATE || f->op == OP_DELETE; /* as the db saw it */
+		state_after(&before, f, s);
+	} else if (rc == TIPS_EKEYEXISTS && f->op == OP_INSERT) {
+		if (!s->unknown && !s->present)
+			contradiction = "insert found an absent key present";
+		if (!s->present)
+			s->unknown = true;
+	} else if (rc == TIPS_ENOTFOUND && (f->op == OP_UPDATE || f->op == OP_DELETE)) {
+		if (!s->unknown && s->present)
+			contradiction = "found a present key absent", as_lost = true;
+		state_of(s, false, NULL, 0);
+	} else {
+		fprintf(stderr, "run %llu: %s of key %llu returned %s\n",
+			(unsigned long long)c->runs, op_names[f->op], (unsigned long long)f->key,
+			tips_strerror(rc));
+		c->failed = true;
+		return;
+	}
+	if (contradiction) {
+		fprintf(stderr, "run %llu (after crash %llu): %s: key %llu: %s %s (seq %llu)\n",
+			(unsigned long long)c->runs, (unsigned long long)c->crashes,
+			as_lost ? "lost" : "phantom", (unsigned long long)f->key,
+			op_names[f->op], contradiction, (unsigned long long)f->seq);
+		if (as_lost)
+			c->lost++;
+		else
+			c->phantom++;
+	}
+}
+
+/* Reads the child's messages until EOF; SIGKILLs it after @kill_after acks (0: never).
+ * Returns the persist events the child reported at its end (0 if it did not finish). */
+static uint64_t read_messages(struct campaign *c, int fd, pid_t child, uint64_t kill_after)
+{
+	uint64_t acks = 0, events = 0;
+	struct msg m;
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = read(fd, (char *)&m + have, sizeof(m) - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			perror("tips-crashtest: read");
+			c->failed = true;
+			break;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+		if (have < sizeof(m))
+			continue;
+		have = 0;
+		if (m.kind == MSG_INTENT) {
+			if (m.thread >= c->o.threads || m.key >= c->o.keys ||
+			    m.key % c->o.threads != m.thread || m.op > OP_DELETE ||
+			    c->inflight[m.thread].valid) {
+				fprintf(stderr, "tips-crashtest: protocol: bad intent\n");
+				c->failed = true;
+				continue;
+			}
+			if (m.vlen)
+				seq_record(c, m.seq, m.key, m.vlen);
+			c->inflight[m.thread] = (struct inflight){ true, m.op, m.key, m.seq, m.vlen };
+		} else if (m.kind == MSG_ACK) {
+			model_ack(c, m.thread, m.rc);
+			if (kill_after && ++acks == kill_after)
+				kill(child, SIGKILL);
+		} else if (m.kind == MSG_DONE) {
+			events = m.seq;
+			c->reclamations += m.key;
+		}
+	}
+	if (have)
+		fprintf(stderr, "tips-crashtest: a partial message (%zu bytes) at EOF\n", have);
+	return events;
+}
+
+static int wait_child(pid_t pid)
+{
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			perror("tips-crashtest: waitpid");
+			exit(EXIT_VIOLATION);
+		}
+	return status;
+}
+
+static pid_t fork_or_die(void)
+{
+	fflush(NULL); /* no buffered output is written twice */
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("tips-crashtest: fork");
+		exit(EXIT_VIOLATION);
+	}
+	return pid;
+}
+
+static const char *status_text(int status, char *buf, size_t cap)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, cap, "exit %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, cap, "signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, cap, "status %#x", status);
+	return buf;
+}
+
+/* One workload run. Returns the child's wait status; *events: persist events of a
+ * finished run. */
+static int run_workload(struct campaign *c, uint64_t crash_at, uint64_t kill_after,
+			uint64_t *events)
+{
+	uint64_t per_thread = (c->o.ops + c->o.threads - 1) / c->o.threads;
+	uint64_t seq_base = c->next_seq;
+	c->next_seq += per_thread * c->o.threads;
+	if (c->next_seq > 0xffffffffull) {
+		fprintf(stderr, "tips-crashtest: sequence numbers exhausted (32 bits)\n");
+		exit(EXIT_VIOLATION);
+	}
+	uint64_t sim_seed = rng_next(&c->rng), rng_seed = rng_next(&c->rng);
+	int fds[2];
+	if (pipe(fds) != 0) {
+		perror("tips-crashtest: pipe");
+		exit(EXIT_VIOLATION);
+	}
+	pid_t pid = fork_or_die();
+	if (pid == 0) {
+		close(fds[0]);
+		child_workload(&c->o, c->ops, fds[1], c->o.sim, crash_at, sim_seed, seq_base,
+			       rng_seed);
+	}
+	close(fds[1]);
+	*events = read_messages(c, fds[0], pid, kill_after);
+	close(fds[0]);
+	return wait_child(pid);
+}
+
+/* Crashes a recovery of the pool (see the top of the file). */
+static void crash_recovery(struct campaign *c)
+{
+	uint64_t bound = c->recovery_events ? c->recovery_events : DEFAULT_RECOVERY_EVENTS;
+	uint64_t crash_at = 1 + rng_below(&c->rng, bound);
+	uint64_t sim_seed = rng_next(&c->rng);
+	long delay_us = (long)rng_below(&c->rng, 20001);
+	c->sh->recovery_events = 0;
+	pid_t pid = fork_or_die();
+	if (pid == 0)
+		child_recovery(&c->o, c->ops, c->sh, crash_at, sim_seed);
+	if (!c->o.sim) {
+		struct timespec ts = { delay_us / 1000000, (delay_us % 1000000) * 1000 };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		kill(pid, SIGKILL); /* harmless if it already exited: it is a zombie until
+				       waited for */
+	}
+	int status = wait_child(pid);
+	char buf[64];
+	bool crashed = (WIFEXITED(status) && WEXITSTATUS(status) == CRASH_EXIT && c->o.sim) ||
+		       (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && !c->o.sim);
+	if (crashed)
+		c->recovery_crashes++;
+	else if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_OK) {
+		if (c->o.sim && c->sh->recovery_events > c->recovery_events)
+			c->recovery_events = c->sh->recovery_events;
+	} else {
+		fprintf(stderr, "crash %llu: the recovery child failed: %s\n",
+			(unsigned long long)c->crashes, status_text(status, buf, sizeof(buf)));
+		c->failed = true;
+	}
+	if (c->o.verbose)
+		fprintf(stderr, "crash %llu: recovery %s (%s %llu)\n",
+			(unsigned long long)c->crashes, crashed ? "crashed" : "completed",
+			c->o.sim ? "armed at event" : "killed after us",
+			(unsigned long long)(c->o.sim ? crash_at : (uint64_t)delay_us));
+}
+
+/* Recovers and checks the pool against the model, then adopts what was found. */
+static void verify(struct campaign *c)
+{
+	struct shared *sh = c->sh;
+	memset(sh, 0, c->sh_size);
+	pid_t pid = fork_or_die();
+	if (pid == 0)
+		child_verify(&c->o, c->ops, sh, c->crashes, &c->known);
+	int status = wait_child(pid);
+	char buf[64];
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != CHILD_OK) {
+		fprintf(stderr, "crash %llu: the verifier failed: %s\n",
+			(unsigned long long)c->crashes, status_text(status, buf, sizeof(buf)));
+		c->failed = true;
+		return;
+	}
+	if (sh->open_ms > c->max_recovery_ms)
+		c->max_recovery_ms = sh->open_ms;
+	c->leaked += sh->leaked;
+	c->double_free += sh->double_free;
+	for (uint32_t i = 0; i < sh->n_new_leaks; i++)
+		addr_push(&c->known.leaks, sh->new_leaks[i]);
+	for (uint32_t i = 0; i < sh->n_new_unowned_free; i++)
+		addr_push(&c->known.free_owned, sh->new_unowned_free[i]);
+	qsort(c->known.leaks.v, c->known.leaks.n, sizeof(uint64_t), cmp_u64);
+	qsort(c->known.free_owned.v, c->known.free_owned.n, sizeof(uint64_t), cmp_u64);
+	c->phantom += sh->scan_phantom;
+	c->lost += sh->scan_lost;
+	c->details = 0;
+	uint64_t lost0 = c->lost, phantom0 = c->phantom;
+	for (uint64_t k = 0; k < c->o.keys; k++) {
+		const struct found_key *f = &sh->found[k];
+		if (f->rc != 0 && f->rc != TIPS_ENOTFOUND) {
+			fprintf(stderr, "crash %llu: key %llu: lookup failed: %s\n",
+				(unsigned long long)c->crashes, (unsigned long long)k,
+				tips_strerror(f->rc));
+			c->failed = true;
+			continue;
+		}
+		struct key_state got;
+		state_of(&got, f->rc == 0, f->val, f->vlen);
+		struct key_state *e = &c->model[k];
+		struct inflight *fl = &c->inflight[k % c->o.threads];
+		bool inflight = fl->valid && fl->key == k;
+		struct key_state alt;
+		if (inflight)
+			state_after(e, fl, &alt);
+		if (e->unknown || state_equal(&got, e) || (inflight && state_equal(&got, &alt))) {
+			*e = got;
+			continue;
+		}
+		bool phantom = got.present && !value_was_written(c, k, &got);
+		if (phantom)
+			c->phantom++;
+		else
+			c->lost++;
+		if (detail_ok(c)) {
+			char want[128], have[128], alt_s[128];
+			state_describe(k, e, want, sizeof(want));
+			state_describe(k, &got, have, sizeof(have));
+			if (inflight)
+				state_describe(k, &alt, alt_s, sizeof(alt_s));
+			fprintf(stderr, "crash %llu: %s: key %llu: expected %s%s%s%s%s, found %s\n",
+				(unsigned long long)c->crashes, phantom ? "phantom" : "lost",
+				(unsigned long long)k, want,
+				inflight ? " or (in-flight " : "",
+				inflight ? op_names[fl->op] : "", inflight ? ") " : "",
+				inflight ? alt_s : "", have);
+		}
+		*e = got;
+	}
+	if (c->details > MAX_DETAILS)
+		fprintf(stderr, "crash %llu: ... %u more violation(s) not shown\n",
+			(unsigned long long)c->crashes, c->details - MAX_DETAILS);
+	for (unsigned t = 0; t < c->o.threads; t++)
+		c->inflight[t].valid = false;
+	if (c->o.verbose || c->lost != lost0 || c->phantom != phantom0 || sh->leaked ||
+	    sh->double_free)
+		fprintf(stderr, "crash %llu (run %llu): recovery %.1f ms (stats %.1f ms, "
+			"recovered=%d); blocks: heap %llu, owned %llu; lost +%llu phantom +%llu "
+			"leaked +%llu double_free +%llu\n",
+			(unsigned long long)c->crashes, (unsigned long long)c->runs, sh->open_ms,
+			sh->stats_recovery_ms, sh->recovered, (unsigned long long)sh->heap_blocks,
+			(unsigned long long)sh->owned_blocks,
+			(unsigned long long)(c->lost - lost0),
+			(unsigned long long)(c->phantom - phantom0),
+			(unsigned long long)sh->leaked, (unsigned long long)sh->double_free);
+}
+
+static void campaign_run(struct campaign *c)
+{
+	char buf[64];
+	pid_t pid = fork_or_die();
+	if (pid == 0)
+		child_create(&c->o, c->ops);
+	int status = wait_child(pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != CHILD_OK) {
+		fprintf(stderr, "tips-crashtest: creating %s failed: %s\n", c->o.pool,
+			status_text(status, buf, sizeof(buf)));
+		c->failed = true;
+		return;
+	}
+	if (c->o.sim) { /* calibration: a whole run on SIM media, never armed */
+		uint64_t events = 0;
+		c->runs++;
+		status = run_workload(c, 0, 0, &events);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != CHILD_OK || events == 0) {
+			fprintf(stderr, "tips-crashtest: the calibration run failed: %s\n",
+				status_text(status, buf, sizeof(buf)));
+			c->failed = true;
+			return;
+		}
+		c->finished_runs++;
+		c->run_events = events;
+		fprintf(stderr, "tips-crashtest: calibration: %llu persist events per run\n",
+			(unsigned long long)events);
+		verify(c);
+	}
+	uint64_t max_runs = c->o.crashes * 10 + 10;
+	while (!c->failed && c->crashes < c->o.crashes && c->runs < max_runs) {
+		c->runs++;
+		uint64_t crash_at = c->o.sim ? 1 + rng_below(&c->rng, c->run_events) : 0;
+		uint64_t kill_after = c->o.sim ? 0 : 1 + rng_below(&c->rng, c->o.ops);
+		uint64_t events = 0;
+		status = run_workload(c, crash_at, kill_after, &events);
+		bool crashed = c->o.sim ? WIFEXITED(status) && WEXITSTATUS(status) == CRASH_EXIT
+					: WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+		if (crashed) {
+			c->crashes++;
+		} else if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_OK) {
+			c->finished_runs++;
+			if (events > c->run_events)
+				c->run_events = events;
+		} else {
+			fprintf(stderr, "run %llu: the workload child failed: %s\n",
+				(unsigned long long)c->runs, status_text(status, buf, sizeof(buf)));
+			c->failed = true;
+			break;
+		}
+		if (c->o.verbose)
+			fprintf(stderr, "run %llu: %s (%s %llu), %llu acks so far\n",
+				(unsigned long long)c->runs, crashed ? "crashed" : "finished",
+				c->o.sim ? "armed at event" : "kill after ack",
+				(unsigned long long)(c->o.sim ? crash_at : kill_after),
+				(unsigned long long)c->acks);
+		if (crashed && rng_unit(&c->rng) < c->o.recovery_share)
+			crash_recovery(c);
+		if (!c->failed)
+			verify(c);
+	}
+	if (!c->failed && c->crashes < c->o.crashes) {
+		fprintf(stderr, "tips-crashtest: only %llu crashes in %llu runs (asked %llu)\n",
+			(unsigned long long)c->crashes, (unsigned long long)c->runs,
+			(unsigned long long)c->o.crashes);
+		c->failed = true;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct campaign c;
+	memset(&c, 0, sizeof(c));
+	int rc = parse_options(argc, argv, &c.o);
+	if (rc)
+		return rc == PARSE_HELP ? EXIT_OK : rc;
+	c.ops = tips_index_find(c.o.index_name);
+	if (!c.ops) {
+		fprintf(stderr, "tips-crashtest: no index named '%s'; built in:",
+			c.o.index_name);
+		for (const char *const *n = tips_index_names(); *n; n++)
+			fprintf(stderr, " %s", *n);
+		fputc('\n', stderr);
+		return EXIT_USAGE;
+	}
+	struct stat stbuf;
+	if (lstat(c.o.pool, &stbuf) == 0) {
+		if (!c.o.fresh) {
+			fprintf(stderr, "tips-crashtest: %s exists; remove it or pass --fresh\n",
+				c.o.pool);
+			return EXIT_USAGE;
+		}
+		if (unlink(c.o.pool) != 0) {
+			fprintf(stderr, "tips-crashtest: cannot remove %s: %s\n", c.o.pool,
+				strerror(errno));
+			return EXIT_USAGE;
+		}
+	}
+	c.sh_size = sizeof(struct shared) + c.o.keys * sizeof(struct found_key);
+	c.sh = mmap(NULL, c.sh_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	c.model = calloc(c.o.keys, sizeof(*c.model));
+	if (c.sh == MAP_FAILED || !c.model) {
+		fprintf(stderr, "tips-crashtest: out of memory\n");
+		return EXIT_VIOLATION;
+	}
+	c.rng = c.o.seed;
+	c.next_seq = 1;
+	fprintf(stderr, "tips-crashtest: index=%s mode=%s seed=%llu crashes=%llu keys=%llu "
+		"ops=%llu threads=%u evict=%.2f recovery-crash-share=%.2f\n", c.o.index_name,
+		c.o.sim ? "sim" : "sigkill", (unsigned long long)c.o.seed,
+		(unsigned long long)c.o.crashes, (unsigned long long)c.o.keys,
+		(unsigned long long)c.o.ops, c.o.threads, c.o.evict, c.o.recovery_share);
+	double t0 = now_ms();
+	campaign_run(&c);
+	bool bad = c.failed || c.lost || c.phantom || c.leaked || c.double_free;
+	fprintf(stderr, "tips-crashtest: %llu runs (%llu finished without a crash, with %llu "
+		"reclamations before close), %llu acks, %llu recoveries crashed, %.1f s; "
+		"seed=%llu\n", (unsigned long long)c.runs, (unsigned long long)c.finished_runs,
+		(unsigned long long)c.reclamations, (unsigned long long)c.acks,
+		(unsigned long long)c.recovery_crashes, (now_ms() - t0) / 1e3,
+		(unsigned long long)c.o.seed);
+	printf("crashes=%llu lost=%llu phantom=%llu leaked=%llu double_free=%llu "
+	       "max_recovery_ms=%.1f\n", (unsigned long long)c.crashes,
+	       (unsigned long long)c.lost, (unsigned long long)c.phantom,
+	       (unsigned long long)c.leaked, (unsigned long long)c.double_free,
+	       c.max_recovery_ms);
+	if (bad)
+		fprintf(stderr, "tips-crashtest: FAILED (seed %llu); the pool is kept at %s\n",
+			(unsigned long long)c.o.seed, c.o.pool);
+	else
+		unlink(c.o.pool);
+	free(c.model);
+	free(c.written);
+	free(c.known.leaks.v);
+	free(c.known.free_owned.v);
+	munmap(c.sh, c.sh_size);
+	return bad ? EXIT_VIOLATION : EXIT_OK;
+}
