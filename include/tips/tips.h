@@ -192,7 +192,10 @@ TIPS_API long tips_scan(struct tips_db *db, const void *start, size_t klen, size
 /** Counters since open (tips_stats()). */
 struct tips_stats {
 	uint64_t cache_hits, cache_misses;      /* lookups answered by the cache / the index */
+	uint64_t cache_bypasses;                /* lookups sent straight to the index: the
+	                                           cache held no unapplied entry */
 	uint64_t cache_entries;                 /* entries in the cache now */
+	uint64_t cache_unapplied;               /* of which replay has not applied yet */
 	uint64_t cache_capacity;
 	uint64_t writes, olog_bytes;            /* OLog records and bytes appended */
 	uint64_t ulog_bytes, ulog_logged;       /* ULog bytes and records written */

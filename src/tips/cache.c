@@ -31,6 +31,10 @@ struct cache {
 	unsigned chain_bound;
 	_Atomic uint64_t live;           /* entries reserved or in chains */
 	_Atomic uint64_t unlinked;       /* statistics */
+	/* Entries published and not yet applied; alone on its line: writers add, replay
+	 * subtracts, and readers only read it (it stays shared in their caches). */
+	_Atomic uint64_t unapplied __attribute__((aligned(64)));
+	char pad[56];
 
 	pthread_t gc_thread;
 	pthread_mutex_t mu;
@@ -208,6 +212,9 @@ uint64_t cache_bucket_stamp(struct cache_bucket *b, uint64_t *log_last)
 
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
 {
+	/* Counted before it is visible: a reader that then finds no unapplied entry knows
+	 * the index holds every write that completed before it began. */
+	atomic_fetch_add(&c->unapplied, 1);
 	atomic_store_explicit(&e->next, atomic_load_explicit(&b->head, memory_order_relaxed),
 			      memory_order_relaxed);
 	atomic_store_explicit(&b->head, e, memory_order_release);
@@ -238,6 +245,21 @@ void cache_queue_gc(struct cache *c, struct cache_bucket *b)
 	c->queue[c->nqueue++] = (uint64_t)(b - c->buckets);
 	pthread_cond_signal(&c->gc_cv);
 	pthread_mutex_unlock(&c->mu);
+}
+
+bool cache_all_applied(const struct cache *c)
+{
+	return atomic_load_explicit(&c->unapplied, memory_order_acquire) == 0;
+}
+
+uint64_t cache_unapplied(const struct cache *c)
+{
+	return atomic_load_explicit(&c->unapplied, memory_order_relaxed);
+}
+
+void cache_applied(struct cache *c, uint64_t n)
+{
+	atomic_fetch_sub(&c->unapplied, n);
 }
 
 void cache_applied_more(struct cache *c)

@@ -70,6 +70,11 @@ uint64_t cache_bucket_stamp(struct cache_bucket *b, uint64_t *log_last);
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e);
 /* Hands a long chain to the gc thread (call without the bucket lock). */
 void cache_queue_gc(struct cache *c, struct cache_bucket *b);
+/* True if every published entry has been applied: a lookup may go to the index. */
+bool cache_all_applied(const struct cache *c);
+uint64_t cache_unapplied(const struct cache *c);
+/* Replay applied @n entries (after setting their `applied` flags). */
+void cache_applied(struct cache *c, uint64_t n);
 /* Tells gc that entries became applied (after an epoch). */
 void cache_applied_more(struct cache *c);
 void cache_read_lock(void);
@@ -132,7 +137,7 @@ void ulog_counters(const struct ulog *u, uint64_t *bytes, uint64_t *logged,
 /* ---- per-thread state (db.c) ----------------------------------------------------- */
 
 struct thread_counters {
-	_Atomic uint64_t hits, misses, writes, olog_bytes, waits;
+	_Atomic uint64_t hits, misses, bypasses, writes, olog_bytes, waits;
 };
 
 /* ---- the database ---------------------------------------------------------------- */

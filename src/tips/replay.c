@@ -101,6 +101,7 @@ int replay_apply(struct tips_db *db, const struct olog_rec *r)
  * (written since this open; older ones have none). */
 static void apply_queue(struct tips_db *db, struct queued *q, size_t n)
 {
+	uint64_t live = 0;
 	for (size_t i = 0; i < n; i++) {
 		int rc = replay_apply(db, q[i].rec);
 		/* An acknowledged write that cannot be applied (heap full) would be lost. */
@@ -109,8 +110,11 @@ static void apply_queue(struct tips_db *db, struct queued *q, size_t n)
 		if (q[i].live) {
 			struct cache_entry *e = (struct cache_entry *)q[i].rec->entry;
 			atomic_store_explicit(&e->applied, 1, memory_order_release);
+			live++;
 		}
 	}
+	if (live)
+		cache_applied(db->cache, live);
 }
 
 static bool queue_push(struct worker *w, const struct olog_rec *r, bool live)

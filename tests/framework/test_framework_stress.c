@@ -5,7 +5,10 @@
  *    last write completed before the lookup began (versions only move forward);
  *  - absent is returned only if a delete could be the latest write at that time;
  *  - scans return keys in strictly increasing order, each with a value written for
- *    it, and contain every key that was present throughout the scan.
+ *    it, and contain every key that was present throughout the scan;
+ *  - handoff: a write completed in one thread is seen by a lookup another thread starts
+ *    after it, whether the lookup is answered by the cache or goes straight to the
+ *    index (when replay has caught up, lookups skip the cache).
  * Each key belongs to one writer, which gives it versions 1, 2, 3...; whether version v
  * deletes the key is a fixed function of (key, v), so checkers can tell from two
  * version numbers whether a delete happened between them.
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sched.h>
 #include <time.h>
 
 #include "test_util.h"
@@ -180,6 +184,57 @@ static void *scanner(void *arg)
 	return NULL;
 }
 
+/* Handoff: the writer publishes the version it completed; the reader waits for it,
+ * then looks up and must see that version (or a newer one). */
+#define HANDOFF_ROUNDS 20000
+static _Atomic uint64_t handed;
+
+static void *handoff_reader(void *arg)
+{
+	unsigned char key[8];
+	key_bytes(KEYS + 1, key);
+	for (uint64_t v = 1; v <= HANDOFF_ROUNDS; v++) {
+		while (atomic_load(&handed) < v)
+			sched_yield(); /* waits for the writer's signal, not for time */
+		uint64_t got = 0;
+		size_t vlen;
+		int rc = tips_lookup(db, key, 8, &got, 8, &vlen);
+		CHECK(rc == 0 && got >= v);
+		if (rc != 0 || got < v) {
+			fprintf(stderr, "handoff: wrote %llu, read %llu (rc %d)\n",
+				(unsigned long long)v, (unsigned long long)got, rc);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void handoff(void)
+{
+	pthread_t r;
+	unsigned char key[8];
+	key_bytes(KEYS + 1, key);
+	REQUIRE(pthread_create(&r, NULL, handoff_reader, NULL) == 0);
+	for (uint64_t v = 1; v <= HANDOFF_ROUNDS; v++) {
+		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
+		if (v % 100 == 0) { /* let replay catch up: the lookup then skips the cache */
+			struct tips_stats st;
+			do {
+				sched_yield();
+				tips_stats(db, &st);
+			} while (st.cache_unapplied != 0);
+		}
+		atomic_store(&handed, v);
+	}
+	pthread_join(r, NULL);
+	struct tips_stats st;
+	tips_stats(db, &st);
+	fprintf(stderr, "handoff: %u rounds; lookups so far: %llu from the cache, %llu "
+		"after a cache miss, %llu straight to the index\n", HANDOFF_ROUNDS,
+		(unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses,
+		(unsigned long long)st.cache_bypasses);
+}
+
 int main(void)
 {
 	char path[256];
@@ -220,6 +275,8 @@ int main(void)
 		(unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses);
 	CHECK(writes > 1000 && lookups > 1000 && scans > 10);
 	CHECK(st.reclamations > 0 && st.gc_unlinked > 0);
+
+	handoff();
 
 	/* After a clean close every key holds its last version. */
 	REQUIRE(tips_close(&db) == 0);
