@@ -198,18 +198,6 @@ void cache_unreserve(struct cache *c, unsigned n)
 	pthread_mutex_unlock(&c->mu);
 }
 
-uint64_t cache_bucket_stamp(struct cache_bucket *b, uint64_t *log_last)
-{
-	uint64_t ts = ts_now();
-	if (ts <= b->last_ts)
-		ts = b->last_ts + 1;
-	if (ts <= *log_last)
-		ts = *log_last + 1;
-	b->last_ts = ts;
-	*log_last = ts;
-	return ts;
-}
-
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
 {
 	/* Counted before it is visible: a reader that then finds no unapplied entry knows

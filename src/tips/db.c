@@ -237,7 +237,7 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		}
 	}
 	ctx->cache_credit--;
-	e->ts = cache_bucket_stamp(b, &ctx->log->last_ts);
+	e->ts = ts_take(); /* under the bucket lock: a key's stamps follow its commits */
 	olog_append(ctx->log, op, e->ts, key, klen, val, vlen, (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);
 	cache_bucket_unlock(b);
@@ -429,7 +429,7 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	struct kv_list overlay = { 0 }, index = { 0 }, result = { 0 };
 	long rc = 0;
 	pthread_rwlock_rdlock(&db->scan_lock); /* reclamation may not move heads now */
-	uint64_t scan_ts = ts_now() + ts_uncertainty();
+	uint64_t scan_ts = ts_scan_point();
 	rc = olog_overlay(db, start, klen, scan_ts, &overlay);
 	size_t deletes = 0;
 	for (size_t i = 0; i < overlay.n; i++)
@@ -749,7 +749,6 @@ int tips_open(const char *path, const struct tips_config *config,
 		goto fail;
 	if ((rc = fw_validate(db, path)) || (rc = volatile_state_init(db)))
 		goto fail;
-	ts_uncertainty(); /* measured once, before any scan needs it */
 	db->root = (void *)db->fw->index_root;
 	if (db->fw->state == FW_STATE_CREATING) {
 		rc = index_create(db);

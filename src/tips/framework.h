@@ -18,11 +18,10 @@
 
 /* ---- timestamps (timestamp.c) ---------------------------------------------------- */
 
-/* The invariant TSC; conflicting writes get strictly increasing stamps through their
- * cache bucket (cache.c). */
-uint64_t ts_now(void);
-/* ORDO-style bound on how far two cores' TSCs may disagree, in TSC ticks. */
-uint64_t ts_uncertainty(void);
+/* A new commit stamp: unique, and larger than every stamp taken before. */
+uint64_t ts_take(void);
+/* The last stamp taken: a scan starting now includes stamps up to this one. */
+uint64_t ts_scan_point(void);
 
 /* ---- the DRAM cache (cache.c) ---------------------------------------------------- */
 
@@ -38,7 +37,6 @@ struct cache_entry {
 
 struct cache_bucket {
 	struct cache_entry *_Atomic head; /* newest first: readers stop at the first match */
-	uint64_t last_ts;                 /* last stamp given out here (under the lock) */
 	atomic_uint lock;
 	uint16_t len;                     /* entries in the chain (under the lock) */
 	atomic_uchar gc_queued;
@@ -61,10 +59,6 @@ unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg);
 void cache_unreserve(struct cache *c, unsigned n);
 struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
 				    size_t vlen, bool tombstone);
-/* The next commit stamp: above the clock, the bucket's last stamp and *@log_last (the
- * writer's OLog's last), so both a key's writes and an OLog are in stamp order.
- * Bucket lock held; updates both. */
-uint64_t cache_bucket_stamp(struct cache_bucket *b, uint64_t *log_last);
 /* Publishes @e at the head of @b (the linearization point). Bucket lock held.
  * Returns true if the chain is now longer than the bound. */
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e);
@@ -93,7 +87,6 @@ struct olog {
 	_Atomic uint64_t head;    /* volatile copy of pm->head */
 	uint64_t applied;         /* replay has applied [head, applied) (persist thread) */
 	_Atomic uint64_t appended; /* records made durable since open */
-	uint64_t last_ts;         /* stamp of the last record appended (owner only) */
 	uint64_t recovered_end;   /* records below were written before this open */
 	bool in_use;              /* owned by a thread (under olog_set.lock) */
 };
