@@ -25,6 +25,8 @@
 
 #include <getopt.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,6 +50,7 @@ struct options {
 	uint64_t pool_size;  /* 0: from the key count */
 	const char *dir;
 	const char *json;
+	bool crash_recovery; /* --crash-recovery: measure recovery of a full OLog */
 };
 
 struct sample {
@@ -225,6 +228,12 @@ static int run_phase(struct run *r, int phase, struct sample *s)
 	return atomic_load(&r->failed) ? -1 : 0;
 }
 
+static uint64_t pool_size_for(const struct options *o)
+{
+	/* Room for the nodes (about 64 B a key), the buckets and the logs. */
+	return o->pool_size ? o->pool_size : ((o->keys * 160 + (512ull << 20)) >> 21) << 21;
+}
+
 static int run_side(const struct options *o, int side, struct sample out[NPHASES])
 {
 	char name[64], path[512];
@@ -242,9 +251,7 @@ static int run_side(const struct options *o, int side, struct sample out[NPHASES
 		tips_config_init(&cfg);
 		cfg.flags = TIPS_CREATE;
 		cfg.expected_keys = o->keys;
-		/* Room for the nodes (about 64 B a key), the buckets and the logs. */
-		cfg.pool_size = o->pool_size ? o->pool_size
-					     : ((o->keys * 160 + (512ull << 20)) >> 21) << 21;
+		cfg.pool_size = pool_size_for(o);
 		if (tips_open(path, &cfg, r.ops, &r.db)) {
 			fprintf(stderr, "tips-fwbench: tips_open %s: %s\n", path, tips_errormsg());
 			return -1;
@@ -307,21 +314,142 @@ static double median_of(struct sample *s, size_t n, size_t offset)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* ---- --crash-recovery --------------------------------------------------------------- */
+
+struct filler {
+	struct tips_db *db;
+	const struct options *o;
+	unsigned id;
+};
+
+static void *fill_thread(void *p)
+{
+	struct filler *f = p;
+	uint64_t seed = mix(f->id + 11);
+	unsigned char k[8];
+	for (;;) { /* until the parent kills the process */
+		seed = mix(seed);
+		key_bytes(seed % f->o->keys, k);
+		if (tips_put(f->db, k, 8, &seed, 8))
+			_exit(3);
+	}
+	return NULL;
+}
+
+/* Child: writes until a writer finds its OLog full, then tells the parent (which kills
+ * it with SIGKILL at once) and waits. */
+static void crash_child(const struct options *o, const char *path, int fd)
+{
+	const struct tips_index_ops *ops;
+	char name[64];
+	snprintf(name, sizeof(name), "tips-%s", o->index);
+	ops = tips_index_find(name);
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_CREATE;
+	cfg.expected_keys = o->keys;
+	cfg.cache_percent = 100; /* only the OLog limits how far writers run ahead */
+	cfg.pool_size = pool_size_for(o);
+	struct tips_db *db;
+	if (!ops || tips_open(path, &cfg, ops, &db))
+		_exit(3);
+	struct filler f[256];
+	pthread_t t[256];
+	for (unsigned i = 0; i < o->threads; i++) {
+		f[i] = (struct filler){ db, o, i };
+		pthread_create(&t[i], NULL, fill_thread, &f[i]);
+	}
+	struct tips_stats st;
+	do { /* a benchmark harness may poll: 1 ms steps */
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+		tips_stats(db, &st);
+	} while (st.writer_waits == 0);
+	char c = 1;
+	if (write(fd, &c, 1) != 1)
+		_exit(3);
+	pause();
+	_exit(0);
+}
+
+static int crash_recovery(const struct options *o)
+{
+	double ms[MAX_REPEAT], recs[MAX_REPEAT], wall[MAX_REPEAT];
+	printf("tips-fwbench --crash-recovery: tips-%s, %llu keys, %u writer threads, kill -9 "
+	       "when a writer finds its OLog full, then timed reopen; %u repetitions\n",
+	       o->index, (unsigned long long)o->keys, o->threads, o->repeat);
+	for (unsigned rep = 0; rep < o->repeat; rep++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/tips-fwbench-crash-%d.pool", o->dir, (int)getpid());
+		unlink(path);
+		int fds[2];
+		if (pipe(fds))
+			return -1;
+		pid_t pid = fork();
+		if (pid == 0) {
+			close(fds[0]);
+			crash_child(o, path, fds[1]);
+		}
+		close(fds[1]);
+		char c;
+		ssize_t n = read(fds[0], &c, 1);
+		kill(pid, SIGKILL);
+		int status;
+		waitpid(pid, &status, 0);
+		close(fds[0]);
+		if (n != 1) {
+			fprintf(stderr, "tips-fwbench: the writer child failed\n");
+			return -1;
+		}
+		char name[64];
+		snprintf(name, sizeof(name), "tips-%s", o->index);
+		struct tips_config cfg;
+		tips_config_init(&cfg);
+		struct tips_db *db;
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		if (tips_open(path, &cfg, tips_index_find(name), &db)) {
+			fprintf(stderr, "tips-fwbench: recovery: %s\n", tips_errormsg());
+			return -1;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		struct tips_stats st;
+		tips_stats(db, &st);
+		ms[rep] = st.recovery_ms;
+		recs[rep] = (double)st.replayed;
+		wall[rep] = secs(&a, &b) * 1e3;
+		printf("  run %u: recovery %.1f ms (tips_open %.1f ms), %llu OLog records replayed\n",
+		       rep, ms[rep], wall[rep], (unsigned long long)st.replayed);
+		tips_close(&db);
+		unlink(path);
+	}
+	qsort(ms, o->repeat, sizeof(double), cmp_double);
+	qsort(recs, o->repeat, sizeof(double), cmp_double);
+	qsort(wall, o->repeat, sizeof(double), cmp_double);
+	printf("median: recovery %.1f ms, tips_open %.1f ms, %.0f records replayed\n",
+	       ms[o->repeat / 2], wall[o->repeat / 2], recs[o->repeat / 2]);
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tips-fwbench [--index hash] [--keys K] [--ops N] [--threads T]\n"
 		   "                    [--repeat R] [--pool-size SIZE] [--dir DIR] [--json FILE]\n"
-		   "  defaults: --index hash --keys 4M --ops 4M --threads 2 --repeat 3 --dir /dev/shm\n");
+		   "                    [--crash-recovery]\n"
+		   "  defaults: --index hash --keys 4M --ops 4M --threads 2 --repeat 3 --dir /dev/shm\n"
+		   "  --crash-recovery: writers run until one finds its OLog full, the process is\n"
+		   "  killed (SIGKILL), and the recovering tips_open is timed\n");
 }
 
 int main(int argc, char **argv)
 {
-	struct options o = { "hash", 4ull << 20, 4ull << 20, 2, 3, 0, "/dev/shm", NULL };
+	struct options o = { "hash", 4ull << 20, 4ull << 20, 2, 3, 0, "/dev/shm", NULL, false };
 	static const struct option longopts[] = {
 		{ "index", required_argument, NULL, 'i' }, { "keys", required_argument, NULL, 'k' },
 		{ "ops", required_argument, NULL, 'n' },   { "threads", required_argument, NULL, 't' },
 		{ "repeat", required_argument, NULL, 'r' }, { "pool-size", required_argument, NULL, 'p' },
 		{ "dir", required_argument, NULL, 'd' },   { "json", required_argument, NULL, 'j' },
+		{ "crash-recovery", no_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },        { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -336,12 +464,15 @@ int main(int argc, char **argv)
 		case 'p': if (size_arg_parse(optarg, &v)) goto bad; o.pool_size = v; break;
 		case 'd': o.dir = optarg; break;
 		case 'j': o.json = optarg; break;
+		case 'c': o.crash_recovery = true; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: goto bad;
 		}
 	}
 	if (optind != argc)
 		goto bad;
+	if (o.crash_recovery)
+		return crash_recovery(&o) ? EXIT_FAILED : EXIT_OK;
 	static struct sample samples[NSIDES][MAX_REPEAT][NPHASES];
 	printf("tips-fwbench: %s, %llu keys, %llu ops a phase, %u threads, %u repetitions, "
 	       "pools in %s, flush %s\n", o.index, (unsigned long long)o.keys,
