@@ -594,25 +594,6 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-struct heap_blocks {
-	struct addr_list addr;
-	struct addr_list size; /* parallel to addr (walk order = address order) */
-};
-
-static int collect_heap_block(const struct tips_heap_block *b, void *arg)
-{
-	struct heap_blocks *hb = arg;
-	addr_push(&hb->addr, (uint64_t)b->ptr);
-	addr_push(&hb->size, b->size);
-	return 0;
-}
-
-static int collect_owned_block(const void *block, void *arg)
-{
-	addr_push(arg, (uint64_t)block);
-	return 0;
-}
-
 static bool addr_find(const struct addr_list *l, uint64_t a, size_t *at)
 {
 	size_t lo = 0, hi = l->n;
@@ -632,85 +613,69 @@ struct known_bad {
 	struct addr_list leaks, free_owned;
 };
 
-/* Heap blocks against owned blocks, then tips_heap_check; counts into @sh. A block in
- * @known was counted by an earlier check and is not counted again. */
+struct ownership_check {
+	struct shared *sh;
+	uint64_t crash;
+	const struct known_bad *known;
+	unsigned details;
+};
+
+/* One problem block from tips_db_check(); a block in the known lists was counted by an
+ * earlier check and is not counted again. */
+static void ownership_problem(enum tips_block_problem what, const void *block, size_t size,
+			      void *arg)
+{
+	struct ownership_check *c = arg;
+	struct shared *sh = c->sh;
+	uint64_t a = (uint64_t)block;
+	size_t k;
+	const char *why;
+	if (what == TIPS_BLOCK_LEAKED) {
+		if (addr_find(&c->known->leaks, a, &k))
+			return;
+		if (sh->n_new_leaks < MAX_NEW_BLOCKS)
+			sh->new_leaks[sh->n_new_leaks++] = a;
+		sh->leaked++;
+		why = "leaked: allocated, owned by nobody";
+	} else if (what == TIPS_BLOCK_FREE_BUT_OWNED) {
+		if (addr_find(&c->known->free_owned, a, &k))
+			return;
+		if (sh->n_new_unowned_free < MAX_NEW_BLOCKS)
+			sh->new_unowned_free[sh->n_new_unowned_free++] = a;
+		sh->double_free++;
+		why = "double_free: owned by the database, free in the heap";
+	} else {
+		sh->double_free++;
+		why = "double_free: owned twice by the database";
+	}
+	if (c->details++ < MAX_DETAILS)
+		fprintf(stderr, "crash %llu: %s: block %#llx (%zu bytes)\n",
+			(unsigned long long)c->crash, why, (unsigned long long)a, size);
+}
+
+/* Heap blocks against owned blocks, and the heap's own check; counts into @sh. */
 static void check_ownership(struct tips_db *db, struct shared *sh, uint64_t crash,
 			    const struct known_bad *known)
 {
-	struct tips_heap *heap = tips_pool_heap(tips_db_pool(db));
-	struct heap_blocks hb = { 0 };
-	struct addr_list owned = { 0 };
-	int rc = tips_heap_walk(heap, collect_heap_block, &hb);
-	int rc2 = tips_db_walk(db, collect_owned_block, &owned);
-	if (rc || rc2) {
-		fprintf(stderr, "crash %llu: heap walk %d, database walk %d (%s)\n",
-			(unsigned long long)crash, rc, rc2, tips_errormsg());
+	struct ownership_check c = { sh, crash, known, 0 };
+	struct tips_db_report rep;
+	int rc = tips_db_check(db, ownership_problem, &c, &rep);
+	if (rc && rc != TIPS_ECORRUPT) {
+		fprintf(stderr, "crash %llu: tips_db_check: %s\n", (unsigned long long)crash,
+			tips_errormsg());
 		_exit(CHILD_CHECK_FAILED);
 	}
-	sh->heap_blocks = hb.addr.n;
-	sh->owned_blocks = owned.n;
-	/* The heap walk promises address order (the lookups below depend on it). */
-	for (size_t i = 1; i < hb.addr.n; i++)
-		if (hb.addr.v[i - 1] >= hb.addr.v[i]) {
-			fprintf(stderr, "crash %llu: heap walk not in address order at %#llx\n",
-				(unsigned long long)crash, (unsigned long long)hb.addr.v[i]);
-			sh->double_free++;
-		}
-	qsort(owned.v, owned.n, sizeof(*owned.v), cmp_u64);
-	unsigned char *used = calloc(hb.addr.n + 1, 1);
-	if (!used)
-		_exit(CHILD_CHECK_FAILED);
-	unsigned details = 0;
-	for (size_t i = 0; i < owned.n; i++) {
-		size_t at;
-		if (i > 0 && owned.v[i] == owned.v[i - 1]) {
-			if (details++ < MAX_DETAILS)
-				fprintf(stderr, "crash %llu: double_free: block %#llx owned twice by "
-					"the database\n", (unsigned long long)crash,
-					(unsigned long long)owned.v[i]);
-			sh->double_free++;
-		} else if (!addr_find(&hb.addr, owned.v[i], &at)) {
-			size_t k;
-			if (addr_find(&known->free_owned, owned.v[i], &k))
-				continue;
-			if (details++ < MAX_DETAILS)
-				fprintf(stderr, "crash %llu: double_free: block %#llx owned by the "
-					"database is free in the heap\n", (unsigned long long)crash,
-					(unsigned long long)owned.v[i]);
-			sh->double_free++;
-			if (sh->n_new_unowned_free < MAX_NEW_BLOCKS)
-				sh->new_unowned_free[sh->n_new_unowned_free++] = owned.v[i];
-		} else {
-			used[at] = 1;
-		}
-	}
-	for (size_t i = 0; i < hb.addr.n; i++) {
-		size_t k;
-		if (used[i] || addr_find(&known->leaks, hb.addr.v[i], &k))
-			continue;
-		if (sh->n_new_leaks < MAX_NEW_BLOCKS)
-			sh->new_leaks[sh->n_new_leaks++] = hb.addr.v[i];
-		if (details++ < MAX_DETAILS)
-			fprintf(stderr, "crash %llu: leaked: block %#llx (%llu bytes) allocated, "
-				"owned by nobody\n", (unsigned long long)crash,
-				(unsigned long long)hb.addr.v[i], (unsigned long long)hb.size.v[i]);
-		sh->leaked++;
-	}
-	if (details > MAX_DETAILS)
+	sh->heap_blocks = rep.blocks_allocated;
+	sh->owned_blocks = rep.blocks_owned;
+	if (c.details > MAX_DETAILS)
 		fprintf(stderr, "crash %llu: ... %u more ownership violation(s)\n",
-			(unsigned long long)crash, details - MAX_DETAILS);
-	struct tips_heap_report rep;
-	memset(&rep, 0, sizeof(rep));
-	if (tips_heap_check(heap, &rep) != 0 || rep.errors) {
+			(unsigned long long)crash, c.details - MAX_DETAILS);
+	if (rep.heap.errors) {
 		fprintf(stderr, "crash %llu: double_free: tips_heap_check found %llu error(s), "
-			"first: %s\n", (unsigned long long)crash, (unsigned long long)rep.errors,
-			rep.first_error);
-		sh->double_free += rep.errors ? rep.errors : 1;
+			"first: %s\n", (unsigned long long)crash, (unsigned long long)rep.heap.errors,
+			rep.heap.first_error);
+		sh->double_free += rep.heap.errors;
 	}
-	free(used);
-	free(hb.addr.v);
-	free(hb.size.v);
-	free(owned.v);
 }
 
 struct scan_state {

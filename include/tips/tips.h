@@ -223,6 +223,33 @@ TIPS_API void tips_stats(struct tips_db *db, struct tips_stats *out);
  */
 TIPS_API int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg);
 
+/** What tips_db_check() can find wrong with a block. */
+enum tips_block_problem {
+	TIPS_BLOCK_LEAKED = 1,      /* allocated in the heap, owned by nobody */
+	TIPS_BLOCK_FREE_BUT_OWNED,  /* owned by the index, free in the heap */
+	TIPS_BLOCK_OWNED_TWICE,     /* reported twice by the index's walk */
+};
+typedef void (*tips_block_problem_fn)(enum tips_block_problem what, const void *block,
+				      size_t size, void *arg);
+
+/** What tips_db_check() found. */
+struct tips_db_report {
+	struct tips_heap_report heap;     /* tips_heap_check() of the pool's heap */
+	uint64_t blocks_allocated;        /* blocks the heap holds allocated */
+	uint64_t blocks_owned;            /* blocks the index's walk reported */
+	uint64_t leaked, free_but_owned, owned_twice;
+};
+
+/**
+ * tips_db_check() - verify the heap (tips_heap_check) and that the blocks it holds
+ * allocated are exactly the blocks the database owns (tips_db_walk). @fn, if not NULL,
+ * is called for each problem block. Only while no write is in flight (e.g. right after
+ * tips_open, which has recovered and reclaimed).
+ * Return: 0 if consistent, TIPS_ECORRUPT if anything was found, TIPS_ENOMEM.
+ */
+TIPS_API int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+			   struct tips_db_report *out);
+
 /** tips_db_pool() - the pool under @db (for tips_pm_counters_*, tips_pool_info). */
 TIPS_API struct tips_pool *tips_db_pool(struct tips_db *db);
 

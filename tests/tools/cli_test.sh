@@ -266,6 +266,10 @@ check 0 "check on the demo pool" stdout '^blocks: +500 allocated, 32000 bytes re
 	stdout '^result:          consistent$'
 run "$TIPS" pool info "$DEMO_POOL"
 check 0 "info on the demo pool after clean closes" stdout '^clean shutdown:  yes$'
+run "$TIPS" pool check "$DEMO_POOL" --index no-such-index
+check 2 "check --index with an unknown index" stderr "no index named 'no-such-index'; known:.* tips-hash"
+run "$TIPS" pool check "$DEMO_POOL" --index tips-hash
+check 3 "check --index on a pool without a TIPS index" stderr 'holds no TIPS index'
 # Appending continues the list; the longer list verifies, the old count does not.
 run "$DEMO" write "$DEMO_POOL" 600
 check 0 "tips-demo write 600 (append)" stdout '^wrote 600 records'
