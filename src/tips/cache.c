@@ -198,11 +198,13 @@ void cache_unreserve(struct cache *c, unsigned n)
 	pthread_mutex_unlock(&c->mu);
 }
 
+void cache_count_unapplied(struct cache *c)
+{
+	atomic_fetch_add(&c->unapplied, 1);
+}
+
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
 {
-	/* Counted before it is visible: a reader that then finds no unapplied entry knows
-	 * the index holds every write that completed before it began. */
-	atomic_fetch_add(&c->unapplied, 1);
 	atomic_store_explicit(&e->next, atomic_load_explicit(&b->head, memory_order_relaxed),
 			      memory_order_relaxed);
 	atomic_store_explicit(&b->head, e, memory_order_release);

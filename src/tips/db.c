@@ -87,6 +87,7 @@ static void ctx_detach(struct thread_ctx *ctx)
 static void thread_exit(void *arg)
 {
 	struct thread_ctx *ctx = arg;
+	thread_ctxs = NULL; /* a later destructor calling libtips starts afresh */
 	pthread_mutex_lock(&ctx_lock);
 	while (ctx) {
 		struct thread_ctx *next = ctx->next_in_thread;
@@ -238,6 +239,7 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	}
 	ctx->cache_credit--;
 	e->ts = ts_take(); /* under the bucket lock: a key's stamps follow its commits */
+	cache_count_unapplied(db->cache); /* before replay can see the record */
 	olog_append(ctx->log, op, e->ts, key, klen, val, vlen, (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);
 	cache_bucket_unlock(b);
@@ -362,20 +364,26 @@ static int kv_by_key_ts(const void *pa, const void *pb)
 	return c ? c : (a->ts > b->ts) - (a->ts < b->ts);
 }
 
+struct index_collect {
+	struct kv_list list;
+	bool out_of_memory; /* the index stops when told to; this says why */
+};
+
 static int collect_index(const void *key, size_t klen, const void *val, size_t vlen,
 			 void *arg)
 {
+	struct index_collect *c = arg;
 	struct kv x = { malloc(klen + vlen + 1), NULL, klen, vlen, 0, false };
-	if (!x.key)
-		return TIPS_ENOMEM;
-	memcpy(x.key, key, klen);
-	memcpy(x.key + klen, val, vlen);
-	x.val = x.key + klen;
-	if (!kv_push(arg, x)) {
+	if (x.key) {
+		memcpy(x.key, key, klen);
+		memcpy(x.key + klen, val, vlen);
+		x.val = x.key + klen;
+		if (kv_push(&c->list, x))
+			return 0;
 		free(x.key);
-		return TIPS_ENOMEM;
 	}
-	return 0;
+	c->out_of_memory = true;
+	return 1;
 }
 
 static void kv_free(struct kv_list *l)
@@ -426,7 +434,9 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
 	if (count == 0)
 		return 0;
-	struct kv_list overlay = { 0 }, index = { 0 }, result = { 0 };
+	struct kv_list overlay = { 0 }, result = { 0 };
+	struct index_collect collected = { { 0 }, false };
+	struct kv_list *index = &collected.list;
 	long rc = 0;
 	pthread_rwlock_rdlock(&db->scan_lock); /* reclamation may not move heads now */
 	uint64_t scan_ts = ts_scan_point();
@@ -436,17 +446,20 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		deletes += overlay.v[i].tombstone;
 	/* Each overlay delete can hide one index key: ask the index for that many more. */
 	size_t want = count > SIZE_MAX - deletes ? SIZE_MAX : count + deletes;
-	long got = rc ? rc : db->ops->scan(db->index, start, klen, want, collect_index, &index);
+	long got = rc ? rc : db->ops->scan(db->index, start, klen, want, collect_index,
+					   &collected);
 	if (got < 0)
 		rc = got;
+	else if (collected.out_of_memory)
+		rc = TIPS_ENOMEM;
 	/* Merge: the overlay wins on equal keys, tombstones drop the key. */
-	for (size_t i = 0, j = 0; rc == 0 && result.n < count && (i < index.n || j < overlay.n);) {
-		int c = i == index.n ? 1 : j == overlay.n ? -1 :
-			key_cmp(index.v[i].key, index.v[i].klen, overlay.v[j].key, overlay.v[j].klen);
+	for (size_t i = 0, j = 0; rc == 0 && result.n < count && (i < index->n || j < overlay.n);) {
+		int c = i == index->n ? 1 : j == overlay.n ? -1 :
+			key_cmp(index->v[i].key, index->v[i].klen, overlay.v[j].key, overlay.v[j].klen);
 		struct kv x;
 		if (c < 0) {
-			x = index.v[i];
-			index.v[i++].key = NULL; /* moved */
+			x = index->v[i];
+			index->v[i++].key = NULL; /* moved */
 		} else {
 			if (c == 0)
 				i++;
@@ -470,7 +483,7 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	}
 	pthread_rwlock_unlock(&db->scan_lock);
 	free(overlay.v); /* its keys point into the OLogs */
-	kv_free(&index);
+	kv_free(index);
 	long n = 0;
 	for (size_t i = 0; rc == 0 && i < result.n; i++) {
 		n++;
@@ -534,22 +547,45 @@ static int fw_format(struct tips_db *db, const struct tips_config *cfg)
 	uint64_t slots = (log_size - ulog) / (olog + sizeof(struct olog_slot_pm));
 	if (slots > MAX_OLOG_SLOTS)
 		slots = MAX_OLOG_SLOTS;
+	/* The header spans several lines, which may reach the media in any order, so it
+	 * is written in steps: FORMATTING (a torn format is redone), the identity, the
+	 * magic, and last the state (0 until then: an open finishes the format). */
 	struct fw_header *fw = db->fw;
 	memset(fw, 0, sizeof(*fw));
+	fw->magic = FW_MAGIC_FORMATTING;
+	pm_persist(fw, sizeof(*fw));
 	memset(log, 0, slots * sizeof(struct olog_slot_pm));
 	pm_flush(log, slots * sizeof(struct olog_slot_pm));
-	fw->magic = FW_MAGIC;
 	fw->layout_version = FW_LAYOUT_VERSION;
 	fw->olog_slots = (uint32_t)slots;
 	strncpy(fw->index_name, db->ops->name, FW_NAME_MAX - 1);
 	fw->olog_size = olog;
 	fw->ulog_size = ulog;
 	fw->expected_keys = cfg->expected_keys;
-	fw->checksum = fw_checksum(fw);
-	fw->state = FW_STATE_CREATING;
 	fw->ulog_gen = 1;
+	uint64_t magic = FW_MAGIC;
+	fw->magic = magic; /* the checksum covers it */
+	fw->checksum = fw_checksum(fw);
+	fw->magic = FW_MAGIC_FORMATTING;
 	pm_persist(fw, sizeof(*fw));
+	fw->magic = magic;
+	pm_persist(&fw->magic, sizeof(fw->magic));
+	fw->state = FW_STATE_CREATING;
+	pm_persist(&fw->state, sizeof(fw->state));
 	return 0;
+}
+
+/* True if the root area holds nothing yet (a new pool), or a format that a crash cut
+ * short; anything else is left alone. */
+static bool fw_needs_format(const struct fw_header *fw)
+{
+	if (fw->magic == FW_MAGIC_FORMATTING || (fw->magic == FW_MAGIC && fw->state == 0))
+		return true;
+	const unsigned char *p = (const unsigned char *)fw;
+	for (size_t i = 0; i < sizeof(*fw); i++)
+		if (p[i])
+			return false;
+	return true;
 }
 
 static int fw_validate(struct tips_db *db, const char *path)
@@ -602,11 +638,12 @@ static int volatile_state_init(struct tips_db *db)
 	rc = cache_new(entries < 1024 ? 1024 : entries, db->cfg.chain_bound, &db->cache);
 	if (rc)
 		return rc;
-	/* A worker applies at most a quarter of its lane log's records in one epoch, and
+	/* A worker applies at most an eighth of its lane log's records in one epoch, and
 	 * reclamation starts once a lane is half full: an index doing up to two allocations
-	 * or frees per operation never fills a lane within an epoch. */
+	 * or frees per operation (hash: a put that changes the value's length) stays below
+	 * three quarters of a lane. */
 	uint64_t lane = heap_lane_room(db->heap);
-	db->epoch_records_per_worker = lane / 4 ? lane / 4 : 1;
+	db->epoch_records_per_worker = lane / 8 ? lane / 8 : 1;
 	db->lane_capacity = lane / 2;
 	return replay_workers_start(db);
 }
@@ -635,6 +672,11 @@ static int index_create(struct tips_db *db)
 		pm_persist(&fw->index_root, sizeof(fw->index_root));
 		fw->flush_done = 1;
 		pm_persist(&fw->flush_done, sizeof(fw->flush_done));
+		/* From here a crash is an ordinary one: OPEN with flush_done set finishes
+		 * the reclamation. Left CREATING, a crash after reclaim_finish would
+		 * create a second index and leak the first. */
+		fw->state = FW_STATE_OPEN;
+		pm_persist(&fw->state, sizeof(fw->state));
 		reclaim_finish(db);
 	}
 	fw->state = FW_STATE_OPEN;
@@ -745,7 +787,7 @@ int tips_open(const char *path, const struct tips_config *config,
 		rc = tips_set_error(TIPS_ESIZE, "%s: root area too small", path);
 		goto fail;
 	}
-	if (db->fw->magic == 0 && db->fw->state == 0 && (rc = fw_format(db, &db->cfg)))
+	if (fw_needs_format(db->fw) && (rc = fw_format(db, &db->cfg)))
 		goto fail;
 	if ((rc = fw_validate(db, path)) || (rc = volatile_state_init(db)))
 		goto fail;

@@ -64,7 +64,12 @@ struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *va
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e);
 /* Hands a long chain to the gc thread (call without the bucket lock). */
 void cache_queue_gc(struct cache *c, struct cache_bucket *b);
-/* True if every published entry has been applied: a lookup may go to the index. */
+/* Counts one more entry replay has to apply. A writer calls it before its OLog record
+ * becomes visible to replay (so replay's subtraction never comes first) and hence
+ * before publishing: a reader that finds nothing unapplied knows the index holds
+ * every write that completed before it began. */
+void cache_count_unapplied(struct cache *c);
+/* True if every counted entry has been applied: a lookup may go to the index. */
 bool cache_all_applied(const struct cache *c);
 uint64_t cache_unapplied(const struct cache *c);
 /* Replay applied @n entries (after setting their `applied` flags). */
@@ -185,6 +190,7 @@ struct tips_db {
 	struct collect_cursor *cursors;   /* one per OLog (persist thread) */
 	uint64_t epoch_records_per_worker; /* bounds one worker's MLog use per epoch */
 	uint64_t lane_capacity;           /* reclaim when a worker's lane has less room */
+	bool recovering;                  /* replaying a previous process's records */
 
 	/* Statistics. */
 	struct thread_counters retired;   /* of threads that exited */

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #define FW_MAGIC 0x314b524f57504954ull /* "TIPWORK1" */
+#define FW_MAGIC_FORMATTING 0x3f4b524f57504954ull /* "TIPWORK?": a format in progress */
 #define FW_LAYOUT_VERSION 1u
 #define FW_NAME_MAX 32u
 
@@ -34,7 +35,7 @@
 #define FW_STATE_CLEAN 3ull    /* closed cleanly: every log is empty */
 
 struct fw_header {
-	uint64_t magic;             /* FW_MAGIC */
+	uint64_t magic;             /* FW_MAGIC (FW_MAGIC_FORMATTING while formatting) */
 	uint32_t layout_version;    /* FW_LAYOUT_VERSION */
 	uint32_t olog_slots;        /* OLog slots (writer threads at once) */
 	char index_name[FW_NAME_MAX]; /* ops->name of the index the pool holds */
@@ -44,7 +45,7 @@ struct fw_header {
 	uint64_t checksum;          /* crc32 of the fields above */
 	/* Mutable words, own cache line. */
 	uint64_t index_root __attribute__((aligned(64))); /* the index's root object */
-	uint64_t state;             /* FW_STATE_* */
+	uint64_t state;             /* FW_STATE_*; 0 until the format is complete */
 	uint64_t flush_done;        /* 1: reclamation step 1 is durable, step 2 pending */
 	uint64_t ulog_gen;          /* ULog records of another generation are void */
 };

@@ -10,6 +10,8 @@
  * operation that freed can no longer be replayed (§4.3.1).
  */
 #define _GNU_SOURCE
+#include <stdio.h>
+
 #include "tips/framework.h"
 #include "util/errors_internal.h"
 
@@ -39,7 +41,10 @@ void tips_free(void *ptr)
 		return;
 	TIPS_INVARIANT(current != NULL, "tips_free outside an index operation");
 	int rc = tips_heap_free_logged(current->heap, ptr);
-	TIPS_INVARIANT(rc == 0, "tips_free: not a block of the pool, or freed twice");
+	if (rc)
+		fprintf(stderr, "libtips: tips_free(%p): %s: %s\n", ptr, tips_strerror(rc),
+			tips_errormsg());
+	TIPS_INVARIANT(rc == 0, "tips_free failed (see the message above)");
 	atomic_fetch_add_explicit(&current->mlog_frees, 1, memory_order_relaxed);
 }
 

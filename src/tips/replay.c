@@ -22,6 +22,7 @@
  * they make replaying a record twice harmless.
  */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -105,8 +106,11 @@ static void apply_queue(struct tips_db *db, struct queued *q, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		int rc = replay_apply(db, q[i].rec);
 		/* An acknowledged write that cannot be applied (heap full) would be lost. */
-		TIPS_INVARIANT(rc == 0, "replay could not apply an acknowledged write (pool heap "
-			       "full?); the record stays in the OLog");
+		if (rc)
+			fprintf(stderr, "libtips: replay: %s: %s\n", tips_strerror(rc),
+				tips_errormsg());
+		TIPS_INVARIANT(rc == 0, "replay could not apply an acknowledged write; the "
+			       "record stays in the OLog");
 		if (q[i].live) {
 			struct cache_entry *e = (struct cache_entry *)q[i].rec->entry;
 			atomic_store_explicit(&e->applied, 1, memory_order_release);
@@ -206,16 +210,25 @@ static bool logs_need_reclaim(struct tips_db *db)
 }
 
 /*
- * Takes the @limit oldest pending records across all OLogs (a merge by stamp: each
- * OLog is in stamp order, see db.c) and routes each to queue hash(key) % W, so every
- * queue is in stamp order too. The records taken are a prefix of each OLog, and for
- * any record taken every earlier write of its key is taken: that write was durable
- * before this one was stamped, so it lies below the tails read here.
- * Sets next_applied[i] to where OLog i's untaken records start; returns the count.
+ * Takes the oldest pending records across all OLogs, by a merge on stamps (each OLog is
+ * in stamp order: its one owner takes stamps one after another), and routes each to
+ * queue hash(key) % W, so every queue is in stamp order too. It stops at the cut, at
+ * @limit records, or when one queue holds @per_queue (a worker's MLog bound: routing by
+ * key can send every record to one worker).
+ * The cut makes the set consistent: it is the stamp counter read before any tail. A
+ * record stamped at or below it was stamped before the tails were read, and every
+ * earlier write of its key was durable before that (it was appended under the bucket
+ * lock the later write then took), so it lies below the tails and, with a smaller
+ * stamp, is taken first. Without the cut, a tail read late could admit a write whose
+ * earlier write to the same key sits above a tail read early. Recovery passes no cut
+ * (UINT64_MAX): nothing is being written, and the stamps come from another process.
+ * The records taken are a prefix of each OLog; next_applied[i] is set to where OLog
+ * i's untaken records start. Returns the count.
  */
 static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
-			      uint64_t *next_applied)
+			      uint64_t per_queue, uint64_t *next_applied)
 {
+	uint64_t cut = db->recovering ? UINT64_MAX : ts_scan_point();
 	struct collect_cursor *cur = db->cursors;
 	unsigned n_logs = db->ologs.n;
 	for (unsigned i = 0; i < n_logs; i++) {
@@ -231,14 +244,15 @@ static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 			if (cur[i].rec && (best < 0 || OLOG_REC_TS(cur[i].rec) <
 							 OLOG_REC_TS(cur[best].rec)))
 				best = (int)i;
-		if (best < 0)
+		if (best < 0 || OLOG_REC_TS(cur[best].rec) > cut)
 			break;
 		struct olog *l = &db->ologs.logs[best];
 		const struct olog_rec *r = cur[best].rec;
+		struct worker *w = &db->workers[cache_key_hash(r->data, r->klen) % W];
+		if (w->n >= per_queue)
+			break;
 		bool live = cur[best].pos - r->len >= l->recovered_end;
-		uint64_t h = cache_key_hash(r->data, r->klen);
-		TIPS_INVARIANT(queue_push(&db->workers[h % W], r, live),
-			       "replay: out of DRAM for a worker queue");
+		TIPS_INVARIANT(queue_push(w, r, live), "replay: out of DRAM for a worker queue");
 		n++;
 		cur[best].rec = olog_next(l, &cur[best].pos, cur[best].end);
 	}
@@ -292,7 +306,7 @@ static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
 	if (W > 0) {
 		uint64_t limit = (uint64_t)W * db->epoch_records_per_worker;
 		B = epoch_collect(db, W, limit < EPOCH_MAX_RECORDS ? limit : EPOCH_MAX_RECORDS,
-				  next_applied);
+				  db->epoch_records_per_worker, next_applied);
 		if (B) {
 			pthread_mutex_lock(&db->work_mu);
 			db->work_pending = W;
@@ -436,12 +450,14 @@ int replay_recovered(struct tips_db *db)
 	if (!next_applied)
 		return tips_set_error(TIPS_ENOMEM, "recovery: out of DRAM");
 	unsigned keep = db->workers_now;
+	db->recovering = true;
 	while (backlog(db) > 0) {
 		db->workers_now = db->cfg.workers_up ? db->cfg.workers_up : 1;
 		epoch_run(db, next_applied);
 		if (logs_need_reclaim(db))
 			reclaim_run(db);
 	}
+	db->recovering = false;
 	db->workers_now = keep;
 	free(next_applied);
 	return 0;
