@@ -1136,8 +1136,10 @@ static void verify(struct campaign *c)
 		addr_push(&c->known.leaks, sh->new_leaks[i]);
 	for (uint32_t i = 0; i < sh->n_new_unowned_free; i++)
 		addr_push(&c->known.free_owned, sh->new_unowned_free[i]);
-	qsort(c->known.leaks.v, c->known.leaks.n, sizeof(uint64_t), cmp_u64);
-	qsort(c->known.free_owned.v, c->known.free_owned.n, sizeof(uint64_t), cmp_u64);
+	if (c->known.leaks.n > 1)
+		qsort(c->known.leaks.v, c->known.leaks.n, sizeof(uint64_t), cmp_u64);
+	if (c->known.free_owned.n > 1)
+		qsort(c->known.free_owned.v, c->known.free_owned.n, sizeof(uint64_t), cmp_u64);
 	c->phantom += sh->scan_phantom;
 	c->lost += sh->scan_lost;
 	c->details = 0;

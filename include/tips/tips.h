@@ -202,6 +202,7 @@ struct tips_stats {
 	uint64_t ulog_skipped_fresh;            /* tips_ulog_add skipped: memory is new */
 	uint64_t ulog_skipped_logged;           /* tips_ulog_add skipped: already logged */
 	uint64_t mlog_allocs, mlog_frees;       /* tips_alloc / tips_free calls */
+	uint64_t mlog_bytes;                    /* MLog records they wrote, in bytes */
 	uint64_t reclamations;
 	uint64_t epochs;                        /* replay epochs that applied records */
 	uint64_t replayed;                      /* records applied to the index */

@@ -44,6 +44,8 @@ static const uint32_t class_slot[] = {
 	14336, 16384, 20480, 24576, 28672, 32768, 40960, 49152, 57344, 65536,
 };
 #define NCLASSES ((int)(sizeof(class_slot) / sizeof(class_slot[0])))
+_Static_assert(sizeof(struct heap_record) == HEAP_RECORD_BYTES, "heap_internal.h says 32");
+
 /* How many times an allocation that found the heap full retries after making room. */
 #define MAKE_ROOM_ATTEMPTS 4
 

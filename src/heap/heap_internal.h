@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <tips/heap.h>
 
+/* Bytes of one allocation-log record (an MLog entry). */
+#define HEAP_RECORD_BYTES 32u
+
 /* Smallest heap area a pool may have. */
 #define HEAP_MIN_SIZE (4ull << 20)
 

@@ -87,7 +87,8 @@ int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
 		out->blocks_allocated = heap.n;
 		out->blocks_owned = owned.n;
 		/* tips_heap_walk reports blocks in address order. */
-		qsort(owned.addr, owned.n, sizeof(uint64_t), cmp_u64);
+		if (owned.n > 1)
+			qsort(owned.addr, owned.n, sizeof(uint64_t), cmp_u64);
 		for (size_t i = 0; i < owned.n; i++) {
 			size_t at = find(heap.addr, heap.n, owned.addr[i]);
 			if (i > 0 && owned.addr[i] == owned.addr[i - 1]) {

@@ -851,6 +851,7 @@ void tips_stats(struct tips_db *db, struct tips_stats *out)
 		      &out->ulog_skipped_logged);
 	out->mlog_allocs = atomic_load(&db->mlog_allocs);
 	out->mlog_frees = atomic_load(&db->mlog_frees);
+	out->mlog_bytes = (out->mlog_allocs + out->mlog_frees) * HEAP_RECORD_BYTES;
 	out->reclamations = atomic_load(&db->reclamations);
 	out->epochs = atomic_load(&db->epochs);
 	out->replayed = atomic_load(&db->replayed);
