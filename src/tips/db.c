@@ -164,7 +164,7 @@ static void olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t 
 	if (olog_has_room(log, size))
 		return;
 	count(&ctx->c.waits, 1);
-	atomic_store(&db->reclaim_wanted, 1);
+	atomic_store(&db->room_wanted, 1);
 	replay_wake(db);
 	pthread_mutex_lock(&db->ologs.lock);
 	while (!olog_has_room(log, size))
@@ -249,10 +249,6 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	count(&ctx->c.olog_bytes, size);
 	if (atomic_load(&db->persist_idle))
 		replay_wake(db);
-	else if (olog_used(ctx->log) > ctx->log->size / 2 && !atomic_load(&db->reclaim_wanted)) {
-		atomic_store(&db->reclaim_wanted, 1);
-		replay_wake(db);
-	}
 	return 0;
 }
 

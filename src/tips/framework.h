@@ -172,7 +172,8 @@ struct tips_db {
 	pthread_mutex_t persist_mu;
 	pthread_cond_t persist_cv;        /* work arrived, or stop */
 	_Atomic int persist_idle;         /* 1 while it sleeps without a timeout */
-	_Atomic int reclaim_wanted;       /* a log passed its threshold, or a writer waits */
+	_Atomic int reclaim_wanted;       /* a worker's MLog lane is half full */
+	_Atomic int room_wanted;          /* a writer waits for OLog room */
 	_Atomic int stopping;             /* close: drain everything, then exit */
 
 	/* Replay workers and adaptive scaling (replay.c). */

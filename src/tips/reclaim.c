@@ -67,6 +67,7 @@ void reclaim_run(struct tips_db *db)
 	reclaim_finish(db);
 	pthread_rwlock_unlock(&db->scan_lock);
 	atomic_store(&db->reclaim_wanted, 0);
+	atomic_store(&db->room_wanted, 0);
 	atomic_fetch_add(&db->reclamations, 1);
 	pthread_mutex_lock(&db->ologs.lock);
 	pthread_cond_broadcast(&db->ologs.room);

@@ -195,15 +195,20 @@ static uint64_t backlog(struct tips_db *db)
 	return n; /* in bytes: only compared with 0 and with batch sizes */
 }
 
+/* Reclaim when a worker's MLog lane is half full, the ULog is half full, an OLog holds
+ * more than half its size of applied records, or a writer waits for OLog room and
+ * reclaiming would give some (records applied since the last reclamation). */
 static bool logs_need_reclaim(struct tips_db *db)
 {
 	if (atomic_load(&db->reclaim_wanted))
 		return true;
 	if (ulog_used(db->ulog) > db->ulog_size / 2)
 		return true;
+	bool room_wanted = atomic_load(&db->room_wanted);
 	for (unsigned i = 0; i < db->ologs.n; i++) {
 		struct olog *l = &db->ologs.logs[i];
-		if (l->applied - atomic_load(&l->head) > l->size / 2)
+		uint64_t reclaimable = l->applied - atomic_load(&l->head);
+		if (reclaimable > l->size / 2 || (room_wanted && reclaimable > 0))
 			return true;
 	}
 	return false;
@@ -336,7 +341,8 @@ static void persist_wait(struct tips_db *db, long timeout_ns)
 	if (timeout_ns) {
 		struct timespec t;
 		deadline_in(&t, timeout_ns);
-		if (!atomic_load(&db->stopping) && !atomic_load(&db->reclaim_wanted))
+		if (!atomic_load(&db->stopping) && !atomic_load(&db->reclaim_wanted) &&
+		    !atomic_load(&db->room_wanted))
 			pthread_cond_timedwait(&db->persist_cv, &db->persist_mu, &t);
 	} else {
 		atomic_store(&db->persist_idle, 1);
@@ -346,7 +352,7 @@ static void persist_wait(struct tips_db *db, long timeout_ns)
 		struct timespec t;
 		deadline_in(&t, IDLE_SAFETY_NS);
 		if (!atomic_load(&db->stopping) && !atomic_load(&db->reclaim_wanted) &&
-		    backlog(db) == 0)
+		    !atomic_load(&db->room_wanted) && backlog(db) == 0)
 			pthread_cond_timedwait(&db->persist_cv, &db->persist_mu, &t);
 		atomic_store(&db->persist_idle, 0);
 	}
