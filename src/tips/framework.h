@@ -2,8 +2,8 @@
  * framework.h - the TIPS framework's private state and the interfaces between its
  * modules: cache.c (DRAM cache + gc thread), olog.c (per-thread operational logs),
  * ulog.c (undo log), replay.c (persist thread, workers, adaptive scaling), reclaim.c
- * (UNO reclamation and recovery), plugin.c (the API an index calls) and db.c (the
- * facade). The design and its invariants: docs/framework.md and the TIPS paper §3-6.
+ * (UNO reclamation and recovery), timestamp.c (commit stamps), plugin.c (the API an
+ * index calls), check.c (tips_db_check) and db.c (the facade). The design and its invariants: docs/framework.md and the TIPS paper §3-6.
  */
 #ifndef TIPS_FRAMEWORK_H
 #define TIPS_FRAMEWORK_H
@@ -104,14 +104,13 @@ struct olog_set {
 };
 
 uint64_t olog_record_size(size_t klen, size_t vlen);
-/* Blocks until @log has room for a record of @size bytes (the caller owns @log). */
+/* True if @log has room for a record of @size bytes (the caller owns @log). */
 bool olog_has_room(const struct olog *log, uint64_t size);
 /* Appends and persists a record, then persists the tail: exactly two fences. */
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
 		 const void *val, size_t vlen, uint64_t entry);
 /* The record at logical offset @pos (never a PAD: they are skipped); advances *pos. */
 const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t end);
-uint64_t olog_used(const struct olog *log);
 
 /* ---- ULog (ulog.c) --------------------------------------------------------------- */
 

@@ -20,12 +20,6 @@ uint64_t olog_record_size(size_t klen, size_t vlen)
 	return (n + 63) & ~63ull;
 }
 
-uint64_t olog_used(const struct olog *log)
-{
-	return atomic_load_explicit(&log->durable_tail, memory_order_relaxed) -
-	       atomic_load_explicit(&log->head, memory_order_relaxed);
-}
-
 /* Bytes an append of @size bytes consumes at the tail: a PAD to the ring's end first
  * if the record does not fit before it. */
 static uint64_t append_cost(const struct olog *log, uint64_t tail, uint64_t size)
