@@ -54,6 +54,7 @@ typedef int (*tips_walk_fn)(const void *block, void *arg);
  */
 struct tips_index_ops {
 	const char *name; /* "tips-hash", "dram-hash", ... */
+	const char *concurrency; /* its concurrency model, in a few words (for listings) */
 	/* Builds an empty index; returns its root object (allocated with IDX_ALLOC). */
 	int (*create)(const struct tips_index_config *cfg, void **root);
 	/* Attaches to @root (rebuild volatile state such as locks); *index is the handle

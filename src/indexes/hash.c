@@ -551,6 +551,12 @@ static int hash_walk(void *index, tips_walk_fn fn, void *arg)
 
 const struct tips_index_ops IDX_SYM(ops) = {
 	.name = IDX_NAME,
+#ifdef IDX_TIPS
+	.concurrency = "TIPS: lock-free cache reads, per-bucket spinlock writes; "
+		       "replay on 1024 striped rwlocks",
+#else
+	.concurrency = "1024 striped rwlocks (readers share, writers exclusive)",
+#endif
 	.create = hash_create,
 	.open = hash_open,
 	.close = hash_close,

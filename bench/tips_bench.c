@@ -1,0 +1,707 @@
+/*
+ * tips_bench.c - `tips-bench`: the PiBench-style harness (papers/004 §4; YCSB as in
+ * papers/000 §7, Table 1). A load phase inserts N records with T threads; a run phase
+ * executes M operations with T threads in a mix of reads, inserts, updates, removes
+ * and scans, drawing keys from a distribution (bench/keygen.h). Both are reported.
+ *
+ * Key bookkeeping (exact with any number of threads):
+ *  - record ids 0..N-1 are loaded; a key is keygen_scatter(id), big-endian, after an
+ *    optional prefix for longer keys;
+ *  - an insert takes a new id from a shared counter starting at N, so it never
+ *    duplicates; while it runs, the thread publishes a lower bound of that id
+ *    (inflight[t]), so the ids below min(next id, every inflight) are all inserted:
+ *    `latest` draws below that watermark and can never pick a key still in flight;
+ *  - a remove takes the next loaded id from a second counter (each removed once, so it
+ *    exists); reads, updates and scans draw from the loaded ids (or, for latest, below
+ *    the watermark), and a miss is an error unless that id was removed: the error names
+ *    the key and the run fails.
+ * Counters: operations per thread (the statistics thread samples their sum every
+ * --sample-ms for the timeline), latency for a sampled share of operations (with the
+ * thread's flush/fence counters around them, which gives fences per read and per
+ * write), the pm counters of the whole run, and for tips-* the framework's statistics.
+ * The same seed gives every thread the same sequence of operations and keys.
+ *
+ * Exit codes: 0 done, 1 an operation failed (a lost key), 2 usage, 3 setup failed.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_index.h"
+#include "histogram.h"
+#include "keygen.h"
+#include "size_arg.h"
+
+enum { EXIT_OK = 0, EXIT_LOST = 1, EXIT_USAGE = 2, EXIT_SETUP = 3 };
+enum op { OP_READ, OP_INSERT, OP_UPDATE, OP_REMOVE, OP_SCAN, NOPS };
+static const char *const op_names[NOPS] = { "read", "insert", "update", "remove", "scan" };
+
+#define MAX_THREADS 256
+#define MAX_KEY 128
+#define MAX_VALUE 4096
+#define MAX_SAMPLES 100000
+
+struct options {
+	const char *index, *pool, *json, *workload, *key_prefix;
+	uint64_t records, ops, pool_size, seed;
+	unsigned threads, key_size, value_size, scan_len, sample_ms;
+	double ratio[NOPS], skew, latency_sample;
+	enum keydist dist;
+	bool keep;
+};
+
+/* One cache line per thread of shared counters. */
+struct thread_slot {
+	_Atomic uint64_t done;     /* operations completed in the current phase */
+	_Atomic uint64_t inflight; /* insert id lower bound, UINT64_MAX when none */
+} __attribute__((aligned(64)));
+
+struct sampled {
+	uint64_t n, fences, lines;
+};
+
+struct thread_result {
+	struct histogram lat;
+	struct sampled per_op[NOPS];
+	uint64_t ops[NOPS];
+	uint64_t removed_misses;
+	struct tips_pm_counters pm;
+	bool failed;
+};
+
+struct bench {
+	struct options o;
+	struct bench_index idx;
+	struct zipf zipf;
+	struct thread_slot slots[MAX_THREADS];
+	_Atomic uint64_t next_insert, next_remove;
+	_Atomic int stop_sampler, failed;
+	pthread_barrier_t barrier;
+	struct timespec start;
+	int phase; /* 0 load, 1 run */
+	struct thread_result res[MAX_THREADS];
+	uint64_t timeline[MAX_SAMPLES];
+	size_t ntimeline;
+};
+
+static double secs_between(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void make_key(const struct options *o, uint64_t id, unsigned char *k)
+{
+	size_t plen = o->key_size - 8;
+	size_t n = o->key_prefix ? strlen(o->key_prefix) : 0;
+	for (size_t i = 0; i < plen; i++)
+		k[i] = n ? (unsigned char)o->key_prefix[i % n] : 'k';
+	uint64_t v = keygen_scatter(id);
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		k[plen + (size_t)i] = (unsigned char)v;
+}
+
+static void make_value(const struct options *o, uint64_t id, uint64_t seq, unsigned char *v)
+{
+	uint64_t w[2] = { id, seq };
+	memcpy(v, w, o->value_size < 16 ? o->value_size : 16);
+	for (unsigned i = 16; i < o->value_size; i++)
+		v[i] = (unsigned char)(id + i);
+}
+
+/* Every id below this is inserted (see the top comment). */
+static uint64_t insert_watermark(struct bench *b)
+{
+	uint64_t w = atomic_load(&b->next_insert);
+	for (unsigned t = 0; t < b->o.threads; t++) {
+		uint64_t f = atomic_load(&b->slots[t].inflight);
+		if (f < w)
+			w = f;
+	}
+	return w;
+}
+
+static enum op pick_op(const struct options *o, struct rng *r)
+{
+	double x = rng_double(r), acc = 0;
+	for (int i = 0; i < NOPS; i++) {
+		acc += o->ratio[i];
+		if (x < acc)
+			return (enum op)i;
+	}
+	return OP_READ;
+}
+
+static void report_lost(struct bench *b, const char *what, uint64_t id, int rc)
+{
+	fprintf(stderr, "tips-bench: %s of record %llu (key %#llx) failed: %s (%s)\n", what,
+		(unsigned long long)id, (unsigned long long)keygen_scatter(id), tips_strerror(rc),
+		tips_errormsg());
+	atomic_store(&b->failed, 1);
+}
+
+/* A miss on @id is expected only if a remove took it. */
+static bool miss_expected(struct bench *b, uint64_t id)
+{
+	return id < atomic_load(&b->next_remove);
+}
+
+struct worker_arg {
+	struct bench *b;
+	unsigned t;
+};
+
+static void run_ops(struct bench *b, unsigned t)
+{
+	const struct options *o = &b->o;
+	struct thread_result *res = &b->res[t];
+	struct keygen g;
+	keygen_init(&g, o->dist, o->skew, (o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST)
+						  ? &b->zipf : NULL, o->seed, 1000 + t);
+	struct rng sampler;
+	rng_seed(&sampler, o->seed, 5000 + t);
+	unsigned char k[MAX_KEY], v[MAX_VALUE];
+	uint64_t lo = o->ops * t / o->threads, hi = o->ops * (t + 1) / o->threads;
+	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed);
+	     i++) {
+		enum op op = pick_op(o, &g.rng);
+		bool sample = o->latency_sample > 0 && rng_double(&sampler) < o->latency_sample;
+		uint64_t id;
+		if (op == OP_INSERT) {
+			atomic_store(&b->slots[t].inflight, atomic_load(&b->next_insert));
+			id = atomic_fetch_add(&b->next_insert, 1);
+			atomic_store(&b->slots[t].inflight, id);
+		} else if (op == OP_REMOVE) {
+			id = atomic_fetch_add(&b->next_remove, 1);
+			if (id >= o->records) { /* all loaded keys removed: read instead */
+				op = OP_READ;
+				id = keygen_next(&g, o->records);
+			}
+		} else if (o->dist == KEYDIST_LATEST) {
+			id = keygen_next(&g, insert_watermark(b));
+		} else {
+			id = keygen_next(&g, o->records);
+		}
+		make_key(o, id, k);
+		struct tips_pm_counters c0, c1;
+		uint64_t t0 = 0;
+		if (sample) {
+			tips_pm_counters_thread(&c0);
+			t0 = now_ns();
+		}
+		int rc = 0;
+		size_t vl;
+		switch (op) {
+		case OP_READ:
+			rc = bench_lookup(&b->idx, k, o->key_size, v, sizeof(v), &vl);
+			break;
+		case OP_UPDATE:
+			make_value(o, id, i, v);
+			rc = bench_update(&b->idx, k, o->key_size, v, o->value_size);
+			break;
+		case OP_INSERT:
+			make_value(o, id, i, v);
+			rc = bench_insert(&b->idx, k, o->key_size, v, o->value_size);
+			atomic_store(&b->slots[t].inflight, UINT64_MAX);
+			break;
+		case OP_REMOVE:
+			rc = bench_remove(&b->idx, k, o->key_size);
+			break;
+		case OP_SCAN: {
+			long n = bench_scan(&b->idx, k, o->key_size, o->scan_len);
+			rc = n < 0 ? (int)n : 0;
+			break;
+		}
+		default:
+			break;
+		}
+		if (sample) {
+			uint64_t t1 = now_ns();
+			tips_pm_counters_thread(&c1);
+			histogram_record(&res->lat, t1 - t0);
+			res->per_op[op].n++;
+			res->per_op[op].fences += c1.fences - c0.fences;
+			res->per_op[op].lines += c1.lines_flushed - c0.lines_flushed;
+		}
+		if (rc == TIPS_ENOTFOUND && (op == OP_READ || op == OP_UPDATE) &&
+		    miss_expected(b, id))
+			res->removed_misses++;
+		else if (rc) {
+			report_lost(b, op_names[op], id, rc);
+			res->failed = true;
+		}
+		res->ops[op]++;
+		atomic_store_explicit(&b->slots[t].done,
+				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	}
+}
+
+static void load_ops(struct bench *b, unsigned t)
+{
+	const struct options *o = &b->o;
+	unsigned char k[MAX_KEY], v[MAX_VALUE];
+	uint64_t lo = o->records * t / o->threads, hi = o->records * (t + 1) / o->threads;
+	for (uint64_t id = lo; id < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed);
+	     id++) {
+		make_key(o, id, k);
+		make_value(o, id, 0, v);
+		int rc = bench_insert(&b->idx, k, o->key_size, v, o->value_size);
+		if (rc) {
+			report_lost(b, "load insert", id, rc);
+			b->res[t].failed = true;
+		}
+		b->res[t].ops[OP_INSERT]++;
+		atomic_store_explicit(&b->slots[t].done,
+				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	}
+}
+
+static void *worker(void *p)
+{
+	struct worker_arg *a = p;
+	struct bench *b = a->b;
+	struct tips_pm_counters c0, c1;
+	pthread_barrier_wait(&b->barrier);
+	tips_pm_counters_thread(&c0);
+	if (b->phase == 0)
+		load_ops(b, a->t);
+	else
+		run_ops(b, a->t);
+	tips_pm_counters_thread(&c1);
+	b->res[a->t].pm.fences = c1.fences - c0.fences;
+	b->res[a->t].pm.lines_flushed = c1.lines_flushed - c0.lines_flushed;
+	b->res[a->t].pm.bytes_persisted = c1.bytes_persisted - c0.bytes_persisted;
+	return NULL;
+}
+
+static uint64_t total_done(struct bench *b)
+{
+	uint64_t n = 0;
+	for (unsigned t = 0; t < b->o.threads; t++)
+		n += atomic_load_explicit(&b->slots[t].done, memory_order_relaxed);
+	return n;
+}
+
+/* Samples the completed operations every sample_ms (PiBench's statistics thread). */
+static void *sampler(void *p)
+{
+	struct bench *b = p;
+	struct timespec next = b->start;
+	uint64_t last = 0;
+	bool progress = isatty(STDERR_FILENO);
+	while (!atomic_load(&b->stop_sampler) && b->ntimeline < MAX_SAMPLES) {
+		next.tv_nsec += (long)b->o.sample_ms * 1000000L;
+		while (next.tv_nsec >= 1000000000L) {
+			next.tv_nsec -= 1000000000L;
+			next.tv_sec++;
+		}
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0)
+			;
+		uint64_t n = total_done(b);
+		b->timeline[b->ntimeline++] = n - last;
+		last = n;
+		if (progress)
+			fprintf(stderr, "\r%s: %llu operations", b->phase ? "run" : "load",
+				(unsigned long long)n);
+	}
+	if (progress)
+		fprintf(stderr, "\r\033[K");
+	return NULL;
+}
+
+struct phase_result {
+	double seconds, ops_per_sec;
+	uint64_t ops;
+	struct tips_stats st0, st1;
+	struct tips_pm_counters all0, all1;
+};
+
+static int run_phase(struct bench *b, int phase, struct phase_result *pr)
+{
+	pthread_t th[MAX_THREADS], samp;
+	struct worker_arg args[MAX_THREADS];
+	b->phase = phase;
+	memset(b->res, 0, sizeof(b->res));
+	b->ntimeline = 0;
+	for (unsigned t = 0; t < b->o.threads; t++) {
+		atomic_store(&b->slots[t].done, 0);
+		atomic_store(&b->slots[t].inflight, UINT64_MAX);
+		histogram_clear(&b->res[t].lat);
+	}
+	if (b->idx.db)
+		tips_stats(b->idx.db, &pr->st0);
+	tips_pm_counters_total(&pr->all0);
+	pthread_barrier_init(&b->barrier, NULL, b->o.threads + 1);
+	for (unsigned t = 0; t < b->o.threads; t++) {
+		args[t] = (struct worker_arg){ b, t };
+		if (pthread_create(&th[t], NULL, worker, &args[t]))
+			return -1;
+	}
+	atomic_store(&b->stop_sampler, 0);
+	pthread_barrier_wait(&b->barrier);
+	clock_gettime(CLOCK_MONOTONIC, &b->start);
+	if (pthread_create(&samp, NULL, sampler, b))
+		return -1;
+	for (unsigned t = 0; t < b->o.threads; t++)
+		pthread_join(th[t], NULL);
+	struct timespec end;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	atomic_store(&b->stop_sampler, 1);
+	pthread_join(samp, NULL);
+	pthread_barrier_destroy(&b->barrier);
+	tips_pm_counters_total(&pr->all1);
+	if (b->idx.db)
+		tips_stats(b->idx.db, &pr->st1);
+	pr->seconds = secs_between(&b->start, &end);
+	pr->ops = total_done(b);
+	pr->ops_per_sec = (double)pr->ops / pr->seconds;
+	return atomic_load(&b->failed) ? 1 : 0;
+}
+
+/* ---- reporting ------------------------------------------------------------------- */
+
+struct run_summary {
+	struct histogram lat;
+	uint64_t ops[NOPS], removed_misses;
+	double fences_w, lines_w, fences_r, lines_r; /* from sampled operations */
+	double fences_w_all, pm_bytes_per_op;        /* all threads, whole phase */
+	double timeline_mean, timeline_stddev;       /* ops per interval */
+};
+
+static void summarize(struct bench *b, const struct phase_result *pr, struct run_summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	histogram_clear(&s->lat);
+	struct sampled per[NOPS] = { { 0, 0, 0 } };
+	for (unsigned t = 0; t < b->o.threads; t++) {
+		histogram_merge(&s->lat, &b->res[t].lat);
+		s->removed_misses += b->res[t].removed_misses;
+		for (int i = 0; i < NOPS; i++) {
+			s->ops[i] += b->res[t].ops[i];
+			per[i].n += b->res[t].per_op[i].n;
+			per[i].fences += b->res[t].per_op[i].fences;
+			per[i].lines += b->res[t].per_op[i].lines;
+		}
+	}
+	uint64_t wn = per[OP_INSERT].n + per[OP_UPDATE].n + per[OP_REMOVE].n;
+	uint64_t wf = per[OP_INSERT].fences + per[OP_UPDATE].fences + per[OP_REMOVE].fences;
+	uint64_t wl = per[OP_INSERT].lines + per[OP_UPDATE].lines + per[OP_REMOVE].lines;
+	uint64_t rn = per[OP_READ].n + per[OP_SCAN].n;
+	uint64_t writes = s->ops[OP_INSERT] + s->ops[OP_UPDATE] + s->ops[OP_REMOVE];
+	if (!wn && writes == pr->ops) { /* only writes (the load): the threads' totals */
+		for (unsigned t = 0; t < b->o.threads; t++) {
+			wn += b->res[t].ops[OP_INSERT] + b->res[t].ops[OP_UPDATE] +
+			      b->res[t].ops[OP_REMOVE];
+			wf += b->res[t].pm.fences;
+			wl += b->res[t].pm.lines_flushed;
+		}
+	}
+	s->fences_w = wn ? (double)wf / (double)wn : 0;
+	s->lines_w = wn ? (double)wl / (double)wn : 0;
+	s->fences_r = rn ? (double)(per[OP_READ].fences + per[OP_SCAN].fences) / (double)rn : 0;
+	s->lines_r = rn ? (double)(per[OP_READ].lines + per[OP_SCAN].lines) / (double)rn : 0;
+	s->fences_w_all = writes ? (double)(pr->all1.fences - pr->all0.fences) / (double)writes : 0;
+	s->pm_bytes_per_op = pr->ops ? (double)(pr->all1.bytes_persisted -
+						 pr->all0.bytes_persisted) / (double)pr->ops : 0;
+	/* The last interval is partial: leave it out of the spread. */
+	size_t n = b->ntimeline > 1 ? b->ntimeline - 1 : b->ntimeline;
+	double sum = 0, sq = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += (double)b->timeline[i];
+	s->timeline_mean = n ? sum / (double)n : 0;
+	for (size_t i = 0; i < n; i++)
+		sq += ((double)b->timeline[i] - s->timeline_mean) *
+		      ((double)b->timeline[i] - s->timeline_mean);
+	s->timeline_stddev = n ? sqrt(sq / (double)n) : 0;
+}
+
+static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999, 0.9999 };
+static const char *const quantile_names[] = { "p50", "p90", "p99", "p999", "p9999" };
+
+static void print_phase(const char *name, const struct phase_result *pr,
+			const struct run_summary *s)
+{
+	printf("%-5s %12.0f ops/s  %10llu ops in %.3f s", name, pr->ops_per_sec,
+	       (unsigned long long)pr->ops, pr->seconds);
+	if (s->lat.total)
+		printf("  latency ns p50 %llu p99 %llu p99.9 %llu max %llu",
+		       (unsigned long long)histogram_quantile(&s->lat, 0.5),
+		       (unsigned long long)histogram_quantile(&s->lat, 0.99),
+		       (unsigned long long)histogram_quantile(&s->lat, 0.999),
+		       (unsigned long long)s->lat.max);
+	printf("\n");
+}
+
+static void json_phase(FILE *f, struct bench *b, const char *name,
+		       const struct phase_result *pr, const struct run_summary *s)
+{
+	fprintf(f, "\"%s\":{\"ops\":%llu,\"seconds\":%.6f,\"ops_per_sec\":%.1f,\"op_counts\":{",
+		name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec);
+	for (int i = 0; i < NOPS; i++)
+		fprintf(f, "%s\"%s\":%llu", i ? "," : "", op_names[i], (unsigned long long)s->ops[i]);
+	fprintf(f, "},\"removed_key_misses\":%llu,\"latency_ns\":{\"samples\":%llu",
+		(unsigned long long)s->removed_misses, (unsigned long long)s->lat.total);
+	for (int i = 0; i < 5; i++)
+		fprintf(f, ",\"%s\":%llu", quantile_names[i],
+			(unsigned long long)histogram_quantile(&s->lat, quantiles[i]));
+	fprintf(f, ",\"max\":%llu},\"timeline_ms\":%u,\"timeline\":[", (unsigned long long)s->lat.max,
+		b->o.sample_ms);
+	for (size_t i = 0; i < b->ntimeline; i++)
+		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->timeline[i]);
+	fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":%.4f,"
+		"\"fences_per_write\":%.4f,\"flushes_per_read\":%.4f,\"fences_per_read\":%.4f,"
+		"\"fences_per_write_all_threads\":%.4f,\"pm_bytes_per_op\":%.2f}",
+		s->timeline_stddev, s->lines_w, s->fences_w, s->lines_r, s->fences_r,
+		s->fences_w_all, s->pm_bytes_per_op);
+	if (b->idx.db) {
+		const struct tips_stats *a = &pr->st0, *z = &pr->st1;
+		uint64_t hits = z->cache_hits - a->cache_hits;
+		uint64_t looked = hits + z->cache_misses - a->cache_misses;
+		uint64_t epochs = z->epochs - a->epochs;
+		double wavg = epochs ? (z->workers_avg * (double)z->epochs -
+					a->workers_avg * (double)a->epochs) / (double)epochs : 0;
+		fprintf(f, ",\"framework\":{\"cache_hit_ratio\":%.4f,\"cache_bypasses\":%llu,"
+			"\"workers_avg\":%.3f,\"workers_final\":%u,\"reclamations\":%llu,"
+			"\"ulog_logged\":%llu,\"ulog_skipped_fresh\":%llu,"
+			"\"ulog_skipped_logged\":%llu,\"replayed\":%llu}",
+			looked ? (double)hits / (double)looked : 0,
+			(unsigned long long)(z->cache_bypasses - a->cache_bypasses), wavg,
+			z->workers_now, (unsigned long long)(z->reclamations - a->reclamations),
+			(unsigned long long)(z->ulog_logged - a->ulog_logged),
+			(unsigned long long)(z->ulog_skipped_fresh - a->ulog_skipped_fresh),
+			(unsigned long long)(z->ulog_skipped_logged - a->ulog_skipped_logged),
+			(unsigned long long)(z->replayed - a->replayed));
+	}
+	fprintf(f, "}");
+}
+
+/* ---- options --------------------------------------------------------------------- */
+
+static int set_workload(struct options *o, const char *w)
+{
+	memset(o->ratio, 0, sizeof(o->ratio));
+	if (strcmp(w, "a") == 0) {
+		o->ratio[OP_READ] = 0.5, o->ratio[OP_UPDATE] = 0.5;
+	} else if (strcmp(w, "b") == 0) {
+		o->ratio[OP_READ] = 0.95, o->ratio[OP_UPDATE] = 0.05;
+	} else if (strcmp(w, "c") == 0) {
+		o->ratio[OP_READ] = 1.0;
+	} else if (strcmp(w, "d") == 0) {
+		o->ratio[OP_READ] = 0.95, o->ratio[OP_INSERT] = 0.05;
+		o->dist = KEYDIST_LATEST;
+	} else if (strcmp(w, "e") == 0) {
+		o->ratio[OP_SCAN] = 0.95, o->ratio[OP_INSERT] = 0.05;
+	} else if (strcmp(w, "load") == 0) {
+		o->ratio[OP_INSERT] = 1.0;
+	} else
+		return -1;
+	o->workload = w;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tips-bench --index NAME [options]      tips-bench --list\n"
+		"  --records N        records loaded first (default 1M)\n"
+		"  --ops M            operations in the run phase (default 1M)\n"
+		"  --threads T        worker threads (default 2)\n"
+		"  --workload W       a|b|c|d|e (YCSB as in TIPS Table 1) or load (inserts only)\n"
+		"  --read R --insert R --update R --remove R --scan R   a mix (sums to 1)\n"
+		"  --dist D           uniform|selfsimilar|zipfian|latest (default uniform)\n"
+		"  --skew F           selfsimilar h (default 0.2), zipfian/latest theta (0.99)\n"
+		"  --key-size B       8 or more (default 8); --key-prefix S for longer keys\n"
+		"  --value-size B     (default 8); --scan-len N (default 100); --seed S (1)\n"
+		"  --sample-ms MS     timeline interval (100); --latency-sample F (0.01)\n"
+		"  --pool PATH        tips-* pool (default a fresh file in /dev/shm, removed\n"
+		"                     afterwards unless --keep); --pool-size SIZE\n"
+		"  --json FILE        also write the results as one JSON document\n"
+		"exit codes: 0 ok, 1 an operation failed (e.g. a loaded key not found), 2 usage,\n"
+		"3 setup failed\n");
+}
+
+static int parse(int argc, char **argv, struct options *o, bool *list)
+{
+	static const struct option longopts[] = {
+		{ "index", 1, 0, 'i' }, { "records", 1, 0, 'N' }, { "ops", 1, 0, 'M' },
+		{ "threads", 1, 0, 'T' }, { "workload", 1, 0, 'w' }, { "read", 1, 0, 'r' },
+		{ "insert", 1, 0, 'I' }, { "update", 1, 0, 'u' }, { "remove", 1, 0, 'd' },
+		{ "scan", 1, 0, 's' }, { "dist", 1, 0, 'D' }, { "skew", 1, 0, 'k' },
+		{ "key-size", 1, 0, 'K' }, { "key-prefix", 1, 0, 'P' }, { "value-size", 1, 0, 'V' },
+		{ "scan-len", 1, 0, 'L' }, { "seed", 1, 0, 'S' }, { "sample-ms", 1, 0, 'm' },
+		{ "latency-sample", 1, 0, 'l' }, { "pool", 1, 0, 'p' }, { "pool-size", 1, 0, 'z' },
+		{ "keep", 0, 0, 'e' }, { "json", 1, 0, 'j' }, { "list", 0, 0, 'x' },
+		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+	};
+	bool mix = false, skew_set = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		uint64_t v = 0;
+		char *end = NULL;
+		switch (c) {
+		case 'i': o->index = optarg; break;
+		case 'N': if (size_arg_parse(optarg, &v) || !v) return -1; o->records = v; break;
+		case 'M': if (size_arg_parse(optarg, &v)) return -1; o->ops = v; break;
+		case 'T': o->threads = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || o->threads < 1 || o->threads > MAX_THREADS) return -1;
+			break;
+		case 'w': if (set_workload(o, optarg)) return -1; break;
+		case 'r': case 'I': case 'u': case 'd': case 's': {
+			int op = c == 'r' ? OP_READ : c == 'I' ? OP_INSERT : c == 'u' ? OP_UPDATE
+				 : c == 'd' ? OP_REMOVE : OP_SCAN;
+			if (!mix)
+				memset(o->ratio, 0, sizeof(o->ratio));
+			mix = true;
+			o->ratio[op] = strtod(optarg, &end);
+			if (*end || o->ratio[op] < 0 || o->ratio[op] > 1) return -1;
+			o->workload = "custom";
+			break;
+		}
+		case 'D': if (keydist_parse(optarg, &o->dist)) return -1; break;
+		case 'k': o->skew = strtod(optarg, &end); skew_set = true; if (*end) return -1; break;
+		case 'K': o->key_size = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || o->key_size < 8 || o->key_size > MAX_KEY) return -1;
+			break;
+		case 'P': o->key_prefix = optarg; break;
+		case 'V': o->value_size = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || o->value_size > MAX_VALUE) return -1;
+			break;
+		case 'L': o->scan_len = (unsigned)strtoul(optarg, &end, 10); if (*end) return -1; break;
+		case 'S': o->seed = strtoull(optarg, &end, 0); if (*end) return -1; break;
+		case 'm': o->sample_ms = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || !o->sample_ms) return -1;
+			break;
+		case 'l': o->latency_sample = strtod(optarg, &end);
+			if (*end || o->latency_sample < 0 || o->latency_sample > 1) return -1;
+			break;
+		case 'p': o->pool = optarg; break;
+		case 'z': if (size_arg_parse(optarg, &v)) return -1; o->pool_size = v; break;
+		case 'e': o->keep = true; break;
+		case 'j': o->json = optarg; break;
+		case 'x': *list = true; break;
+		case 'h': usage(stdout); exit(EXIT_OK);
+		default: return -1;
+		}
+	}
+	if (optind != argc)
+		return -1;
+	if (!skew_set)
+		o->skew = o->dist == KEYDIST_SELFSIMILAR ? 0.2 : 0.99;
+	double sum = 0;
+	for (int i = 0; i < NOPS; i++)
+		sum += o->ratio[i];
+	if (fabs(sum - 1.0) > 1e-9) {
+		fprintf(stderr, "tips-bench: the operation ratios sum to %g, not 1\n", sum);
+		return -1;
+	}
+	return 0;
+}
+
+static void list_indexes(void)
+{
+	for (const char *const *n = tips_index_names(); *n; n++) {
+		const struct tips_index_ops *ops = tips_index_find(*n);
+		printf("%-16s %s\n", *n, ops && ops->concurrency ? ops->concurrency : "");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench b;
+	struct options *o = &b.o;
+	*o = (struct options){ .records = 1 << 20, .ops = 1 << 20, .threads = 2, .key_size = 8,
+			       .value_size = 8, .scan_len = 100, .seed = 1, .sample_ms = 100,
+			       .latency_sample = 0.01, .dist = KEYDIST_UNIFORM };
+	set_workload(o, "a");
+	bool list = false;
+	if (parse(argc, argv, o, &list)) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (list) {
+		list_indexes();
+		return EXIT_OK;
+	}
+	if (!o->index) {
+		fprintf(stderr, "tips-bench: --index NAME is required (see --list)\n");
+		return EXIT_USAGE;
+	}
+	if ((o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST) &&
+	    zipf_init(&b.zipf, o->records, o->skew)) {
+		fprintf(stderr, "tips-bench: zipfian skew must be in (0, 1)\n");
+		return EXIT_USAGE;
+	}
+	struct keygen probe;
+	if (keygen_init(&probe, o->dist, o->skew, &b.zipf, 0, 0)) {
+		fprintf(stderr, "tips-bench: skew %g does not fit %s\n", o->skew,
+			keydist_name(o->dist));
+		return EXIT_USAGE;
+	}
+	uint64_t expected = o->records + (uint64_t)((double)o->ops * o->ratio[OP_INSERT]);
+	int rc = bench_index_open(&b.idx, o->index, o->pool, o->pool_size, expected, o->keep);
+	if (rc) {
+		fprintf(stderr, "tips-bench: cannot open %s: %s\n", o->index, tips_errormsg());
+		return EXIT_SETUP;
+	}
+	atomic_store(&b.next_insert, o->records);
+	printf("tips-bench: %s, %llu records, %llu ops, %u threads, workload %s, %s keys "
+	       "(%u B), values %u B, seed %llu\n", o->index, (unsigned long long)o->records,
+	       (unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
+	       o->key_size, o->value_size, (unsigned long long)o->seed);
+	struct phase_result load, run;
+	struct run_summary ls, rs;
+	int failed = run_phase(&b, 0, &load);
+	summarize(&b, &load, &ls);
+	print_phase("load", &load, &ls);
+	FILE *json = NULL;
+	if (!failed) {
+		failed = run_phase(&b, 1, &run);
+		summarize(&b, &run, &rs);
+		print_phase("run", &run, &rs);
+		printf("run: fences/write %.3f, flushes/write %.3f, fences/read %.3f, all-thread "
+		       "fences/write %.3f, PM bytes/op %.1f, throughput stddev %.1f%% of mean\n",
+		       rs.fences_w, rs.lines_w, rs.fences_r, rs.fences_w_all, rs.pm_bytes_per_op,
+		       rs.timeline_mean ? 100 * rs.timeline_stddev / rs.timeline_mean : 0);
+		if (o->json && !(json = fopen(o->json, "w")))
+			perror(o->json);
+	}
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	if (json) {
+		fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
+			"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
+			"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
+			"\"ratios\":{", o->index, (unsigned long long)o->records,
+			(unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
+			o->skew, o->key_size, o->value_size, o->scan_len,
+			(unsigned long long)o->seed);
+		for (int i = 0; i < NOPS; i++)
+			fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
+		fprintf(json, "}},");
+		json_phase(json, &b, "load", &load, &ls);
+		fprintf(json, ",");
+		json_phase(json, &b, "run", &run, &rs);
+		fprintf(json, ",\"peak_rss_kib\":%ld}\n", ru.ru_maxrss);
+		fclose(json);
+	}
+	printf("peak resident memory %ld KiB\n", ru.ru_maxrss);
+	bench_index_close(&b.idx);
+	return failed ? EXIT_LOST : EXIT_OK;
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# bench_e2e.sh - tips-bench end to end on a tiny workload, for every index it lists:
+# YCSB A-E and the insert-only load, a mix with removes, longer keys and values, and a
+# skewed distribution; each run must exit 0 and its JSON must carry the documented
+# fields. Also: usage errors exit 2, and an unknown index exits 3.
+#
+# usage: bench_e2e.sh TIPS_BENCH_EXE
+set -euo pipefail
+BENCH=$1
+DIR=$(mktemp -d /tmp/tips-bench-e2e.XXXXXX)
+trap 'rm -rf -- "$DIR"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# run_ok NAME ARGS...: the run must succeed and write a JSON with the required fields.
+run_ok() {
+	local name=$1; shift
+	local json=$DIR/$name.json
+	if ! "$BENCH" "$@" --json "$json" >"$DIR/$name.out" 2>"$DIR/$name.err"; then
+		fail "$name: exit $? ($(tail -1 "$DIR/$name.err"))"
+		return
+	fi
+	for field in '"index":' '"config":' '"load":{"ops":' '"run":{"ops":' '"ops_per_sec":' \
+		'"latency_ns":{' '"p50":' '"p99":' '"p999":' '"timeline":[' '"persist":{' \
+		'"flushes_per_write":' '"fences_per_write":' '"fences_per_read":' '"peak_rss_kib":'; do
+		grep -qF -- "$field" "$json" || fail "$name: JSON lacks $field"
+	done
+	case "$*" in
+	*tips-*) grep -qF '"framework":{"cache_hit_ratio":' "$json" ||
+		fail "$name: JSON lacks the framework counters" ;;
+	esac
+	echo "ok: $name"
+}
+
+indexes=$("$BENCH" --list | awk '{print $1}')
+[[ -n $indexes ]] || fail "--list printed no index"
+for idx in $indexes; do
+	for w in a b c d e load; do
+		run_ok "$idx-$w" --index "$idx" --records 3000 --ops 3000 --workload "$w" \
+			--latency-sample 0.5 --sample-ms 5
+	done
+	run_ok "$idx-mix" --index "$idx" --records 3000 --ops 6000 --read 0.4 --remove 0.3 \
+		--insert 0.2 --update 0.1 --threads 3
+	run_ok "$idx-long" --index "$idx" --records 2000 --ops 2000 --workload a \
+		--key-size 24 --key-prefix user --value-size 100 --dist selfsimilar --skew 0.2
+	run_ok "$idx-zipf" --index "$idx" --records 2000 --ops 2000 --workload b --dist zipfian
+done
+# tips-* pools are removed afterwards.
+ls /dev/shm/tips-bench-* >/dev/null 2>&1 && fail "a tips-bench pool was left in /dev/shm"
+
+set +e
+"$BENCH" --index dram-hash --read 0.5 --update 0.4 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "ratios not summing to 1 must exit 2"
+"$BENCH" --records 10 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "a missing --index must exit 2"
+"$BENCH" --index no-such-index --records 10 --ops 10 >/dev/null 2>&1
+[[ $? -eq 3 ]] || fail "an unknown index must exit 3"
+set -e
+
+if [[ $failures -ne 0 ]]; then
+	echo "bench_e2e: $failures failure(s)" >&2
+	exit 1
+fi
+echo "bench_e2e: all passed"
