@@ -218,8 +218,6 @@ void replay_wake(struct tips_db *db);
 /* Applies every record in the OLogs with all workers, reclaiming as needed (recovery,
  * from the opening thread, before the persist thread starts). */
 int replay_recovered(struct tips_db *db);
-/* Applies one record to the index (blind-write semantics, see replay.c). */
-int replay_apply(struct tips_db *db, const struct olog_rec *r);
 
 /* reclaim.c */
 /* UNO reclamation; called by the persist thread between epochs (or at open/close). */

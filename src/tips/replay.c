@@ -69,7 +69,7 @@ static void deadline_in(struct timespec *t, long ns)
 	}
 }
 
-int replay_apply(struct tips_db *db, const struct olog_rec *r)
+static int replay_apply(struct tips_db *db, const struct olog_rec *r)
 {
 	const struct tips_index_ops *ops = db->ops;
 	const void *key = r->data, *val = r->data + r->klen;
