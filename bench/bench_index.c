@@ -15,6 +15,11 @@ static int is_tips(const struct tips_index_ops *ops)
 	return strncmp(ops->name, "tips-", 5) == 0;
 }
 
+uint64_t bench_pool_size(uint64_t expected_keys)
+{
+	return ((expected_keys * 160 + (512ull << 20)) >> 21) << 21; /* 2 MiB granules */
+}
+
 int bench_index_open(struct bench_index *b, const char *name, const char *pool_path,
 		     uint64_t pool_size, uint64_t expected_keys, int keep)
 {
@@ -41,9 +46,7 @@ int bench_index_open(struct bench_index *b, const char *name, const char *pool_p
 	tips_config_init(&cfg);
 	cfg.flags = TIPS_CREATE;
 	cfg.expected_keys = expected_keys;
-	/* Room for nodes (about 64 B a key), buckets and logs, unless told. */
-	cfg.pool_size = pool_size ? pool_size
-				  : ((expected_keys * 160 + (512ull << 20)) >> 21) << 21;
+	cfg.pool_size = pool_size ? pool_size : bench_pool_size(expected_keys);
 	return tips_open(b->pool, &cfg, b->ops, &b->db);
 }
 

@@ -19,6 +19,10 @@ struct bench_index {
 	int remove_pool;     /* tips: unlink the pool at close */
 };
 
+/* Pool size for a tips-* index expected to hold @expected_keys keys: room for the
+ * nodes (about 64 B a key), the buckets and the logs (160 B a key + 512 MiB). */
+uint64_t bench_pool_size(uint64_t expected_keys);
+
 /* Opens @name. tips-*: @pool_path (NULL: a fresh file under /dev/shm, removed at close
  * unless @keep), @pool_size (0: TIPS's default rule), @expected_keys as sizing hint.
  * Returns 0 or a TIPS_E* code (message in tips_errormsg()). */

@@ -17,10 +17,12 @@
  * Sides alternate which goes first; the median of the repetitions is reported, and the
  * ratio tips/dram of the medians.
  *
- * Keys are 8-byte big-endian encodings of a bijective mix of 0..K-1; values 8 bytes.
+ * Keys are 8-byte big-endian encodings of keygen_scatter(0..K-1); values 8 bytes.
  * Exit codes: 0 done, 2 usage error, 3 a library or system call failed.
  */
 #define _GNU_SOURCE
+#include "bench_index.h"
+#include "keygen.h"
 #include "size_arg.h"
 
 #include <getopt.h>
@@ -79,16 +81,9 @@ struct run {
 	struct timespec start, end;
 };
 
-static uint64_t mix(uint64_t x)
-{ /* a bijection on 64-bit integers (splitmix64's finaliser) */
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static void key_bytes(uint64_t i, unsigned char out[8])
 {
-	uint64_t k = mix(i);
+	uint64_t k = keygen_scatter(i);
 	for (int b = 7; b >= 0; b--, k >>= 8)
 		out[b] = (unsigned char)k;
 }
@@ -127,7 +122,8 @@ static void *bench_thread(void *p)
 	struct thread_arg *a = p;
 	struct run *r = a->r;
 	const struct options *o = r->o;
-	uint64_t seed = mix(a->id * 7919 + (uint64_t)r->phase * 104729 + 1);
+	struct rng rng;
+	rng_seed(&rng, 1, (uint64_t)r->phase << 32 | a->id);
 	uint64_t n = r->phase == PHASE_LOAD ? o->keys : o->ops;
 	uint64_t lo = n * a->id / o->threads, hi = n * (a->id + 1) / o->threads;
 	uint64_t writes = 0, reads = 0;
@@ -144,9 +140,9 @@ static void *bench_thread(void *p)
 			rc = do_insert(r, k, i);
 			writes++;
 		} else {
-			seed = mix(seed);
-			key_bytes(seed % o->keys, k);
-			if (r->phase == PHASE_MIXED && (seed >> 63)) {
+			uint64_t draw = rng_next(&rng);
+			key_bytes(draw % o->keys, k);
+			if (r->phase == PHASE_MIXED && (draw >> 63)) {
 				rc = do_update(r, k, i);
 				writes++;
 			} else {
@@ -230,8 +226,7 @@ static int run_phase(struct run *r, int phase, struct sample *s)
 
 static uint64_t pool_size_for(const struct options *o)
 {
-	/* Room for the nodes (about 64 B a key), the buckets and the logs. */
-	return o->pool_size ? o->pool_size : ((o->keys * 160 + (512ull << 20)) >> 21) << 21;
+	return o->pool_size ? o->pool_size : bench_pool_size(o->keys);
 }
 
 static int run_side(const struct options *o, int side, struct sample out[NPHASES])
@@ -325,12 +320,13 @@ struct filler {
 static void *fill_thread(void *p)
 {
 	struct filler *f = p;
-	uint64_t seed = mix(f->id + 11);
+	struct rng rng;
+	rng_seed(&rng, 11, f->id);
 	unsigned char k[8];
 	for (;;) { /* until the parent kills the process */
-		seed = mix(seed);
-		key_bytes(seed % f->o->keys, k);
-		if (tips_put(f->db, k, 8, &seed, 8))
+		uint64_t draw = rng_next(&rng);
+		key_bytes(draw % f->o->keys, k);
+		if (tips_put(f->db, k, 8, &draw, 8))
 			_exit(3);
 	}
 	return NULL;
