@@ -65,3 +65,19 @@ uint64_t histogram_quantile(const struct histogram *h, double q)
 	}
 	return h->max;
 }
+
+size_t histogram_cdf(const struct histogram *h, uint64_t *value, double *fraction, size_t max)
+{
+	size_t n = 0;
+	uint64_t seen = 0;
+	for (unsigned b = 0; b < HISTOGRAM_BUCKETS && n < max && seen < h->total; b++) {
+		if (!h->count[b])
+			continue;
+		seen += h->count[b];
+		uint64_t top = bucket_top(b);
+		value[n] = top < h->max ? top : h->max;
+		fraction[n] = (double)seen / (double)h->total;
+		n++;
+	}
+	return n;
+}

@@ -7,6 +7,7 @@
 #ifndef TIPS_BENCH_HISTOGRAM_H
 #define TIPS_BENCH_HISTOGRAM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define HISTOGRAM_SUB_BITS 5 /* 32 sub-buckets per power of two */
@@ -24,5 +25,9 @@ void histogram_merge(struct histogram *into, const struct histogram *from);
 /* The value at quantile @q in [0, 1] (the bucket's upper bound, capped at the max seen);
  * 0 if empty. */
 uint64_t histogram_quantile(const struct histogram *h, double q);
+/* The cumulative distribution: for each non-empty bucket in order, its upper bound
+ * (capped at the max seen) into @value[i] and the share of values at or below it into
+ * @fraction[i]. Writes at most @max points; returns how many it wrote. */
+size_t histogram_cdf(const struct histogram *h, uint64_t *value, double *fraction, size_t max);
 
 #endif /* TIPS_BENCH_HISTOGRAM_H */

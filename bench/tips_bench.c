@@ -24,6 +24,7 @@
  * Exit codes: 0 done, 1 an operation failed (a lost key), 2 usage, 3 setup failed.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -38,26 +39,15 @@
 
 #include "bench_index.h"
 #include "histogram.h"
-#include "keygen.h"
 #include "size_arg.h"
+#include "tips_bench.h"
 
-enum { EXIT_OK = 0, EXIT_LOST = 1, EXIT_USAGE = 2, EXIT_SETUP = 3 };
-enum op { OP_READ, OP_INSERT, OP_UPDATE, OP_REMOVE, OP_SCAN, NOPS };
 static const char *const op_names[NOPS] = { "read", "insert", "update", "remove", "scan" };
 
-#define MAX_THREADS 256
 #define MAX_KEY 128
 #define MAX_VALUE 4096
 #define MAX_SAMPLES 100000
 
-struct options {
-	const char *index, *pool, *json, *workload, *key_prefix;
-	uint64_t records, ops, pool_size, seed;
-	unsigned threads, key_size, value_size, scan_len, sample_ms;
-	double ratio[NOPS], skew, latency_sample;
-	enum keydist dist;
-	bool keep;
-};
 
 /* One cache line per thread of shared counters. */
 struct thread_slot {
@@ -85,6 +75,7 @@ struct bench {
 	struct thread_slot slots[MAX_THREADS];
 	_Atomic uint64_t next_insert, next_remove;
 	_Atomic int stop_sampler, failed;
+	_Atomic int time_up; /* the run phase reached o.max_seconds */
 	pthread_barrier_t barrier;
 	struct timespec start;
 	int phase; /* 0 load, 1 run */
@@ -177,7 +168,8 @@ static void run_ops(struct bench *b, unsigned t)
 	rng_seed(&sampler, o->seed, 5000 + t);
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
 	uint64_t lo = o->ops * t / o->threads, hi = o->ops * (t + 1) / o->threads;
-	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed);
+	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
+			      !atomic_load_explicit(&b->time_up, memory_order_relaxed);
 	     i++) {
 		enum op op = pick_op(o, &g.rng);
 		bool sample = o->latency_sample > 0 && rng_double(&sampler) < o->latency_sample;
@@ -317,6 +309,9 @@ static void *sampler(void *p)
 		uint64_t n = total_done(b);
 		b->timeline[b->ntimeline++] = n - last;
 		last = n;
+		if (b->phase == 1 && b->o.max_seconds > 0 &&
+		    (double)b->ntimeline * b->o.sample_ms >= b->o.max_seconds * 1000)
+			atomic_store(&b->time_up, 1);
 		if (progress)
 			fprintf(stderr, "\r%s: %llu operations", b->phase ? "run" : "load",
 				(unsigned long long)n);
@@ -329,6 +324,7 @@ static void *sampler(void *p)
 struct phase_result {
 	double seconds, ops_per_sec;
 	uint64_t ops;
+	bool capped; /* stopped by max_seconds */
 	struct tips_stats st0, st1;
 	struct tips_pm_counters all0, all1;
 };
@@ -372,6 +368,7 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	pr->seconds = secs_between(&b->start, &end);
 	pr->ops = total_done(b);
 	pr->ops_per_sec = (double)pr->ops / pr->seconds;
+	pr->capped = atomic_load(&b->time_up);
 	return atomic_load(&b->failed) ? 1 : 0;
 }
 
@@ -452,8 +449,9 @@ static void print_phase(const char *name, const struct phase_result *pr,
 static void json_phase(FILE *f, struct bench *b, const char *name,
 		       const struct phase_result *pr, const struct run_summary *s)
 {
-	fprintf(f, "\"%s\":{\"ops\":%llu,\"seconds\":%.6f,\"ops_per_sec\":%.1f,\"op_counts\":{",
-		name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec);
+	fprintf(f, "\"%s\":{\"ops\":%llu,\"seconds\":%.6f,\"ops_per_sec\":%.1f,\"capped\":%s,"
+		"\"op_counts\":{", name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec,
+		pr->capped ? "true" : "false");
 	for (int i = 0; i < NOPS; i++)
 		fprintf(f, "%s\"%s\":%llu", i ? "," : "", op_names[i], (unsigned long long)s->ops[i]);
 	fprintf(f, "},\"removed_key_misses\":%llu,\"latency_ns\":{\"samples\":%llu",
@@ -461,8 +459,13 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 	for (int i = 0; i < 5; i++)
 		fprintf(f, ",\"%s\":%llu", quantile_names[i],
 			(unsigned long long)histogram_quantile(&s->lat, quantiles[i]));
-	fprintf(f, ",\"max\":%llu},\"timeline_ms\":%u,\"timeline\":[", (unsigned long long)s->lat.max,
-		b->o.sample_ms);
+	fprintf(f, ",\"max\":%llu},\"latency_cdf\":[", (unsigned long long)s->lat.max);
+	uint64_t cdf_ns[HISTOGRAM_BUCKETS];
+	double cdf_share[HISTOGRAM_BUCKETS];
+	size_t points = histogram_cdf(&s->lat, cdf_ns, cdf_share, HISTOGRAM_BUCKETS);
+	for (size_t i = 0; i < points; i++)
+		fprintf(f, "%s[%llu,%.6f]", i ? "," : "", (unsigned long long)cdf_ns[i], cdf_share[i]);
+	fprintf(f, "],\"timeline_ms\":%u,\"timeline\":[", b->o.sample_ms);
 	for (size_t i = 0; i < b->ntimeline; i++)
 		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->timeline[i]);
 	fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":%.4f,"
@@ -494,7 +497,7 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 
 /* ---- options --------------------------------------------------------------------- */
 
-static int set_workload(struct options *o, const char *w)
+int bench_set_workload(struct options *o, const char *w)
 {
 	memset(o->ratio, 0, sizeof(o->ratio));
 	if (strcmp(w, "a") == 0) {
@@ -519,7 +522,9 @@ static int set_workload(struct options *o, const char *w)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tips-bench --index NAME [options]      tips-bench --list\n"
+		"usage: tips-bench --index NAME [options]      one index, one workload\n"
+		"       tips-bench compare [options]            several, repeated, with ratios\n"
+		"       tips-bench --list                       the available indexes\n"
 		"  --records N        records loaded first (default 1M)\n"
 		"  --ops M            operations in the run phase (default 1M)\n"
 		"  --threads T        worker threads (default 2)\n"
@@ -530,14 +535,21 @@ static void usage(FILE *f)
 		"  --key-size B       8 or more (default 8); --key-prefix S for longer keys\n"
 		"  --value-size B     (default 8); --scan-len N (default 100); --seed S (1)\n"
 		"  --sample-ms MS     timeline interval (100); --latency-sample F (0.01)\n"
+		"  --max-seconds S    stop the run phase after S seconds (default: no limit;\n"
+		"                     compare: 60); the rate is over the operations done\n"
 		"  --pool PATH        tips-* pool (default a fresh file in /dev/shm, removed\n"
 		"                     afterwards unless --keep); --pool-size SIZE\n"
 		"  --json FILE        also write the results as one JSON document\n"
+		"compare mode:\n"
+		"  --indexes LIST     comma-separated index names, or all (default)\n"
+		"  --workloads LIST   comma-separated workloads (default a,b,c,d,e)\n"
+		"  --repeat R         runs of each configuration (default 3); medians reported\n"
+		"  --baseline B       twin (default: tips-X against dram-X) or an index name\n"
 		"exit codes: 0 ok, 1 an operation failed (e.g. a loaded key not found), 2 usage,\n"
 		"3 setup failed\n");
 }
 
-static int parse(int argc, char **argv, struct options *o, bool *list)
+static int parse(int argc, char **argv, struct options *o, bool compare, bool *list)
 {
 	static const struct option longopts[] = {
 		{ "index", 1, 0, 'i' }, { "records", 1, 0, 'N' }, { "ops", 1, 0, 'M' },
@@ -548,6 +560,8 @@ static int parse(int argc, char **argv, struct options *o, bool *list)
 		{ "scan-len", 1, 0, 'L' }, { "seed", 1, 0, 'S' }, { "sample-ms", 1, 0, 'm' },
 		{ "latency-sample", 1, 0, 'l' }, { "pool", 1, 0, 'p' }, { "pool-size", 1, 0, 'z' },
 		{ "keep", 0, 0, 'e' }, { "json", 1, 0, 'j' }, { "list", 0, 0, 'x' },
+		{ "max-seconds", 1, 0, 't' }, { "indexes", 1, 0, 'X' }, { "workloads", 1, 0, 'W' },
+		{ "repeat", 1, 0, 'R' }, { "baseline", 1, 0, 'B' },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	bool mix = false, skew_set = false;
@@ -555,6 +569,15 @@ static int parse(int argc, char **argv, struct options *o, bool *list)
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		uint64_t v = 0;
 		char *end = NULL;
+		if (!compare && strchr("XWRB", c)) {
+			fprintf(stderr, "tips-bench: %s is an option of compare mode\n", argv[optind - 1]);
+			return -1;
+		}
+		if (compare && strchr("ipewx", c)) {
+			fprintf(stderr, "tips-bench compare: %s does not apply (see --indexes, "
+				"--workloads)\n", argv[optind - 1]);
+			return -1;
+		}
 		switch (c) {
 		case 'i': o->index = optarg; break;
 		case 'N': if (size_arg_parse(optarg, &v) || !v) return -1; o->records = v; break;
@@ -562,10 +585,15 @@ static int parse(int argc, char **argv, struct options *o, bool *list)
 		case 'T': o->threads = (unsigned)strtoul(optarg, &end, 10);
 			if (*end || o->threads < 1 || o->threads > MAX_THREADS) return -1;
 			break;
-		case 'w': if (set_workload(o, optarg)) return -1; break;
+		case 'w': if (bench_set_workload(o, optarg)) return -1; break;
 		case 'r': case 'I': case 'u': case 'd': case 's': {
 			int op = c == 'r' ? OP_READ : c == 'I' ? OP_INSERT : c == 'u' ? OP_UPDATE
 				 : c == 'd' ? OP_REMOVE : OP_SCAN;
+			if (compare) {
+				fprintf(stderr, "tips-bench compare: runs the workloads of "
+					"--workloads, not a custom mix\n");
+				return -1;
+			}
 			if (!mix)
 				memset(o->ratio, 0, sizeof(o->ratio));
 			mix = true;
@@ -591,11 +619,20 @@ static int parse(int argc, char **argv, struct options *o, bool *list)
 		case 'l': o->latency_sample = strtod(optarg, &end);
 			if (*end || o->latency_sample < 0 || o->latency_sample > 1) return -1;
 			break;
+		case 't': o->max_seconds = strtod(optarg, &end);
+			if (*end || o->max_seconds < 0) return -1;
+			break;
 		case 'p': o->pool = optarg; break;
 		case 'z': if (size_arg_parse(optarg, &v)) return -1; o->pool_size = v; break;
 		case 'e': o->keep = true; break;
 		case 'j': o->json = optarg; break;
 		case 'x': *list = true; break;
+		case 'X': o->indexes = optarg; break;
+		case 'W': o->workloads = optarg; break;
+		case 'R': o->repeat = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || o->repeat < 1 || o->repeat > 100) return -1;
+			break;
+		case 'B': o->baseline = optarg; break;
 		case 'h': usage(stdout); exit(EXIT_OK);
 		default: return -1;
 		}
@@ -622,16 +659,121 @@ static void list_indexes(void)
 	}
 }
 
+static void json_config(FILE *json, const struct options *o)
+{
+	fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
+		"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
+		"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
+		"\"max_seconds\":%g,\"ratios\":{", o->index, (unsigned long long)o->records,
+		(unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
+		o->skew, o->key_size, o->value_size, o->scan_len, (unsigned long long)o->seed,
+		o->max_seconds);
+	for (int i = 0; i < NOPS; i++)
+		fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
+	fprintf(json, "}},");
+}
+
+int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
+{
+	struct bench *b = calloc(1, sizeof(*b));
+	if (!b) {
+		fprintf(stderr, "tips-bench: out of memory\n");
+		return EXIT_SETUP;
+	}
+	struct options *o = &b->o;
+	*o = *opt;
+	if ((o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST) &&
+	    zipf_init(&b->zipf, o->records, o->skew)) {
+		fprintf(stderr, "tips-bench: zipfian skew must be in (0, 1)\n");
+		free(b);
+		return EXIT_USAGE;
+	}
+	struct keygen probe;
+	if (keygen_init(&probe, o->dist, o->skew, &b->zipf, 0, 0)) {
+		fprintf(stderr, "tips-bench: skew %g does not fit %s\n", o->skew,
+			keydist_name(o->dist));
+		free(b);
+		return EXIT_USAGE;
+	}
+	uint64_t expected = o->records + (uint64_t)((double)o->ops * o->ratio[OP_INSERT]);
+	int rc = bench_index_open(&b->idx, o->index, o->pool, o->pool_size, expected, o->keep);
+	if (rc) {
+		fprintf(stderr, "tips-bench: cannot open %s: %s\n", o->index, tips_errormsg());
+		free(b);
+		return EXIT_SETUP;
+	}
+	atomic_store(&b->next_insert, o->records);
+	if (!o->quiet)
+		printf("tips-bench: %s, %llu records, %llu ops, %u threads, workload %s, %s keys "
+		       "(%u B), values %u B, seed %llu\n", o->index, (unsigned long long)o->records,
+		       (unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
+		       o->key_size, o->value_size, (unsigned long long)o->seed);
+	struct phase_result load, run;
+	struct run_summary *ls = malloc(sizeof(*ls)), *rs = malloc(sizeof(*rs));
+	if (!ls || !rs) {
+		fprintf(stderr, "tips-bench: out of memory\n");
+		exit(EXIT_SETUP);
+	}
+	memset(&run, 0, sizeof(run));
+	memset(rs, 0, sizeof(*rs));
+	int failed = run_phase(b, 0, &load);
+	summarize(b, &load, ls);
+	if (!o->quiet)
+		print_phase("load", &load, ls);
+	if (!failed) {
+		failed = run_phase(b, 1, &run);
+		summarize(b, &run, rs);
+		if (!o->quiet) {
+			print_phase("run", &run, rs);
+			printf("run: fences/write %.3f, flushes/write %.3f, fences/read %.3f, "
+			       "all-thread fences/write %.3f, PM bytes/op %.1f, throughput stddev "
+			       "%.1f%% of mean%s\n", rs->fences_w, rs->lines_w, rs->fences_r,
+			       rs->fences_w_all, rs->pm_bytes_per_op,
+			       rs->timeline_mean ? 100 * rs->timeline_stddev / rs->timeline_mean : 0,
+			       run.capped ? " (stopped at --max-seconds)" : "");
+		}
+	}
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	if (json && !failed) {
+		json_config(json, o);
+		json_phase(json, b, "load", &load, ls);
+		fprintf(json, ",");
+		json_phase(json, b, "run", &run, rs);
+		fprintf(json, ",\"peak_rss_kib\":%ld}\n", ru.ru_maxrss);
+	}
+	if (!o->quiet)
+		printf("peak resident memory %ld KiB\n", ru.ru_maxrss);
+	if (brief)
+		*brief = (struct run_brief){
+			.status = failed ? EXIT_LOST : EXIT_OK, .capped = run.capped,
+			.load_ops_per_sec = load.ops_per_sec, .run_ops_per_sec = run.ops_per_sec,
+			.p50 = histogram_quantile(&rs->lat, 0.5),
+			.p99 = histogram_quantile(&rs->lat, 0.99),
+			.p999 = histogram_quantile(&rs->lat, 0.999),
+			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
+			.peak_rss_kib = ru.ru_maxrss,
+		};
+	bench_index_close(&b->idx);
+	free(ls);
+	free(rs);
+	free(b);
+	return failed ? EXIT_LOST : EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
-	static struct bench b;
-	struct options *o = &b.o;
-	*o = (struct options){ .records = 1 << 20, .ops = 1 << 20, .threads = 2, .key_size = 8,
-			       .value_size = 8, .scan_len = 100, .seed = 1, .sample_ms = 100,
-			       .latency_sample = 0.01, .dist = KEYDIST_UNIFORM };
-	set_workload(o, "a");
+	struct options o = { .records = 1 << 20, .ops = 1 << 20, .threads = 2, .key_size = 8,
+			     .value_size = 8, .scan_len = 100, .seed = 1, .sample_ms = 100,
+			     .latency_sample = 0.01, .dist = KEYDIST_UNIFORM, .repeat = 3 };
+	bench_set_workload(&o, "a");
+	bool compare = argc > 1 && strcmp(argv[1], "compare") == 0;
+	if (compare) {
+		argc--, argv++;
+		o.max_seconds = 60;
+	}
 	bool list = false;
-	if (parse(argc, argv, o, &list)) {
+	if (parse(argc, argv, &o, compare, &list)) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
@@ -639,69 +781,23 @@ int main(int argc, char **argv)
 		list_indexes();
 		return EXIT_OK;
 	}
-	if (!o->index) {
+	if (compare)
+		return bench_compare(&o);
+	if (!o.index) {
 		fprintf(stderr, "tips-bench: --index NAME is required (see --list)\n");
 		return EXIT_USAGE;
 	}
-	if ((o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST) &&
-	    zipf_init(&b.zipf, o->records, o->skew)) {
-		fprintf(stderr, "tips-bench: zipfian skew must be in (0, 1)\n");
-		return EXIT_USAGE;
-	}
-	struct keygen probe;
-	if (keygen_init(&probe, o->dist, o->skew, &b.zipf, 0, 0)) {
-		fprintf(stderr, "tips-bench: skew %g does not fit %s\n", o->skew,
-			keydist_name(o->dist));
-		return EXIT_USAGE;
-	}
-	uint64_t expected = o->records + (uint64_t)((double)o->ops * o->ratio[OP_INSERT]);
-	int rc = bench_index_open(&b.idx, o->index, o->pool, o->pool_size, expected, o->keep);
-	if (rc) {
-		fprintf(stderr, "tips-bench: cannot open %s: %s\n", o->index, tips_errormsg());
+	FILE *json = NULL;
+	if (o.json && !(json = fopen(o.json, "w"))) {
+		fprintf(stderr, "tips-bench: cannot write %s: %s\n", o.json, strerror(errno));
 		return EXIT_SETUP;
 	}
-	atomic_store(&b.next_insert, o->records);
-	printf("tips-bench: %s, %llu records, %llu ops, %u threads, workload %s, %s keys "
-	       "(%u B), values %u B, seed %llu\n", o->index, (unsigned long long)o->records,
-	       (unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
-	       o->key_size, o->value_size, (unsigned long long)o->seed);
-	struct phase_result load, run;
-	struct run_summary ls, rs;
-	int failed = run_phase(&b, 0, &load);
-	summarize(&b, &load, &ls);
-	print_phase("load", &load, &ls);
-	FILE *json = NULL;
-	if (!failed) {
-		failed = run_phase(&b, 1, &run);
-		summarize(&b, &run, &rs);
-		print_phase("run", &run, &rs);
-		printf("run: fences/write %.3f, flushes/write %.3f, fences/read %.3f, all-thread "
-		       "fences/write %.3f, PM bytes/op %.1f, throughput stddev %.1f%% of mean\n",
-		       rs.fences_w, rs.lines_w, rs.fences_r, rs.fences_w_all, rs.pm_bytes_per_op,
-		       rs.timeline_mean ? 100 * rs.timeline_stddev / rs.timeline_mean : 0);
-		if (o->json && !(json = fopen(o->json, "w")))
-			perror(o->json);
+	int rc = bench_single(&o, json, NULL);
+	if (json && fclose(json)) {
+		fprintf(stderr, "tips-bench: writing %s failed: %s\n", o.json, strerror(errno));
+		return rc ? rc : EXIT_SETUP;
 	}
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	if (json) {
-		fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
-			"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
-			"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
-			"\"ratios\":{", o->index, (unsigned long long)o->records,
-			(unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
-			o->skew, o->key_size, o->value_size, o->scan_len,
-			(unsigned long long)o->seed);
-		for (int i = 0; i < NOPS; i++)
-			fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
-		fprintf(json, "}},");
-		json_phase(json, &b, "load", &load, &ls);
-		fprintf(json, ",");
-		json_phase(json, &b, "run", &run, &rs);
-		fprintf(json, ",\"peak_rss_kib\":%ld}\n", ru.ru_maxrss);
-		fclose(json);
-	}
-	printf("peak resident memory %ld KiB\n", ru.ru_maxrss);
-	bench_index_close(&b.idx);
-	return failed ? EXIT_LOST : EXIT_OK;
+	if (json && rc)
+		unlink(o.json); /* no half a document */
+	return rc;
 }

@@ -1,6 +1,6 @@
 /*
  * test_histogram.c - latency histograms: exact for small values, within 1/32 above,
- * percentiles of known sets, merge, and the largest values.
+ * percentiles of known sets, the cumulative distribution, merge, and the largest values.
  */
 #include "histogram.h"
 #include "test_util.h"
@@ -20,6 +20,19 @@ int main(void)
 		CHECK(got >= want && got <= want * (1 + 1.0 / 32) + 1);
 	}
 	CHECK(histogram_quantile(&h, 1.0) == 100000 && h.max == 100000 && h.total == 100000);
+	/* The CDF: increasing values and fractions, ending at the max with 1; each point's
+	 * fraction is the share of 1..100000 at or below its value, within 1/32. */
+	static uint64_t cv[HISTOGRAM_BUCKETS];
+	static double cf[HISTOGRAM_BUCKETS];
+	size_t n = histogram_cdf(&h, cv, cf, HISTOGRAM_BUCKETS);
+	CHECK(n > 100 && n < 1000);
+	CHECK(cv[n - 1] == 100000 && cf[n - 1] == 1.0);
+	for (size_t i = 0; i < n; i++) {
+		CHECK(i == 0 || (cv[i] > cv[i - 1] && cf[i] > cf[i - 1]));
+		double want = (double)cv[i] / 100000;
+		CHECK(cf[i] <= want + 1e-9 && cf[i] >= want / (1 + 1.0 / 32) - 1e-9);
+	}
+	CHECK(histogram_cdf(&h, cv, cf, 3) == 3);
 	/* Small values are exact. */
 	histogram_clear(&other);
 	for (uint64_t v = 0; v < 32; v++)

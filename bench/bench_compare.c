@@ -1,0 +1,431 @@
+/*
+ * bench_compare.c - `tips-bench compare`: runs every index of --indexes on every
+ * workload of --workloads, --repeat times, and reports for each configuration the
+ * median throughput and its ratio against a baseline measured in the same session:
+ * each tips-X against its volatile twin dram-X (--baseline twin, the default), or every
+ * index against one named index.
+ *
+ * Each run is a child process (fork, no exec): a fresh heap, a fresh pool, its own peak
+ * resident memory, and a crash or a lost key in one run cannot touch the others. The
+ * child sends its brief result and its full JSON document back through a pipe. Runs
+ * are interleaved (repeat, then workload, then index), so a slow spell of this shared
+ * machine falls on every index alike instead of on one index's runs.
+ *
+ * Output: a table on stdout; with --json, one document holding the configuration,
+ * for each (index, workload) the per-run figures, their medians and the ratio, and
+ * every run's own document under "runs".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <tips/tips.h>
+
+#include "tips_bench.h"
+
+#define MAX_NAMES 64
+
+struct cell {
+	const char *index, *workload;
+	int baseline; /* the cell this one is compared with, -1 if none */
+	unsigned runs;
+	struct run_brief brief[100];
+	char *json[100];
+	int failed; /* runs that did not complete */
+};
+
+struct session {
+	const struct options *o;
+	const char *index[MAX_NAMES], *workload[MAX_NAMES];
+	unsigned nindex, nworkload;
+	struct cell *cell; /* [workload][index] */
+};
+
+/* Splits @list at commas into @out (pointers into a copy). Returns the count or -1. */
+static int split(const char *list, const char **out, unsigned max)
+{
+	char *copy = strdup(list), *save = NULL;
+	unsigned n = 0;
+	if (!copy)
+		return -1;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return -1;
+		out[n++] = t;
+	}
+	return (int)n;
+}
+
+static int find(const char *const *names, unsigned n, const char *name)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Adds @name to the index list unless present; returns its position or -1. */
+static int add_index(struct session *s, const char *name)
+{
+	int i = find(s->index, s->nindex, name);
+	if (i >= 0)
+		return i;
+	if (s->nindex == MAX_NAMES)
+		return -1;
+	s->index[s->nindex] = name;
+	return (int)s->nindex++;
+}
+
+/* The twin of tips-X is dram-X; other indexes have none. */
+static const char *twin_of(const char *name)
+{
+	static char buf[MAX_NAMES][64];
+	static unsigned used;
+	if (strncmp(name, "tips-", 5) != 0 || used == MAX_NAMES)
+		return NULL;
+	char *t = buf[used++];
+	snprintf(t, 64, "dram-%s", name + 5);
+	return tips_index_find(t) ? t : NULL;
+}
+
+static int plan(struct session *s)
+{
+	const struct options *o = s->o;
+	if (!o->indexes || strcmp(o->indexes, "all") == 0) {
+		for (const char *const *n = tips_index_names(); *n && s->nindex < MAX_NAMES; n++)
+			s->index[s->nindex++] = *n;
+	} else {
+		int n = split(o->indexes, s->index, MAX_NAMES);
+		if (n <= 0) {
+			fprintf(stderr, "tips-bench compare: --indexes needs names\n");
+			return -1;
+		}
+		s->nindex = (unsigned)n;
+	}
+	for (unsigned i = 0; i < s->nindex; i++)
+		if (!tips_index_find(s->index[i])) {
+			fprintf(stderr, "tips-bench compare: no index named '%s' (see --list)\n",
+				s->index[i]);
+			return -1;
+		}
+	int n = split(o->workloads ? o->workloads : "a,b,c,d,e", s->workload, MAX_NAMES);
+	if (n <= 0) {
+		fprintf(stderr, "tips-bench compare: --workloads needs names\n");
+		return -1;
+	}
+	s->nworkload = (unsigned)n;
+	for (unsigned w = 0; w < s->nworkload; w++) {
+		struct options probe = *o;
+		if (bench_set_workload(&probe, s->workload[w])) {
+			fprintf(stderr, "tips-bench compare: unknown workload '%s' (a-e or load)\n",
+				s->workload[w]);
+			return -1;
+		}
+	}
+	/* Baselines: added to the list if missing. */
+	const char *base = o->baseline ? o->baseline : "twin";
+	bool twin = strcmp(base, "twin") == 0;
+	if (!twin && !tips_index_find(base)) {
+		fprintf(stderr, "tips-bench compare: no baseline index named '%s'\n", base);
+		return -1;
+	}
+	int base_pos[MAX_NAMES];
+	unsigned listed = s->nindex;
+	for (unsigned i = 0; i < listed; i++) {
+		const char *b = twin ? twin_of(s->index[i]) : base;
+		base_pos[i] = b ? add_index(s, b) : -1;
+	}
+	for (unsigned i = listed; i < s->nindex; i++)
+		base_pos[i] = twin ? -1 : find(s->index, s->nindex, base);
+	s->cell = calloc((size_t)s->nworkload * s->nindex, sizeof(*s->cell));
+	if (!s->cell)
+		return -1;
+	for (unsigned w = 0; w < s->nworkload; w++)
+		for (unsigned i = 0; i < s->nindex; i++) {
+			struct cell *c = &s->cell[w * s->nindex + i];
+			c->index = s->index[i];
+			c->workload = s->workload[w];
+			c->baseline = base_pos[i] < 0 || base_pos[i] == (int)i
+					      ? -1 : (int)(w * s->nindex + (unsigned)base_pos[i]);
+		}
+	return 0;
+}
+
+/* Reads everything from @fd into a malloc'd buffer; *len gets its length. */
+static char *read_all(int fd, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		if (n == cap && !(buf = realloc(buf, cap *= 2)))
+			break;
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	*len = n;
+	return buf;
+}
+
+static int write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+	while (len) {
+		ssize_t w = write(fd, c, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w, len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* One run in a child process; fills the cell's next slot. */
+static void run_child(struct session *s, struct cell *c)
+{
+	struct options o = *s->o;
+	o.index = c->index;
+	o.json = NULL;
+	o.quiet = true;
+	bench_set_workload(&o, c->workload);
+	int fd[2];
+	if (pipe(fd)) {
+		perror("tips-bench compare: pipe");
+		exit(EXIT_SETUP);
+	}
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("tips-bench compare: fork");
+		exit(EXIT_SETUP);
+	}
+	if (pid == 0) {
+		close(fd[0]);
+		char *doc = NULL;
+		size_t len = 0;
+		FILE *m = open_memstream(&doc, &len);
+		if (!m)
+			_exit(EXIT_SETUP);
+		struct run_brief brief;
+		int rc = bench_single(&o, m, &brief);
+		if (fclose(m))
+			_exit(EXIT_SETUP);
+		if (write_all(fd[1], &brief, sizeof(brief)) || write_all(fd[1], doc, len))
+			_exit(EXIT_SETUP);
+		_exit(rc);
+	}
+	close(fd[1]);
+	size_t len;
+	char *got = read_all(fd[0], &len);
+	close(fd[0]);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	unsigned r = c->runs++;
+	bool ok = got && len > sizeof(struct run_brief) && WIFEXITED(status) &&
+		  WEXITSTATUS(status) == EXIT_OK;
+	if (!ok) {
+		c->failed++;
+		if (WIFSIGNALED(status))
+			fprintf(stderr, "tips-bench compare: %s on %s died of signal %d\n",
+				c->index, c->workload, WTERMSIG(status));
+		else
+			fprintf(stderr, "tips-bench compare: %s on %s failed (exit %d)\n",
+				c->index, c->workload, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		c->brief[r] = (struct run_brief){ .status = EXIT_LOST };
+		free(got);
+		return;
+	}
+	memcpy(&c->brief[r], got, sizeof(struct run_brief));
+	memmove(got, got + sizeof(struct run_brief), len - sizeof(struct run_brief));
+	got[len - sizeof(struct run_brief) - 1] = '\0'; /* drops the document's newline */
+	c->json[r] = got;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The median of the completed runs' @field (offset of a double in run_brief), or of a
+ * uint64 field when @is_u64. */
+static double median(const struct cell *c, size_t field, bool is_u64)
+{
+	double v[100];
+	unsigned n = 0;
+	for (unsigned r = 0; r < c->runs; r++) {
+		if (c->brief[r].status != EXIT_OK)
+			continue;
+		const char *p = (const char *)&c->brief[r] + field;
+		v[n++] = is_u64 ? (double)*(const uint64_t *)p : *(const double *)p;
+	}
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define MEDIAN(c, f) median((c), offsetof(struct run_brief, f), false)
+#define MEDIAN_U64(c, f) median((c), offsetof(struct run_brief, f), true)
+
+static bool any_capped(const struct cell *c)
+{
+	for (unsigned r = 0; r < c->runs; r++)
+		if (c->brief[r].capped)
+			return true;
+	return false;
+}
+
+static void print_table(const struct session *s)
+{
+	const struct options *o = s->o;
+	printf("\ntips-bench compare: %llu records, %llu ops, %u threads, %s keys (%u B), "
+	       "values %u B, medians of %u runs, run phase capped at %g s\n",
+	       (unsigned long long)o->records, (unsigned long long)o->ops, o->threads,
+	       keydist_name(o->dist), o->key_size, o->value_size, o->repeat, o->max_seconds);
+	printf("%-4s %-16s %12s %12s %7s %-16s %10s %9s %9s\n", "wl", "index", "load Mops/s",
+	       "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr", "fence/rd");
+	for (unsigned w = 0; w < s->nworkload; w++)
+		for (unsigned i = 0; i < s->nindex; i++) {
+			const struct cell *c = &s->cell[w * s->nindex + i];
+			double run = MEDIAN(c, run_ops_per_sec);
+			char ratio[32] = "-";
+			const char *vs = "";
+			if (c->baseline >= 0) {
+				const struct cell *b = &s->cell[c->baseline];
+				double base = MEDIAN(b, run_ops_per_sec);
+				if (base > 0 && run > 0)
+					snprintf(ratio, sizeof(ratio), "%.2fx", run / base);
+				vs = b->index;
+			}
+			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9.3f %9.3f%s%s\n",
+			       c->workload, c->index, MEDIAN(c, load_ops_per_sec) / 1e6, run / 1e6,
+			       ratio, vs, MEDIAN_U64(c, p99), MEDIAN(c, fences_w),
+			       MEDIAN(c, fences_r), any_capped(c) ? "  (capped)" : "",
+			       c->failed ? "  FAILED RUNS" : "");
+		}
+}
+
+static void json_runs(FILE *f, const struct cell *c, const char *name, size_t field,
+		      bool is_u64)
+{
+	fprintf(f, "\"%s\":{\"median\":%.1f,\"runs\":[", name, median(c, field, is_u64));
+	for (unsigned r = 0, first = 1; r < c->runs; r++) {
+		if (c->brief[r].status != EXIT_OK)
+			continue;
+		const char *p = (const char *)&c->brief[r] + field;
+		fprintf(f, "%s%.1f", first ? "" : ",",
+			is_u64 ? (double)*(const uint64_t *)p : *(const double *)p);
+		first = 0;
+	}
+	fprintf(f, "]}");
+}
+
+#define JSON_RUNS(f, c, name, fld) json_runs((f), (c), (name), offsetof(struct run_brief, fld), false)
+#define JSON_RUNS_U64(f, c, name, fld) json_runs((f), (c), (name), offsetof(struct run_brief, fld), true)
+
+static int write_json(const struct session *s)
+{
+	const struct options *o = s->o;
+	FILE *f = fopen(o->json, "w");
+	if (!f) {
+		fprintf(stderr, "tips-bench compare: cannot write %s: %s\n", o->json, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "{\"kind\":\"tips-bench-compare\",\"config\":{\"records\":%llu,\"ops\":%llu,"
+		"\"threads\":%u,\"dist\":\"%s\",\"skew\":%g,\"key_size\":%u,\"value_size\":%u,"
+		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"baseline\":\"%s\"},"
+		"\"results\":[", (unsigned long long)o->records, (unsigned long long)o->ops,
+		o->threads, keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
+		(unsigned long long)o->seed, o->repeat, o->max_seconds,
+		o->baseline ? o->baseline : "twin");
+	for (unsigned k = 0; k < s->nworkload * s->nindex; k++) {
+		const struct cell *c = &s->cell[k];
+		fprintf(f, "%s{\"index\":\"%s\",\"workload\":\"%s\",\"baseline\":", k ? "," : "",
+			c->index, c->workload);
+		double run = MEDIAN(c, run_ops_per_sec);
+		if (c->baseline >= 0) {
+			const struct cell *b = &s->cell[c->baseline];
+			double base = MEDIAN(b, run_ops_per_sec), lbase = MEDIAN(b, load_ops_per_sec);
+			fprintf(f, "\"%s\",\"ratio\":%.4f,\"load_ratio\":%.4f,", b->index,
+				base > 0 ? run / base : 0,
+				lbase > 0 ? MEDIAN(c, load_ops_per_sec) / lbase : 0);
+		} else {
+			fprintf(f, "null,\"ratio\":null,\"load_ratio\":null,");
+		}
+		fprintf(f, "\"completed\":%u,\"failed\":%d,\"capped\":%s,", c->runs - c->failed,
+			c->failed, any_capped(c) ? "true" : "false");
+		JSON_RUNS(f, c, "load_ops_per_sec", load_ops_per_sec);
+		fprintf(f, ",");
+		JSON_RUNS(f, c, "run_ops_per_sec", run_ops_per_sec);
+		fprintf(f, ",\"latency_ns\":{");
+		JSON_RUNS_U64(f, c, "p50", p50);
+		fprintf(f, ",");
+		JSON_RUNS_U64(f, c, "p99", p99);
+		fprintf(f, ",");
+		JSON_RUNS_U64(f, c, "p999", p999);
+		fprintf(f, "},");
+		JSON_RUNS(f, c, "fences_per_write", fences_w);
+		fprintf(f, ",");
+		JSON_RUNS(f, c, "fences_per_read", fences_r);
+		fprintf(f, ",\"runs\":[");
+		for (unsigned r = 0, first = 1; r < c->runs; r++)
+			if (c->json[r]) {
+				fprintf(f, "%s%s", first ? "" : ",", c->json[r]);
+				first = 0;
+			}
+		fprintf(f, "]}");
+	}
+	fprintf(f, "]}\n");
+	if (fclose(f)) {
+		fprintf(stderr, "tips-bench compare: writing %s failed\n", o->json);
+		return -1;
+	}
+	return 0;
+}
+
+int bench_compare(const struct options *o)
+{
+	struct session s = { .o = o };
+	if (plan(&s))
+		return EXIT_USAGE;
+	unsigned total = o->repeat * s.nworkload * s.nindex, done = 0;
+	for (unsigned r = 0; r < o->repeat; r++)
+		for (unsigned w = 0; w < s.nworkload; w++)
+			for (unsigned i = 0; i < s.nindex; i++) {
+				struct cell *c = &s.cell[w * s.nindex + i];
+				run_child(&s, c);
+				const struct run_brief *b = &c->brief[c->runs - 1];
+				printf("[%u/%u] %-16s %-4s run %u: load %.3f Mops/s, run %.3f Mops/s%s%s\n",
+				       ++done, total, c->index, c->workload, r + 1,
+				       b->load_ops_per_sec / 1e6, b->run_ops_per_sec / 1e6,
+				       b->capped ? " (capped)" : "",
+				       b->status == EXIT_OK ? "" : " FAILED");
+				fflush(stdout);
+			}
+	print_table(&s);
+	int rc = o->json && write_json(&s) ? EXIT_SETUP : EXIT_OK;
+	unsigned failed = 0;
+	for (unsigned k = 0; k < s.nworkload * s.nindex; k++) {
+		failed += (unsigned)s.cell[k].failed;
+		for (unsigned r = 0; r < s.cell[k].runs; r++)
+			free(s.cell[k].json[r]);
+	}
+	free(s.cell);
+	if (failed) {
+		fprintf(stderr, "tips-bench compare: %u run(s) failed\n", failed);
+		return EXIT_LOST;
+	}
+	return rc;
+}

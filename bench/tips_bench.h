@@ -1,0 +1,56 @@
+/*
+ * tips_bench.h - what the two halves of tips-bench share: the options of a run, one
+ * run (tips_bench.c: load and run phases, report, JSON) and its brief result, and the
+ * compare mode (bench_compare.c), which repeats runs of several indexes and workloads in
+ * child processes and reports medians and ratios.
+ */
+#ifndef TIPS_BENCH_TIPS_BENCH_H
+#define TIPS_BENCH_TIPS_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "keygen.h"
+
+enum { EXIT_OK = 0, EXIT_LOST = 1, EXIT_USAGE = 2, EXIT_SETUP = 3 };
+enum op { OP_READ, OP_INSERT, OP_UPDATE, OP_REMOVE, OP_SCAN, NOPS };
+
+#define MAX_THREADS 256
+
+struct options {
+	const char *index, *pool, *json, *workload, *key_prefix;
+	uint64_t records, ops, pool_size, seed;
+	unsigned threads, key_size, value_size, scan_len, sample_ms;
+	double ratio[NOPS], skew, latency_sample;
+	double max_seconds; /* run phase stops after this long (0: no limit) */
+	enum keydist dist;
+	bool keep, quiet;
+	/* compare mode only */
+	const char *indexes, *workloads, *baseline;
+	unsigned repeat;
+};
+
+/* What compare needs of one run (the full record is the run's JSON). */
+struct run_brief {
+	int status; /* the run's exit code */
+	bool capped; /* the run phase hit max_seconds */
+	double load_ops_per_sec, run_ops_per_sec;
+	uint64_t p50, p99, p999;  /* run phase latency, ns */
+	double fences_w, fences_r; /* run phase, sampled operations */
+	long peak_rss_kib;
+};
+
+/* Sets the ratios (and for d the latest distribution) of YCSB workload @w (a-e, load).
+ * Returns 0, or -1 for an unknown name. */
+int bench_set_workload(struct options *o, const char *w);
+
+/* One load + run of o->index. Prints the human report unless o->quiet; writes the
+ * JSON document to @json if not NULL; fills @brief if not NULL. Returns an exit code. */
+int bench_single(const struct options *o, FILE *json, struct run_brief *brief);
+
+/* `tips-bench compare`: runs every index of o->indexes on every workload of
+ * o->workloads o->repeat times. Returns an exit code. */
+int bench_compare(const struct options *o);
+
+#endif /* TIPS_BENCH_TIPS_BENCH_H */
