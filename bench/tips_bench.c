@@ -226,9 +226,11 @@ static void run_ops(struct bench *b, unsigned t)
 			uint64_t t1 = now_ns();
 			tips_pm_counters_thread(&c1);
 			histogram_record(&res->lat, t1 - t0);
-			res->per_op[op].n++;
-			res->per_op[op].fences += c1.fences - c0.fences;
-			res->per_op[op].lines += c1.lines_flushed - c0.lines_flushed;
+			if (rc == 0) { /* a missed update wrote nothing: not a write's cost */
+				res->per_op[op].n++;
+				res->per_op[op].fences += c1.fences - c0.fences;
+				res->per_op[op].lines += c1.lines_flushed - c0.lines_flushed;
+			}
 		}
 		if (rc == TIPS_ENOTFOUND && (op == OP_READ || op == OP_UPDATE) &&
 		    miss_expected(b, id))
@@ -316,6 +318,11 @@ static void *sampler(void *p)
 			fprintf(stderr, "\r%s: %llu operations", b->phase ? "run" : "load",
 				(unsigned long long)n);
 	}
+	/* The workers may have finished after the last sample: count their tail too, so the
+	 * timeline always adds up to the phase's operations. */
+	uint64_t n = total_done(b);
+	if (n > last && b->ntimeline < MAX_SAMPLES)
+		b->timeline[b->ntimeline++] = n - last;
 	if (progress)
 		fprintf(stderr, "\r\033[K");
 	return NULL;
@@ -351,8 +358,10 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 			return -1;
 	}
 	atomic_store(&b->stop_sampler, 0);
-	pthread_barrier_wait(&b->barrier);
+	/* The clock starts before the barrier opens: no operation can precede it, even if
+	 * this thread is descheduled while the workers run. */
 	clock_gettime(CLOCK_MONOTONIC, &b->start);
+	pthread_barrier_wait(&b->barrier);
 	if (pthread_create(&samp, NULL, sampler, b))
 		return -1;
 	for (unsigned t = 0; t < b->o.threads; t++)

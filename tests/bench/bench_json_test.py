@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""bench_json_test.py - tips-bench's JSON documents and the counters in them.
+
+Checks, on tiny workloads:
+  - the single-run schema: every documented field, with its type;
+  - the figures agree with each other: op counts add up to the operations, the mix
+    follows the ratios, the timeline adds up to the operations, percentiles are ordered,
+    the latency CDF rises to 1;
+  - the counters: a tips-* write costs exactly 2 fences and 2 flushed lines, a read 0,
+    a dram-* index none at all; PM bytes per operation only for tips-*; framework
+    counters present and in range for tips-* only;
+  - --max-seconds stops the run phase and says so;
+  - the same seed gives the same operations, another seed others;
+  - the compare schema: medians are the medians of the runs, ratios the ratios of the
+    medians, one embedded document per completed run.
+
+usage: bench_json_test.py TIPS_BENCH_EXE
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+BENCH = sys.argv[1]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(args, path):
+    cmd = [BENCH] + args + ["--json", path]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit("FAIL: %s exited %d: %s" % (" ".join(cmd), proc.returncode, proc.stderr))
+    with open(path) as f:
+        return json.load(f)
+
+
+NUMBER = (int, float)
+PHASE_SCHEMA = {
+    "ops": int, "seconds": NUMBER, "ops_per_sec": NUMBER, "capped": bool,
+    "op_counts": dict, "removed_key_misses": int, "latency_ns": dict,
+    "latency_cdf": list, "timeline_ms": int, "timeline": list,
+    "timeline_stddev": NUMBER, "persist": dict,
+}
+PERSIST_FIELDS = ["flushes_per_write", "fences_per_write", "flushes_per_read",
+                  "fences_per_read", "fences_per_write_all_threads", "pm_bytes_per_op"]
+FRAMEWORK_FIELDS = ["cache_hit_ratio", "cache_bypasses", "workers_avg", "workers_final",
+                    "reclamations", "ulog_logged", "ulog_skipped_fresh",
+                    "ulog_skipped_logged", "replayed"]
+OPS = ["read", "insert", "update", "remove", "scan"]
+
+
+def check_phase(doc, name, tips):
+    ph = doc[name]
+    where = "%s %s" % (doc["index"], name)
+    for field, kind in PHASE_SCHEMA.items():
+        check(isinstance(ph.get(field), kind), "%s.%s is a %s" % (where, field, kind))
+    check(sorted(ph["op_counts"]) == sorted(OPS), where + ": op_counts names every op")
+    check(sum(ph["op_counts"].values()) == ph["ops"], where + ": op counts add up")
+    check(sum(ph["timeline"]) == ph["ops"], where + ": the timeline adds up to the ops")
+    check(abs(ph["ops_per_sec"] - ph["ops"] / ph["seconds"]) <= 1e-3 * ph["ops_per_sec"] + 1,
+          where + ": ops_per_sec is ops / seconds")
+    lat = ph["latency_ns"]
+    for q in ["samples", "p50", "p90", "p99", "p999", "p9999", "max"]:
+        check(isinstance(lat.get(q), int), "%s.latency_ns.%s" % (where, q))
+    check(lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["p9999"] <= lat["max"],
+          where + ": percentiles are ordered")
+    cdf = ph["latency_cdf"]
+    if lat["samples"]:
+        check(all(a[0] < b[0] and a[1] < b[1] for a, b in zip(cdf, cdf[1:])),
+              where + ": the CDF rises")
+        check(cdf and cdf[-1] == [lat["max"], 1.0], where + ": the CDF ends at (max, 1)")
+    else:
+        check(cdf == [], where + ": no samples, no CDF")
+    for field in PERSIST_FIELDS:
+        check(isinstance(ph["persist"].get(field), NUMBER), "%s.persist.%s" % (where, field))
+    check(("framework" in ph) == tips, where + ": framework counters only for tips-*")
+    if tips:
+        fw = ph["framework"]
+        for field in FRAMEWORK_FIELDS:
+            check(isinstance(fw.get(field), NUMBER), "%s.framework.%s" % (where, field))
+        check(0 <= fw["cache_hit_ratio"] <= 1, where + ": hit ratio in [0, 1]")
+
+
+def check_single(doc, tips, records, ops, ratios):
+    check(isinstance(doc.get("index"), str), "index is a string")
+    cfg = doc["config"]
+    check(cfg["records"] == records and cfg["ops"] == ops, "config echoes the sizes")
+    check(isinstance(doc.get("peak_rss_kib"), int) and doc["peak_rss_kib"] > 0, "peak RSS")
+    check_phase(doc, "load", tips)
+    check_phase(doc, "run", tips)
+    load, run_ = doc["load"], doc["run"]
+    check(load["ops"] == records and load["op_counts"]["insert"] == records,
+          "the load inserts every record")
+    check(run_["ops"] == ops, "the run does every operation")
+    for op, share in ratios.items():
+        got = run_["op_counts"][op] / ops
+        check(abs(got - share) < 0.03, "%s: %s share %.3f, want %.2f" % (doc["index"], op, got, share))
+    p = run_["persist"]
+    if tips:
+        # Every sampled write is one OLog record and one tail: 2 lines, 2 fences.
+        check(p["fences_per_write"] == 2.0 and p["flushes_per_write"] == 2.0,
+              "tips: 2 fences and 2 lines per write, got %s" % p)
+        check(p["fences_per_read"] == 0 and p["flushes_per_read"] == 0, "tips: reads are free")
+        check(p["pm_bytes_per_op"] > 0, "tips: PM bytes are written")
+        check(load["persist"]["fences_per_write"] == 2.0, "tips: 2 fences per load insert")
+        fw = run_["framework"]
+        check(fw["replayed"] > 0 and fw["reclamations"] >= 0, "tips: replay ran")
+    else:
+        for field in PERSIST_FIELDS:
+            check(p[field] == 0, "dram: no persistence cost (%s = %s)" % (field, p[field]))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="tips-bench-json.")
+    path = lambda name: os.path.join(tmp, name)  # noqa: E731
+    records, ops = 20000, 20000
+    common = ["--records", str(records), "--ops", str(ops), "--latency-sample", "1",
+              "--sample-ms", "5"]
+    for index in ["dram-hash", "tips-hash"]:
+        tips = index.startswith("tips-")
+        doc = run(["--index", index, "--workload", "a"] + common, path(index + ".json"))
+        check_single(doc, tips, records, ops, {"read": 0.5, "update": 0.5})
+        doc = run(["--index", index, "--read", "0.4", "--insert", "0.3", "--remove", "0.2",
+                   "--update", "0.1"] + common, path(index + "-mix.json"))
+        check_single(doc, tips, records, ops,
+                     {"read": 0.4, "insert": 0.3, "remove": 0.2, "update": 0.1})
+
+    # The time limit stops the run phase.
+    doc = run(["--index", "dram-hash", "--records", "1000", "--ops", "1000000000",
+               "--workload", "c", "--max-seconds", "0.5", "--sample-ms", "10"], path("cap.json"))
+    check(doc["run"]["capped"] is True and doc["config"]["max_seconds"] == 0.5, "capped")
+    check(0.4 <= doc["run"]["seconds"] <= 5 and doc["run"]["ops"] < 1000000000,
+          "the capped run stopped after about 0.5 s (%.3f s)" % doc["run"]["seconds"])
+    check(sum(doc["run"]["timeline"]) == doc["run"]["ops"], "capped timeline adds up")
+
+    # Determinism: the operation mix is a function of the seed.
+    mix = ["--index", "dram-hash", "--records", "5000", "--ops", "5000", "--read", "0.5",
+           "--update", "0.3", "--scan", "0.2", "--scan-len", "5"]
+    a = run(mix + ["--seed", "7"], path("s7a.json"))["run"]["op_counts"]
+    b = run(mix + ["--seed", "7"], path("s7b.json"))["run"]["op_counts"]
+    c = run(mix + ["--seed", "8"], path("s8.json"))["run"]["op_counts"]
+    check(a == b, "the same seed gives the same operations")
+    check(a != c, "another seed gives other operations")
+
+    # Compare: medians and ratios are what the runs say.
+    doc = run(["compare", "--records", "3000", "--ops", "3000", "--repeat", "3",
+               "--workloads", "a,c", "--indexes", "tips-hash", "--sample-ms", "5"],
+              path("compare.json"))
+    check(doc.get("kind") == "tips-bench-compare", "compare: kind")
+    check(doc["config"]["repeat"] == 3 and doc["config"]["baseline"] == "twin", "compare: config")
+    cells = {(r["index"], r["workload"]): r for r in doc["results"]}
+    check(sorted(cells) == [("dram-hash", "a"), ("dram-hash", "c"), ("tips-hash", "a"),
+                            ("tips-hash", "c")], "compare: the twin was added: %s" % sorted(cells))
+    for (index, wl), r in cells.items():
+        check(r["completed"] == 3 and r["failed"] == 0 and len(r["runs"]) == 3,
+              "compare %s/%s: three runs" % (index, wl))
+        for field in ["load_ops_per_sec", "run_ops_per_sec"]:
+            runs = r[field]["runs"]
+            check(abs(r[field]["median"] - statistics.median(runs)) < 0.2,
+                  "compare %s/%s: %s median" % (index, wl, field))
+        docs = [d["run"]["ops_per_sec"] for d in r["runs"]]
+        check(all(abs(x - y) < 0.2 for x, y in zip(docs, r["run_ops_per_sec"]["runs"])),
+              "compare %s/%s: the run documents are the runs" % (index, wl))
+        check(all(d["index"] == index and d["config"]["workload"] == wl for d in r["runs"]),
+              "compare %s/%s: embedded documents match" % (index, wl))
+        if index == "tips-hash":
+            base = cells[("dram-hash", wl)]
+            want = r["run_ops_per_sec"]["median"] / base["run_ops_per_sec"]["median"]
+            check(r["baseline"] == "dram-hash" and abs(r["ratio"] - want) < 1e-3,
+                  "compare %s: ratio %s, want %.4f" % (wl, r["ratio"], want))
+        else:
+            check(r["baseline"] is None and r["ratio"] is None, "compare: a twin has no baseline")
+
+    subprocess.run(["rm", "-rf", tmp], check=False)
+    if failures:
+        sys.exit("bench_json_test: %d failure(s)" % len(failures))
+    print("bench_json_test: all passed")
+
+
+main()
