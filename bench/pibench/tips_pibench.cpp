@@ -1,0 +1,313 @@
+/*
+ * tips_pibench.cpp - libtips_pibench.so, a PiBench plug-in (tree_api.h) over libtips's
+ * public API: one library, the index chosen at run time by TIPS_PIBENCH_INDEX
+ * (default tips-hash). tips-NAME runs through the TIPS facade on a pool, dram-NAME
+ * (the volatile original) through its ops table in DRAM; bench_index.h does both, as
+ * it does for tips-bench, so the two harnesses measure the same paths.
+ *
+ * What it keeps:
+ * - Order. Our indexes order keys as byte strings (memcmp). PiBench's 8-byte keys are
+ *   native uint64 values, so an 8-byte key is stored big-endian and turned back when
+ *   a scan returns it: scans come out in numeric order. Other sizes pass as bytes.
+ * - The tree_api contract: insert of a present key, update and remove of an absent
+ *   one return false and change nothing; scan's buffer belongs to the calling thread
+ *   (thread_local, grown as needed, valid until that thread's next scan); any thread
+ *   may call at any time, as the facade and the indexes allow.
+ * - Quiet failures. Any other error (pool full, key too long) returns false and is
+ *   reported once per tree on stderr, not once per operation.
+ * - The pool. pool_path is opened if it exists, else created, and kept; an empty
+ *   pool_path gets a fresh /dev/shm file that the tree's destructor removes.
+ * docs/pibench.md lists the environment variables and the defaults.
+ */
+#include "tree_api.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include <endian.h>
+#include <unistd.h>
+
+/* In C++, -Wshadow flags the public functions named like the struct they fill
+ * (tips_stats(), tips_pool_info(), tips_heap_stats()); legal C++, so quiet it here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#include <tips/tips.h>
+#pragma GCC diagnostic pop
+
+extern "C" {
+#include "bench_index.h"
+#include "size_arg.h"
+}
+
+namespace {
+
+const char default_index[] = "tips-hash";
+const uint64_t default_expected_keys = 1ull << 20;
+std::atomic<unsigned> temp_pools_made{0};
+
+/* A key as the index sees it: 8-byte keys big-endian, other sizes unchanged. */
+class index_key {
+public:
+	index_key(const char *key, size_t size) : bytes_(key), size_(size)
+	{
+		if (size == sizeof(uint64_t)) {
+			uint64_t v;
+			std::memcpy(&v, key, sizeof(v));
+			v = htobe64(v);
+			std::memcpy(big_endian_, &v, sizeof(v));
+			bytes_ = big_endian_;
+		}
+	}
+	const void *data() const { return bytes_; }
+	size_t size() const { return size_; }
+
+private:
+	const char *bytes_;
+	size_t size_;
+	char big_endian_[sizeof(uint64_t)];
+};
+
+/* Where a scan writes: room for @capacity records of key_size + value_size bytes. */
+struct scan_sink {
+	char *out;
+	size_t key_size, value_size;
+	size_t written, capacity;
+};
+
+/* Copies @n bytes of @from into a field of @width bytes, zero-filling the rest. */
+void copy_field(char *to, size_t width, const void *from, size_t n)
+{
+	size_t k = n < width ? n : width;
+	std::memcpy(to, from, k);
+	std::memset(to + k, 0, width - k);
+}
+
+/* The size of an environment variable such as "64M"; @fallback if unset. */
+bool env_size(const char *name, uint64_t fallback, uint64_t *out)
+{
+	const char *s = std::getenv(name);
+	*out = fallback;
+	if (!s || !*s)
+		return true;
+	if (size_arg_parse(s, out) == 0 && *out > 0)
+		return true;
+	std::fprintf(stderr, "tips_pibench: %s=%s is not a size (a number, optionally "
+		     "with K, M, G or T)\n", name, s);
+	return false;
+}
+
+} // namespace
+
+extern "C" {
+/* tips_scan_fn: appends one record in PiBench's layout; stops when the buffer is full. */
+static int scan_record(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	scan_sink *sink = static_cast<scan_sink *>(arg);
+	if (sink->written == sink->capacity)
+		return 1;
+	char *rec = sink->out + sink->written * (sink->key_size + sink->value_size);
+	if (klen == sizeof(uint64_t)) {
+		uint64_t v;
+		std::memcpy(&v, key, sizeof(v));
+		v = be64toh(v);
+		copy_field(rec, sink->key_size, &v, sizeof(v));
+	} else {
+		copy_field(rec, sink->key_size, key, klen);
+	}
+	copy_field(rec + sink->key_size, sink->value_size, val, vlen);
+	sink->written++;
+	return 0;
+}
+}
+
+namespace {
+
+thread_local std::vector<char> scan_records; /* each thread's scan buffer */
+
+class tips_tree final : public tree_api {
+public:
+	/* Opens the index TIPS_PIBENCH_INDEX names; nullptr (and a message) on failure. */
+	static tips_tree *make(const tree_options_t &options);
+	~tips_tree() override;
+
+	bool bulk_load(const char *records, size_t count, size_t key_size,
+		       size_t value_size) override;
+	bool find(const char *key, size_t key_size, char *value_out) override;
+	bool insert(const char *key, size_t key_size, const char *value,
+		    size_t value_size) override;
+	bool update(const char *key, size_t key_size, const char *value,
+		    size_t value_size) override;
+	bool remove(const char *key, size_t key_size) override;
+	int scan(const char *key, size_t key_size, int count, char *&records_out) override;
+
+private:
+	tips_tree(size_t key_size, size_t value_size)
+		: index_(), key_size_(key_size), value_size_(value_size)
+	{
+	}
+	/* True for rc 0; false for @expected (silently) and for any other code (reported
+	 * on the first such failure of this tree only). */
+	bool outcome(const char *op, int rc, int expected);
+
+	bench_index index_;
+	size_t key_size_, value_size_;
+	std::atomic<bool> failure_reported_{false};
+};
+
+tips_tree *tips_tree::make(const tree_options_t &options)
+{
+	const char *name = std::getenv("TIPS_PIBENCH_INDEX");
+	if (!name || !*name)
+		name = default_index;
+	const tips_index_ops *ops = tips_index_find(name);
+	if (!ops) {
+		std::fprintf(stderr, "tips_pibench: no index named '%s' (TIPS_PIBENCH_INDEX); "
+			     "built in:", name);
+		for (const char *const *n = tips_index_names(); *n; n++)
+			std::fprintf(stderr, " %s", *n);
+		std::fprintf(stderr, "\n");
+		return nullptr;
+	}
+	uint64_t expected_keys, pool_size;
+	if (!env_size("TIPS_PIBENCH_EXPECTED_KEYS", default_expected_keys, &expected_keys) ||
+	    !env_size("TIPS_PIBENCH_POOL_SIZE", 0, &pool_size))
+		return nullptr;
+	if (options.pool_size)
+		pool_size = options.pool_size;
+
+	bool is_tips = std::strncmp(name, "tips-", 5) == 0;
+	bool temp_pool = is_tips && options.pool_path.empty();
+	char path[sizeof(index_.pool)];
+	if (temp_pool) {
+		std::snprintf(path, sizeof(path), "/dev/shm/tips-pibench-%d-%u.pool",
+			      (int)getpid(), temp_pools_made.fetch_add(1));
+		unlink(path); /* a leftover of an earlier process with the same pid */
+	} else if (is_tips) {
+		if (options.pool_path.size() >= sizeof(path)) {
+			std::fprintf(stderr, "tips_pibench: pool_path longer than %zu bytes\n",
+				     sizeof(path) - 1);
+			return nullptr;
+		}
+		std::snprintf(path, sizeof(path), "%s", options.pool_path.c_str());
+	} else if (!options.pool_path.empty()) {
+		std::fprintf(stderr, "tips_pibench: %s is volatile (DRAM); pool_path %s is not "
+			     "used\n", name, options.pool_path.c_str());
+	}
+
+	tips_tree *tree = new (std::nothrow) tips_tree(options.key_size, options.value_size);
+	if (!tree) {
+		std::fprintf(stderr, "tips_pibench: out of memory\n");
+		return nullptr;
+	}
+	int rc = bench_index_open(&tree->index_, name, is_tips ? path : nullptr, pool_size,
+				  expected_keys, /*keep=*/!temp_pool);
+	if (rc) {
+		std::fprintf(stderr, "tips_pibench: cannot open %s%s%s: %s (%s)\n", name,
+			     is_tips ? " on " : "", is_tips ? path : "", tips_strerror(rc),
+			     tips_errormsg());
+		if (temp_pool)
+			unlink(path);
+		delete tree;
+		return nullptr;
+	}
+	return tree;
+}
+
+tips_tree::~tips_tree()
+{
+	bench_index_close(&index_); /* tips_close, and unlinks a pool made for this tree */
+}
+
+bool tips_tree::outcome(const char *op, int rc, int expected)
+{
+	if (rc == 0)
+		return true;
+	if (rc != expected && !failure_reported_.exchange(true)) {
+		bool detail = index_.db != nullptr && *tips_errormsg();
+		std::fprintf(stderr, "tips_pibench: %s on %s failed: %s%s%s (later failures of "
+			     "this tree are not reported)\n", op, index_.ops->name,
+			     tips_strerror(rc), detail ? ": " : "", detail ? tips_errormsg() : "");
+	}
+	return false;
+}
+
+bool tips_tree::bulk_load(const char *records, size_t count, size_t key_size,
+			  size_t value_size)
+{
+	for (size_t i = 0; i < count; i++) {
+		const char *rec = records + i * (key_size + value_size);
+		if (!insert(rec, key_size, rec + key_size, value_size))
+			return false;
+	}
+	return true;
+}
+
+bool tips_tree::find(const char *key, size_t key_size, char *value_out)
+{
+	index_key k(key, key_size);
+	size_t cap = value_out ? value_size_ : 0, vlen = 0;
+	int rc = bench_lookup(&index_, k.data(), k.size(), value_out, cap, &vlen);
+	if (rc == 0 && vlen < cap)
+		std::memset(value_out + vlen, 0, cap - vlen);
+	return outcome("find", rc, TIPS_ENOTFOUND);
+}
+
+bool tips_tree::insert(const char *key, size_t key_size, const char *value, size_t value_size)
+{
+	index_key k(key, key_size);
+	return outcome("insert", bench_insert(&index_, k.data(), k.size(), value, value_size),
+		       TIPS_EKEYEXISTS);
+}
+
+bool tips_tree::update(const char *key, size_t key_size, const char *value, size_t value_size)
+{
+	index_key k(key, key_size);
+	return outcome("update", bench_update(&index_, k.data(), k.size(), value, value_size),
+		       TIPS_ENOTFOUND);
+}
+
+bool tips_tree::remove(const char *key, size_t key_size)
+{
+	index_key k(key, key_size);
+	return outcome("remove", bench_remove(&index_, k.data(), k.size()), TIPS_ENOTFOUND);
+}
+
+int tips_tree::scan(const char *key, size_t key_size, int count, char *&records_out)
+{
+	records_out = scan_records.data();
+	if (count <= 0)
+		return 0;
+	size_t need = (size_t)count * (key_size_ + value_size_);
+	if (scan_records.size() < need) {
+		try {
+			scan_records.resize(need);
+		} catch (const std::bad_alloc &) {
+			outcome("scan", TIPS_ENOMEM, 0);
+			return 0;
+		}
+	}
+	records_out = scan_records.data();
+	scan_sink sink = { records_out, key_size_, value_size_, 0, (size_t)count };
+	index_key k(key, key_size);
+	long n = index_.db ? tips_scan(index_.db, k.data(), k.size(), sink.capacity,
+				       scan_record, &sink)
+			   : index_.ops->scan(index_.handle, k.data(), k.size(), sink.capacity,
+					      scan_record, &sink);
+	if (n < 0) {
+		outcome("scan", (int)n, 0);
+		return 0;
+	}
+	return (int)sink.written;
+}
+
+} // namespace
+
+extern "C" tree_api *create_tree(const tree_options_t &options)
+{
+	return tips_tree::make(options);
+}

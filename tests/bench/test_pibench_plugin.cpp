@@ -1,0 +1,378 @@
+/*
+ * test_pibench_plugin.cpp - drives libtips_pibench.so the way PiBench does and checks
+ * the tree_api contract (bench/pibench/tree_api.h) for tips-hash and dram-hash.
+ *
+ * Like the harness, it links no libtips: it dlopen()s the plug-in (RTLD_NOW, path in
+ * argv[1]), finds create_tree with dlsym, picks the index with TIPS_PIBENCH_INDEX,
+ * calls from threads that come and go without any set-up call, and deletes the tree
+ * on the main thread. Checked: key 0; insert of a present key, update and remove of
+ * an absent one (false, nothing changes); scans in numeric order against a std::map
+ * model, with a buffer of each thread's own; 3 rounds of 2 short-lived threads and
+ * concurrent inserts of disjoint keys; bulk_load; for tips-hash the data surviving a
+ * delete and re-create on the same pool_path, and a temporary pool (empty pool_path)
+ * removed with the tree; one stderr line for repeated failures; an unknown index name
+ * giving nullptr.
+ */
+#include "tree_api.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+/* A check that stops the test: prints file:line and the expression, exits 1. */
+#define REQUIRE(cond)                                                                    \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			std::fprintf(stderr, "%s:%d: requirement failed: %s\n", __FILE__, \
+				     __LINE__, #cond);                                   \
+			std::exit(1);                                                    \
+		}                                                                        \
+	} while (0)
+
+namespace {
+
+using create_tree_fn = tree_api *(*)(const tree_options_t &);
+create_tree_fn create;
+
+const size_t value_size = 8;
+
+/* PiBench's keys: 8 bytes, a native uint64. */
+struct key8 {
+	char bytes[8];
+	explicit key8(uint64_t k) { std::memcpy(bytes, &k, 8); }
+};
+
+uint64_t value_of(uint64_t key) { return key * 3 + 1; }
+
+bool insert(tree_api *t, uint64_t k, uint64_t v)
+{
+	return t->insert(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
+}
+
+bool update(tree_api *t, uint64_t k, uint64_t v)
+{
+	return t->update(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
+}
+
+/* find() into PiBench's large buffer; *out is the value's first 8 bytes. */
+bool find(tree_api *t, uint64_t k, uint64_t *out)
+{
+	char buf[4096];
+	std::memset(buf, 0xee, sizeof(buf));
+	bool found = t->find(key8(k).bytes, 8, buf);
+	std::memcpy(out, buf, sizeof(*out));
+	return found;
+}
+
+uint64_t u64_at(const char *p)
+{
+	uint64_t v;
+	std::memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+tree_api *make(const char *index, const std::string &pool_path = "")
+{
+	setenv("TIPS_PIBENCH_INDEX", index, 1);
+	tree_options_t o;
+	o.key_size = 8;
+	o.value_size = value_size;
+	o.pool_path = pool_path;
+	o.num_threads = 2;
+	return create(o);
+}
+
+/* Scans @count from @start and compares with the model: same keys from the first
+ * key >= start, ascending, right values, count == min(count, keys available). */
+void check_scan(tree_api *t, const std::map<uint64_t, uint64_t> &model, uint64_t start,
+		int count)
+{
+	char *records = nullptr;
+	int n = t->scan(key8(start).bytes, 8, count, records);
+	auto it = model.lower_bound(start);
+	int available = (int)std::distance(it, model.end());
+	REQUIRE(n == std::min(count, available));
+	for (int i = 0; i < n; i++, ++it) {
+		const char *rec = records + (size_t)i * (8 + value_size);
+		REQUIRE(u64_at(rec) == it->first);
+		REQUIRE(u64_at(rec + 8) == it->second);
+	}
+}
+
+/* Key 0, insert of a present key, update and remove of present and absent keys. */
+void check_point_ops(tree_api *t, std::map<uint64_t, uint64_t> &model)
+{
+	uint64_t v = 0;
+	REQUIRE(!find(t, 0, &v));
+	REQUIRE(insert(t, 0, 77));
+	REQUIRE(find(t, 0, &v) && v == 77);
+	REQUIRE(!insert(t, 0, 78)); /* duplicate: false, value kept */
+	REQUIRE(find(t, 0, &v) && v == 77);
+
+	REQUIRE(!update(t, 5, 1)); /* absent */
+	REQUIRE(!find(t, 5, &v));
+	REQUIRE(update(t, 0, 79));
+	REQUIRE(find(t, 0, &v) && v == 79);
+
+	REQUIRE(!t->remove(key8(5).bytes, 8)); /* absent */
+	REQUIRE(insert(t, 5, 50));
+	REQUIRE(t->remove(key8(5).bytes, 8));
+	REQUIRE(!find(t, 5, &v));
+	REQUIRE(!t->remove(key8(5).bytes, 8));
+	REQUIRE(insert(t, 5, 51)); /* a removed key can come back */
+	REQUIRE(find(t, 5, &v) && v == 51);
+	model[0] = 79;
+	model[5] = 51;
+}
+
+/* Keys in random order, including values whose little-endian bytes sort differently
+ * from their numeric order (255 < 256, 2^32-1 < 2^32...); scans from many starts. */
+void check_scans(tree_api *t, std::map<uint64_t, uint64_t> &model)
+{
+	std::vector<uint64_t> keys;
+	for (uint64_t k = 10; k <= 2000; k += 10)
+		keys.push_back(k);
+	const uint64_t tricky[] = { 255, 256, 65535, 65536, 4294967295, 4294967296,
+				    (1ull << 56) + 1, UINT64_MAX - 1 };
+	keys.insert(keys.end(), std::begin(tricky), std::end(tricky));
+	std::mt19937_64 rng(42);
+	std::shuffle(keys.begin(), keys.end(), rng);
+	for (uint64_t k : keys) {
+		REQUIRE(insert(t, k, value_of(k)));
+		model[k] = value_of(k);
+	}
+	const uint64_t starts[] = { 0, 1, 10, 15, 250, 256, 1995, 2000, 65535, 4294967296,
+				    UINT64_MAX - 2, UINT64_MAX };
+	for (uint64_t start : starts)
+		for (int count : { 1, 7, 100, 1000 })
+			check_scan(t, model, start, count);
+	char *records = nullptr;
+	REQUIRE(t->scan(key8(0).bytes, 8, 0, records) == 0);
+}
+
+/* Two threads scanning at once: each gets its own buffer, and its records stay right
+ * while the other thread scans. */
+void check_scan_buffers(tree_api *t, const std::map<uint64_t, uint64_t> &model)
+{
+	std::atomic<int> arrived{0};
+	char *buffers[2] = { nullptr, nullptr };
+	auto worker = [&](int id) {
+		uint64_t start = id ? 1000 : 20;
+		char *records = nullptr;
+		int n = t->scan(key8(start).bytes, 8, 50, records);
+		buffers[id] = records;
+		arrived++;
+		while (arrived.load() < 2)
+			std::this_thread::yield();
+		/* the other thread has scanned too: ours is unchanged */
+		auto it = model.lower_bound(start);
+		REQUIRE(n == 50);
+		for (int i = 0; i < n; i++, ++it) {
+			REQUIRE(u64_at(records + (size_t)i * 16) == it->first);
+			REQUIRE(u64_at(records + (size_t)i * 16 + 8) == it->second);
+		}
+		check_scan(t, model, start + 5, 20); /* this thread's buffer is reused */
+	};
+	std::thread a(worker, 0), b(worker, 1);
+	a.join();
+	b.join();
+	REQUIRE(buffers[0] && buffers[1] && buffers[0] != buffers[1]);
+}
+
+/* Threads that come and go: 3 rounds of 2, each thread inserting and finding its own
+ * keys (7 distinct threads with main, more than PiBench's 2T-1 = 3), then 4 at once. */
+void check_threads(tree_api *t, std::map<uint64_t, uint64_t> &model)
+{
+	const uint64_t base = 1ull << 40;
+	static const uint64_t per_thread = 500;
+	uint64_t next = base;
+	auto round = [&](int threads) {
+		std::vector<std::thread> v;
+		for (int i = 0; i < threads; i++) {
+			uint64_t first = next + i * per_thread;
+			v.emplace_back([t, first] {
+				for (uint64_t k = first; k < first + per_thread; k++)
+					REQUIRE(insert(t, k, value_of(k)));
+				for (uint64_t k = first; k < first + per_thread; k++) {
+					uint64_t got;
+					REQUIRE(find(t, k, &got) && got == value_of(k));
+				}
+				REQUIRE(!insert(t, first, 0));
+			});
+		}
+		for (auto &th : v)
+			th.join();
+		for (uint64_t k = next; k < next + threads * per_thread; k++)
+			model[k] = value_of(k);
+		next += threads * per_thread;
+	};
+	round(2);
+	round(2);
+	round(2);
+	round(4);
+	for (uint64_t k = base; k < next; k++) {
+		uint64_t got;
+		REQUIRE(find(t, k, &got) && got == value_of(k));
+	}
+	check_scan(t, model, base + 123, 100);
+}
+
+void check_bulk_load(tree_api *t, std::map<uint64_t, uint64_t> &model)
+{
+	const uint64_t base = 1ull << 48;
+	std::vector<char> records;
+	for (uint64_t k = base; k < base + 64; k++) {
+		uint64_t v = value_of(k);
+		key8 key(k);
+		records.insert(records.end(), key.bytes, key.bytes + 8);
+		records.insert(records.end(), (const char *)&v, (const char *)&v + 8);
+		model[k] = v;
+	}
+	REQUIRE(t->bulk_load(records.data(), 64, 8, 8));
+	check_scan(t, model, base, 64);
+}
+
+/* Failures other than exists/absent (here: a key longer than libtips allows) return
+ * false and print one line on stderr, however often they happen. */
+void check_failure_reported_once(tree_api *t)
+{
+	char path[] = "/tmp/tips-pibench-stderr.XXXXXX";
+	int fd = mkstemp(path);
+	REQUIRE(fd >= 0);
+	std::fflush(stderr);
+	int saved = dup(2);
+	REQUIRE(dup2(fd, 2) == 2);
+	std::vector<char> big(4096, 'k');
+	uint64_t v = 1;
+	for (int i = 0; i < 5; i++)
+		REQUIRE(!t->insert(big.data(), big.size(), (const char *)&v, 8));
+	std::fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	FILE *f = std::fopen(path, "r");
+	REQUIRE(f);
+	int lines = 0;
+	char line[1024];
+	while (std::fgets(line, sizeof(line), f))
+		lines += std::strstr(line, "tips_pibench") != nullptr;
+	std::fclose(f);
+	close(fd);
+	unlink(path);
+	REQUIRE(lines == 1);
+}
+
+void check_index(const char *index)
+{
+	tree_api *t = make(index);
+	REQUIRE(t);
+	std::map<uint64_t, uint64_t> model;
+	check_point_ops(t, model);
+	check_scans(t, model);
+	check_scan_buffers(t, model);
+	check_threads(t, model);
+	check_bulk_load(t, model);
+	if (std::strncmp(index, "tips-", 5) == 0)
+		check_failure_reported_once(t);
+	delete t; /* on the main thread, as PiBench does */
+	std::printf("%s: contract holds\n", index);
+}
+
+/* Files in /dev/shm named tips-pibench-PID-*: this process's temporary pools. */
+int temp_pools()
+{
+	std::string prefix = "tips-pibench-" + std::to_string(getpid()) + "-";
+	int n = 0;
+	DIR *d = opendir("/dev/shm");
+	REQUIRE(d);
+	while (dirent *e = readdir(d))
+		n += std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0;
+	closedir(d);
+	return n;
+}
+
+void check_pools()
+{
+	/* an empty pool_path: a temporary pool, gone with the tree */
+	int before = temp_pools();
+	tree_api *t = make("tips-hash");
+	REQUIRE(t);
+	REQUIRE(temp_pools() == before + 1);
+	REQUIRE(insert(t, 1, 2));
+	delete t;
+	REQUIRE(temp_pools() == before);
+
+	/* a given pool_path: created, kept, and reopened with its data */
+	std::string path = "/dev/shm/tips-test-pibench-" + std::to_string(getpid()) + ".pool";
+	unlink(path.c_str());
+	t = make("tips-hash", path);
+	REQUIRE(t);
+	std::map<uint64_t, uint64_t> model;
+	for (uint64_t k = 0; k < 300; k++) {
+		REQUIRE(insert(t, k * 7, value_of(k * 7)));
+		model[k * 7] = value_of(k * 7);
+	}
+	REQUIRE(update(t, 0, 999));
+	model[0] = 999;
+	REQUIRE(t->remove(key8(7).bytes, 8));
+	model.erase(7);
+	delete t;
+	REQUIRE(access(path.c_str(), F_OK) == 0);
+	REQUIRE(temp_pools() == before);
+
+	t = make("tips-hash", path);
+	REQUIRE(t);
+	for (const auto &kv : model) {
+		uint64_t got;
+		REQUIRE(find(t, kv.first, &got) && got == kv.second);
+	}
+	uint64_t got;
+	REQUIRE(!find(t, 7, &got));
+	REQUIRE(!insert(t, 14, 0)); /* still present after the reopen */
+	check_scan(t, model, 0, 1000);
+	delete t;
+	REQUIRE(access(path.c_str(), F_OK) == 0);
+	unlink(path.c_str());
+	std::printf("tips-hash: pools created, kept, reopened and removed as documented\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	REQUIRE(argc == 2);
+	/* small pools and indexes: this is a test, not a benchmark */
+	setenv("TIPS_PIBENCH_POOL_SIZE", "64M", 1);
+	setenv("TIPS_PIBENCH_EXPECTED_KEYS", "4096", 1);
+	void *lib = dlopen(argv[1], RTLD_NOW);
+	if (!lib)
+		std::fprintf(stderr, "dlopen: %s\n", dlerror());
+	REQUIRE(lib);
+	create = reinterpret_cast<create_tree_fn>(dlsym(lib, "create_tree"));
+	REQUIRE(create);
+	REQUIRE(dlsym(lib, "tips_open") == nullptr); /* only create_tree is exported */
+
+	check_index("tips-hash");
+	check_index("dram-hash");
+	check_pools();
+
+	setenv("TIPS_PIBENCH_INDEX", "no-such-index", 1);
+	tree_options_t o;
+	REQUIRE(create(o) == nullptr);
+
+	REQUIRE(dlclose(lib) == 0);
+	std::printf("test_pibench_plugin: all checks passed\n");
+	return 0;
+}
