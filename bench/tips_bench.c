@@ -80,8 +80,8 @@ struct bench {
 	struct timespec start;
 	int phase; /* 0 load, 1 run */
 	struct thread_result res[MAX_THREADS];
-	uint64_t timeline[MAX_SAMPLES];
-	size_t ntimeline;
+	uint64_t timeline[2][MAX_SAMPLES]; /* per phase: operations in each interval */
+	size_t ntimeline[2];
 };
 
 static double secs_between(const struct timespec *a, const struct timespec *b)
@@ -300,7 +300,9 @@ static void *sampler(void *p)
 	struct timespec next = b->start;
 	uint64_t last = 0;
 	bool progress = isatty(STDERR_FILENO);
-	while (!atomic_load(&b->stop_sampler) && b->ntimeline < MAX_SAMPLES) {
+	uint64_t *timeline = b->timeline[b->phase];
+	size_t *ntimeline = &b->ntimeline[b->phase];
+	while (!atomic_load(&b->stop_sampler) && *ntimeline < MAX_SAMPLES) {
 		next.tv_nsec += (long)b->o.sample_ms * 1000000L;
 		while (next.tv_nsec >= 1000000000L) {
 			next.tv_nsec -= 1000000000L;
@@ -309,10 +311,10 @@ static void *sampler(void *p)
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0)
 			;
 		uint64_t n = total_done(b);
-		b->timeline[b->ntimeline++] = n - last;
+		timeline[(*ntimeline)++] = n - last;
 		last = n;
 		if (b->phase == 1 && b->o.max_seconds > 0 &&
-		    (double)b->ntimeline * b->o.sample_ms >= b->o.max_seconds * 1000)
+		    (double)*ntimeline * b->o.sample_ms >= b->o.max_seconds * 1000)
 			atomic_store(&b->time_up, 1);
 		if (progress)
 			fprintf(stderr, "\r%s: %llu operations", b->phase ? "run" : "load",
@@ -321,8 +323,8 @@ static void *sampler(void *p)
 	/* The workers may have finished after the last sample: count their tail too, so the
 	 * timeline always adds up to the phase's operations. */
 	uint64_t n = total_done(b);
-	if (n > last && b->ntimeline < MAX_SAMPLES)
-		b->timeline[b->ntimeline++] = n - last;
+	if (n > last && *ntimeline < MAX_SAMPLES)
+		timeline[(*ntimeline)++] = n - last;
 	if (progress)
 		fprintf(stderr, "\r\033[K");
 	return NULL;
@@ -331,6 +333,7 @@ static void *sampler(void *p)
 struct phase_result {
 	double seconds, ops_per_sec;
 	uint64_t ops;
+	int phase;   /* 0 load, 1 run */
 	bool capped; /* stopped by max_seconds */
 	struct tips_stats st0, st1;
 	struct tips_pm_counters all0, all1;
@@ -341,8 +344,9 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	pthread_t th[MAX_THREADS], samp;
 	struct worker_arg args[MAX_THREADS];
 	b->phase = phase;
+	pr->phase = phase;
 	memset(b->res, 0, sizeof(b->res));
-	b->ntimeline = 0;
+	b->ntimeline[phase] = 0;
 	for (unsigned t = 0; t < b->o.threads; t++) {
 		atomic_store(&b->slots[t].done, 0);
 		atomic_store(&b->slots[t].inflight, UINT64_MAX);
@@ -427,14 +431,15 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 	s->pm_bytes_per_op = pr->ops ? (double)(pr->all1.bytes_persisted -
 						 pr->all0.bytes_persisted) / (double)pr->ops : 0;
 	/* The last interval is partial: leave it out of the spread. */
-	size_t n = b->ntimeline > 1 ? b->ntimeline - 1 : b->ntimeline;
+	const uint64_t *timeline = b->timeline[pr->phase];
+	size_t n = b->ntimeline[pr->phase] > 1 ? b->ntimeline[pr->phase] - 1 : b->ntimeline[pr->phase];
 	double sum = 0, sq = 0;
 	for (size_t i = 0; i < n; i++)
-		sum += (double)b->timeline[i];
+		sum += (double)timeline[i];
 	s->timeline_mean = n ? sum / (double)n : 0;
 	for (size_t i = 0; i < n; i++)
-		sq += ((double)b->timeline[i] - s->timeline_mean) *
-		      ((double)b->timeline[i] - s->timeline_mean);
+		sq += ((double)timeline[i] - s->timeline_mean) *
+		      ((double)timeline[i] - s->timeline_mean);
 	s->timeline_stddev = n ? sqrt(sq / (double)n) : 0;
 }
 
@@ -475,8 +480,8 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 	for (size_t i = 0; i < points; i++)
 		fprintf(f, "%s[%llu,%.6f]", i ? "," : "", (unsigned long long)cdf_ns[i], cdf_share[i]);
 	fprintf(f, "],\"timeline_ms\":%u,\"timeline\":[", b->o.sample_ms);
-	for (size_t i = 0; i < b->ntimeline; i++)
-		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->timeline[i]);
+	for (size_t i = 0; i < b->ntimeline[pr->phase]; i++)
+		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->timeline[pr->phase][i]);
 	fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":%.4f,"
 		"\"fences_per_write\":%.4f,\"flushes_per_read\":%.4f,\"fences_per_read\":%.4f,"
 		"\"fences_per_write_all_threads\":%.4f,\"pm_bytes_per_op\":%.2f}",
@@ -492,14 +497,17 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 		fprintf(f, ",\"framework\":{\"cache_hit_ratio\":%.4f,\"cache_bypasses\":%llu,"
 			"\"workers_avg\":%.3f,\"workers_final\":%u,\"reclamations\":%llu,"
 			"\"ulog_logged\":%llu,\"ulog_skipped_fresh\":%llu,"
-			"\"ulog_skipped_logged\":%llu,\"replayed\":%llu}",
+			"\"ulog_skipped_logged\":%llu,\"replayed\":%llu,\"writer_waits\":%llu,"
+			"\"gc_unlinked\":%llu}",
 			looked ? (double)hits / (double)looked : 0,
 			(unsigned long long)(z->cache_bypasses - a->cache_bypasses), wavg,
 			z->workers_now, (unsigned long long)(z->reclamations - a->reclamations),
 			(unsigned long long)(z->ulog_logged - a->ulog_logged),
 			(unsigned long long)(z->ulog_skipped_fresh - a->ulog_skipped_fresh),
 			(unsigned long long)(z->ulog_skipped_logged - a->ulog_skipped_logged),
-			(unsigned long long)(z->replayed - a->replayed));
+			(unsigned long long)(z->replayed - a->replayed),
+			(unsigned long long)(z->writer_waits - a->writer_waits),
+			(unsigned long long)(z->gc_unlinked - a->gc_unlinked));
 	}
 	fprintf(f, "}");
 }

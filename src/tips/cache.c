@@ -31,6 +31,7 @@ struct cache {
 	unsigned chain_bound;
 	_Atomic uint64_t live;           /* entries reserved or in chains */
 	_Atomic uint64_t unlinked;       /* statistics */
+	_Atomic uint64_t room_waits;     /* statistics: reservations that waited */
 	/* Entries published and not yet applied; alone on its line: writers add, replay
 	 * subtracts, and readers only read it (it stays shared in their caches). */
 	_Atomic uint64_t unapplied __attribute__((aligned(64)));
@@ -173,6 +174,7 @@ unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
 			continue;
 		}
 		/* Full: ask gc to sweep and replay to apply, then wait for room. */
+		atomic_fetch_add_explicit(&c->room_waits, 1, memory_order_relaxed);
 		pthread_mutex_lock(&c->mu);
 		c->sweep = true;
 		pthread_cond_signal(&c->gc_cv);
@@ -447,4 +449,9 @@ uint64_t cache_capacity(const struct cache *c)
 uint64_t cache_gc_unlinked(const struct cache *c)
 {
 	return atomic_load_explicit(&c->unlinked, memory_order_relaxed);
+}
+
+uint64_t cache_room_waits(const struct cache *c)
+{
+	return atomic_load_explicit(&c->room_waits, memory_order_relaxed);
 }

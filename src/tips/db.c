@@ -838,7 +838,7 @@ void tips_stats(struct tips_db *db, struct tips_stats *out)
 	out->cache_bypasses = atomic_load(&sum.bypasses);
 	out->writes = atomic_load(&sum.writes);
 	out->olog_bytes = atomic_load(&sum.olog_bytes);
-	out->writer_waits = atomic_load(&sum.waits);
+	out->writer_waits = atomic_load(&sum.waits) + cache_room_waits(db->cache);
 	out->cache_entries = cache_entries(db->cache);
 	out->cache_unapplied = cache_unapplied(db->cache);
 	out->cache_capacity = cache_capacity(db->cache);

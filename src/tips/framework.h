@@ -81,6 +81,8 @@ void cache_read_unlock(void);
 uint64_t cache_entries(const struct cache *c);
 uint64_t cache_capacity(const struct cache *c);
 uint64_t cache_gc_unlinked(const struct cache *c);
+/* Reservations that found the cache full and waited for room. */
+uint64_t cache_room_waits(const struct cache *c);
 
 /* ---- OLogs (olog.c) -------------------------------------------------------------- */
 
