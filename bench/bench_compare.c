@@ -44,13 +44,16 @@ struct session {
 	const char *index[MAX_NAMES], *workload[MAX_NAMES];
 	unsigned nindex, nworkload;
 	struct cell *cell; /* [workload][index] */
+	char *lists[2];    /* the copies split() cut the names from */
 };
 
-/* Splits @list at commas into @out (pointers into a copy). Returns the count or -1. */
-static int split(const char *list, const char **out, unsigned max)
+/* Splits @list at commas into @out (pointers into a copy, stored in *@copy_out for the
+ * caller to free). Returns the count or -1. */
+static int split(const char *list, const char **out, unsigned max, char **copy_out)
 {
 	char *copy = strdup(list), *save = NULL;
 	unsigned n = 0;
+	*copy_out = copy;
 	if (!copy)
 		return -1;
 	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -100,7 +103,7 @@ static int plan(struct session *s)
 		for (const char *const *n = tips_index_names(); *n && s->nindex < MAX_NAMES; n++)
 			s->index[s->nindex++] = *n;
 	} else {
-		int n = split(o->indexes, s->index, MAX_NAMES);
+		int n = split(o->indexes, s->index, MAX_NAMES, &s->lists[0]);
 		if (n <= 0) {
 			fprintf(stderr, "tips-bench compare: --indexes needs names\n");
 			return -1;
@@ -113,7 +116,8 @@ static int plan(struct session *s)
 				s->index[i]);
 			return -1;
 		}
-	int n = split(o->workloads ? o->workloads : "a,b,c,d,e", s->workload, MAX_NAMES);
+	int n = split(o->workloads ? o->workloads : "a,b,c,d,e", s->workload, MAX_NAMES,
+		      &s->lists[1]);
 	if (n <= 0) {
 		fprintf(stderr, "tips-bench compare: --workloads needs names\n");
 		return -1;
@@ -395,11 +399,23 @@ static int write_json(const struct session *s)
 	return 0;
 }
 
+static void session_free(struct session *s)
+{
+	for (unsigned k = 0; s->cell && k < s->nworkload * s->nindex; k++)
+		for (unsigned r = 0; r < s->cell[k].runs; r++)
+			free(s->cell[k].json[r]);
+	free(s->cell);
+	free(s->lists[0]);
+	free(s->lists[1]);
+}
+
 int bench_compare(const struct options *o)
 {
 	struct session s = { .o = o };
-	if (plan(&s))
+	if (plan(&s)) {
+		session_free(&s);
 		return EXIT_USAGE;
+	}
 	unsigned total = o->repeat * s.nworkload * s.nindex, done = 0;
 	for (unsigned r = 0; r < o->repeat; r++)
 		for (unsigned w = 0; w < s.nworkload; w++)
@@ -417,12 +433,9 @@ int bench_compare(const struct options *o)
 	print_table(&s);
 	int rc = o->json && write_json(&s) ? EXIT_SETUP : EXIT_OK;
 	unsigned failed = 0;
-	for (unsigned k = 0; k < s.nworkload * s.nindex; k++) {
+	for (unsigned k = 0; k < s.nworkload * s.nindex; k++)
 		failed += (unsigned)s.cell[k].failed;
-		for (unsigned r = 0; r < s.cell[k].runs; r++)
-			free(s.cell[k].json[r]);
-	}
-	free(s.cell);
+	session_free(&s);
 	if (failed) {
 		fprintf(stderr, "tips-bench compare: %u run(s) failed\n", failed);
 		return EXIT_LOST;

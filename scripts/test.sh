@@ -23,6 +23,7 @@ address) dir="$root/build-asan" ;;
 thread) dir="$root/build-tsan" ;;
 *) echo "test.sh: --sanitize takes address or thread" >&2; exit 2 ;;
 esac
-[ -z "$sanitize" ] || "$root/scripts/build.sh" "$dir" -DCMAKE_BUILD_TYPE=Debug -DTIPS_SANITIZE="$sanitize"
+[ -z "$sanitize" ] || "$root/scripts/build.sh" "$dir" -DCMAKE_BUILD_TYPE=Debug -DTIPS_SANITIZE="$sanitize" \
+	-DTIPS_BUILD_BENCH=ON
 cd "$dir"
 ctest "${select[@]}" --output-on-failure -j2
