@@ -130,8 +130,6 @@ static void *bench_thread(void *p)
 	struct tips_pm_counters c0, c1;
 	unsigned char k[8];
 	pthread_barrier_wait(&r->barrier);
-	if (a->id == 0)
-		clock_gettime(CLOCK_MONOTONIC, &r->start);
 	tips_pm_counters_thread(&c0);
 	for (uint64_t i = lo; i < hi; i++) {
 		int rc;
@@ -187,12 +185,16 @@ static int run_phase(struct run *r, int phase, struct sample *s)
 	if (r->db)
 		tips_stats(r->db, &st0);
 	tips_pm_counters_total(&all0);
-	pthread_barrier_init(&r->barrier, NULL, o->threads);
+	pthread_barrier_init(&r->barrier, NULL, o->threads + 1);
 	for (unsigned i = 0; i < o->threads; i++) {
 		args[i] = (struct thread_arg){ r, i };
 		if (pthread_create(&t[i], NULL, bench_thread, &args[i]))
 			return -1;
 	}
+	/* The clock starts before the barrier opens: no operation can precede it, even if
+	 * the thread that reads it is descheduled while the others run. */
+	clock_gettime(CLOCK_MONOTONIC, &r->start);
+	pthread_barrier_wait(&r->barrier);
 	for (unsigned i = 0; i < o->threads; i++)
 		pthread_join(t[i], NULL);
 	pthread_barrier_destroy(&r->barrier);
