@@ -84,16 +84,15 @@ static int add_index(struct session *s, const char *name)
 	return (int)s->nindex++;
 }
 
-/* The twin of tips-X is dram-X; other indexes have none. */
+/* The twin of tips-X is dram-X (its registered name); other indexes have none. */
 static const char *twin_of(const char *name)
 {
-	static char buf[MAX_NAMES][64];
-	static unsigned used;
-	if (strncmp(name, "tips-", 5) != 0 || used == MAX_NAMES)
+	char twin[128];
+	if (strncmp(name, "tips-", 5) != 0)
 		return NULL;
-	char *t = buf[used++];
-	snprintf(t, 64, "dram-%s", name + 5);
-	return tips_index_find(t) ? t : NULL;
+	snprintf(twin, sizeof(twin), "dram-%s", name + 5);
+	const struct tips_index_ops *ops = tips_index_find(twin);
+	return ops ? ops->name : NULL;
 }
 
 static int plan(struct session *s)
@@ -262,26 +261,29 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The median of the completed runs' @field (offset of a double in run_brief), or of a
- * uint64 field when @is_u64. */
-static double median(const struct cell *c, size_t field, bool is_u64)
+/* The completed runs' values of a run_brief field (@field: its offset) into @v; returns
+ * how many. */
+static unsigned completed(const struct cell *c, size_t field, double *v)
+{
+	unsigned n = 0;
+	for (unsigned r = 0; r < c->runs; r++)
+		if (c->brief[r].status == EXIT_OK)
+			v[n++] = *(const double *)((const char *)&c->brief[r] + field);
+	return n;
+}
+
+/* The median of the completed runs' @field. */
+static double median(const struct cell *c, size_t field)
 {
 	double v[100];
-	unsigned n = 0;
-	for (unsigned r = 0; r < c->runs; r++) {
-		if (c->brief[r].status != EXIT_OK)
-			continue;
-		const char *p = (const char *)&c->brief[r] + field;
-		v[n++] = is_u64 ? (double)*(const uint64_t *)p : *(const double *)p;
-	}
+	unsigned n = completed(c, field, v);
 	if (!n)
 		return 0;
 	qsort(v, n, sizeof(v[0]), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-#define MEDIAN(c, f) median((c), offsetof(struct run_brief, f), false)
-#define MEDIAN_U64(c, f) median((c), offsetof(struct run_brief, f), true)
+#define MEDIAN(c, f) median((c), offsetof(struct run_brief, f))
 
 static bool any_capped(const struct cell *c)
 {
@@ -315,29 +317,25 @@ static void print_table(const struct session *s)
 			}
 			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9.3f %9.3f%s%s\n",
 			       c->workload, c->index, MEDIAN(c, load_ops_per_sec) / 1e6, run / 1e6,
-			       ratio, vs, MEDIAN_U64(c, p99), MEDIAN(c, fences_w),
+			       ratio, vs, MEDIAN(c, p99), MEDIAN(c, fences_w),
 			       MEDIAN(c, fences_r), any_capped(c) ? "  (capped)" : "",
 			       c->failed ? "  FAILED RUNS" : "");
 		}
 }
 
-static void json_runs(FILE *f, const struct cell *c, const char *name, size_t field,
-		      bool is_u64)
+/* "name":{"median":M,"runs":[...]} of a run_brief field; @sep goes before it. */
+static void json_runs(FILE *f, const char *sep, const struct cell *c, const char *name,
+		      size_t field)
 {
-	fprintf(f, "\"%s\":{\"median\":%.1f,\"runs\":[", name, median(c, field, is_u64));
-	for (unsigned r = 0, first = 1; r < c->runs; r++) {
-		if (c->brief[r].status != EXIT_OK)
-			continue;
-		const char *p = (const char *)&c->brief[r] + field;
-		fprintf(f, "%s%.1f", first ? "" : ",",
-			is_u64 ? (double)*(const uint64_t *)p : *(const double *)p);
-		first = 0;
-	}
+	double v[100];
+	unsigned n = completed(c, field, v);
+	fprintf(f, "%s\"%s\":{\"median\":%.1f,\"runs\":[", sep, name, median(c, field));
+	for (unsigned i = 0; i < n; i++)
+		fprintf(f, "%s%.1f", i ? "," : "", v[i]);
 	fprintf(f, "]}");
 }
 
-#define JSON_RUNS(f, c, name, fld) json_runs((f), (c), (name), offsetof(struct run_brief, fld), false)
-#define JSON_RUNS_U64(f, c, name, fld) json_runs((f), (c), (name), offsetof(struct run_brief, fld), true)
+#define JSON_RUNS(f, sep, c, name, fld) json_runs((f), (sep), (c), (name), offsetof(struct run_brief, fld))
 
 static int write_json(const struct session *s)
 {
@@ -370,19 +368,13 @@ static int write_json(const struct session *s)
 		}
 		fprintf(f, "\"completed\":%u,\"failed\":%d,\"capped\":%s,", c->runs - c->failed,
 			c->failed, any_capped(c) ? "true" : "false");
-		JSON_RUNS(f, c, "load_ops_per_sec", load_ops_per_sec);
-		fprintf(f, ",");
-		JSON_RUNS(f, c, "run_ops_per_sec", run_ops_per_sec);
-		fprintf(f, ",\"latency_ns\":{");
-		JSON_RUNS_U64(f, c, "p50", p50);
-		fprintf(f, ",");
-		JSON_RUNS_U64(f, c, "p99", p99);
-		fprintf(f, ",");
-		JSON_RUNS_U64(f, c, "p999", p999);
-		fprintf(f, "},");
-		JSON_RUNS(f, c, "fences_per_write", fences_w);
-		fprintf(f, ",");
-		JSON_RUNS(f, c, "fences_per_read", fences_r);
+		JSON_RUNS(f, "", c, "load_ops_per_sec", load_ops_per_sec);
+		JSON_RUNS(f, ",", c, "run_ops_per_sec", run_ops_per_sec);
+		JSON_RUNS(f, ",\"latency_ns\":{", c, "p50", p50);
+		JSON_RUNS(f, ",", c, "p99", p99);
+		JSON_RUNS(f, ",", c, "p999", p999);
+		JSON_RUNS(f, "},", c, "fences_per_write", fences_w);
+		JSON_RUNS(f, ",", c, "fences_per_read", fences_r);
 		fprintf(f, ",\"runs\":[");
 		for (unsigned r = 0, first = 1; r < c->runs; r++)
 			if (c->json[r]) {

@@ -765,9 +765,9 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		*brief = (struct run_brief){
 			.status = failed ? EXIT_LOST : EXIT_OK, .capped = run.capped,
 			.load_ops_per_sec = load.ops_per_sec, .run_ops_per_sec = run.ops_per_sec,
-			.p50 = histogram_quantile(&rs->lat, 0.5),
-			.p99 = histogram_quantile(&rs->lat, 0.99),
-			.p999 = histogram_quantile(&rs->lat, 0.999),
+			.p50 = (double)histogram_quantile(&rs->lat, 0.5),
+			.p99 = (double)histogram_quantile(&rs->lat, 0.99),
+			.p999 = (double)histogram_quantile(&rs->lat, 0.999),
 			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
 			.peak_rss_kib = ru.ru_maxrss,
 		};

@@ -36,7 +36,7 @@ struct run_brief {
 	int status; /* the run's exit code */
 	bool capped; /* the run phase hit max_seconds */
 	double load_ops_per_sec, run_ops_per_sec;
-	uint64_t p50, p99, p999;  /* run phase latency, ns */
+	double p50, p99, p999;     /* run phase latency, ns */
 	double fences_w, fences_r; /* run phase, sampled operations */
 	long peak_rss_kib;
 };

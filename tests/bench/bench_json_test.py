@@ -18,6 +18,7 @@ usage: bench_json_test.py TIPS_BENCH_EXE
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -179,7 +180,7 @@ def main():
         else:
             check(r["baseline"] is None and r["ratio"] is None, "compare: a twin has no baseline")
 
-    subprocess.run(["rm", "-rf", tmp], check=False)
+    shutil.rmtree(tmp, ignore_errors=True)
     if failures:
         sys.exit("bench_json_test: %d failure(s)" % len(failures))
     print("bench_json_test: all passed")
