@@ -274,6 +274,7 @@ static void hash_close(void *index)
 	for (unsigned i = 0; i < HASH_STRIPES; i++)
 		pthread_rwlock_destroy(&h->stripes[i].lock);
 	free(h);
+	IDX_FREE_BARRIER();
 }
 
 static int hash_insert(void *index, const void *key, size_t klen, const void *val,

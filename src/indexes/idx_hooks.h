@@ -14,12 +14,23 @@
  *   IDX_ALLOC(size)      a new block, NOT zeroed; NULL when memory is exhausted. In the
  *                        tips build the block is fresh: stores into it need no IDX_LOG
  *                        during the operation that allocated it.
- *   IDX_FREE(p)          release a block. In the tips build the free is deferred to the
- *                        next reclamation, so the block stays readable meanwhile.
+ *   IDX_FREE(p)          release a block, deferred in both builds until every read
+ *                        section open at the call has ended: dram, grace_free() (freed
+ *                        on liburcu's call_rcu thread); tips, tips_free() (freed by the
+ *                        next reclamation, which first waits for the read sections).
  *   IDX_LOG(addr, size)  must precede every store to memory that existed before the
  *                        current operation, covering exactly the bytes stored (size > 0).
  *                        A no-op in the dram build.
  * An index never flushes or fences: the framework makes its stores durable.
+ *
+ * Safe memory reclamation for lock-free readers (part of the volatile original, the
+ * same in both builds, not a conversion hook): any code that follows pointers without
+ * holding a lock that excludes the writer who frees their target (lock-free lookups,
+ * optimistic readers, lock-free writers' traversals) runs between IDX_READ_ENTER() and
+ * IDX_READ_EXIT(). Sections nest and cost no fence. Never block on a lock inside one
+ * if the holder may be waiting for a grace period; an index that frees through
+ * IDX_FREE never does. Call IDX_FREE_BARRIER() in close() of an index that frees, so
+ * that every deferred free of the dram build has run when close returns.
  *
  * Naming: the file defines IDX_BASE_NAME ("hash") before including this header;
  * IDX_SYM(ops) then names the build's ops table (dram_hash_ops / tips_hash_ops) and
@@ -32,6 +43,8 @@
 #include <tips/tips.h>
 
 #include <stdlib.h>
+
+#include "util/grace.h"
 
 #ifndef IDX_PREFIX
 #error "IDX_PREFIX must be defined (dram_NAME or tips_NAME): see the root CMakeLists.txt"
@@ -50,12 +63,17 @@
 #define IDX_ALLOC(size) tips_alloc(size)
 #define IDX_FREE(p) tips_free(p)
 #define IDX_LOG(addr, size) ((void)tips_ulog_add((addr), (size)))
+#define IDX_FREE_BARRIER() ((void)0)
 #else
 #define IDX_VARIANT "dram-"
 #define IDX_ALLOC(size) malloc(size)
-#define IDX_FREE(p) free(p)
+#define IDX_FREE(p) grace_free(p)
 #define IDX_LOG(addr, size) ((void)(addr), (void)(size))
+#define IDX_FREE_BARRIER() grace_free_barrier()
 #endif
+
+#define IDX_READ_ENTER() grace_read_enter()
+#define IDX_READ_EXIT() grace_read_exit()
 
 /* "dram-hash" / "tips-hash" */
 #define IDX_NAME IDX_VARIANT IDX_BASE_NAME

@@ -4,15 +4,17 @@
  * Each index source in src/indexes/ is compiled twice (idx_hooks.h) and defines one ops
  * table per build: dram_NAME_ops (volatile original) and tips_NAME_ops (TIPS plug-in).
  * registry.c lists them for tips_index_find() and tips_index_names(); nothing else
- * should name them directly. Add a new index here, in registry.c and in TIPS_INDEXES
- * (root CMakeLists.txt).
+ * should name them directly. The list of indexes is TIPS_INDEXES in the root
+ * CMakeLists.txt, which writes it into indexes_list.h as IDX_ENTRY(NAME) lines: adding
+ * an index is adding its name there.
  */
 #ifndef TIPS_INDEXES_H
 #define TIPS_INDEXES_H
 
 #include <tips/tips.h>
 
-/* hash.c: chained hash table, a reader-writer lock per bucket stripe (ATC'21, Fig. 3). */
-extern const struct tips_index_ops dram_hash_ops, tips_hash_ops;
+#define IDX_ENTRY(name) extern const struct tips_index_ops dram_##name##_ops, tips_##name##_ops;
+#include "indexes_list.h"
+#undef IDX_ENTRY
 
 #endif /* TIPS_INDEXES_H */

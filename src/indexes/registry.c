@@ -11,20 +11,19 @@
 
 #include <string.h>
 
+/* Each index in TIPS_INDEXES order, its dram build then its tips build. */
 static const struct tips_index_ops *const builtin[] = {
-	&dram_hash_ops,
-	&tips_hash_ops,
+#define IDX_ENTRY(name) &dram_##name##_ops, &tips_##name##_ops,
+#include "indexes_list.h"
+#undef IDX_ENTRY
 };
 
+#define IDX_ENTRY(name) "dram-" #name, "tips-" #name,
 static const char *const index_names[] = {
-	"dram-hash",
-	"tips-hash",
+#include "indexes_list.h"
 	NULL,
 };
-
-_Static_assert(sizeof(builtin) / sizeof(builtin[0]) + 1 ==
-		       sizeof(index_names) / sizeof(index_names[0]),
-	       "every built-in index needs a name in index_names");
+#undef IDX_ENTRY
 
 TIPS_API const struct tips_index_ops *tips_index_find(const char *name)
 {

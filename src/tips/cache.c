@@ -9,8 +9,8 @@
  *
  * The gc thread unlinks applied entries: from a bucket whose chain passed the bound
  * (shadowed entries first, then the oldest), or from every bucket when the cache is
- * full. Unlinked entries are freed after an RCU grace period (liburcu-bp, which needs
- * no thread registration), so a reader that still holds one reads valid memory.
+ * full. Unlinked entries are freed after a grace period (util/grace.h), so a reader
+ * that still holds one reads valid memory.
  * Invariant: an entry leaves the chain only after it was applied, so a key absent from
  * the cache has all its writes in the index; the cache never holds more entries than
  * its capacity (writers wait for replay and gc instead).
@@ -19,10 +19,10 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <urcu-bp.h>
 
 #include "tips/framework.h"
 #include "util/errors_internal.h"
+#include "util/grace.h"
 
 struct cache {
 	struct cache_bucket *buckets;
@@ -121,25 +121,12 @@ struct cache_entry *cache_find(struct cache_bucket *b, const void *key, size_t k
 
 void cache_read_lock(void)
 {
-	urcu_bp_read_lock();
+	grace_read_enter();
 }
-
-/* ThreadSanitizer does not see RCU's grace periods; tell it that whatever a reader did
- * before leaving its read section happens before the frees that follow a grace period. */
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-static char rcu_grace_token;
-#define GRACE_READER_DONE() __tsan_release(&rcu_grace_token)
-#define GRACE_PERIOD_DONE() __tsan_acquire(&rcu_grace_token)
-#else
-#define GRACE_READER_DONE() ((void)0)
-#define GRACE_PERIOD_DONE() ((void)0)
-#endif
 
 void cache_read_unlock(void)
 {
-	GRACE_READER_DONE();
-	urcu_bp_read_unlock();
+	grace_read_exit();
 }
 
 struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
@@ -325,8 +312,7 @@ static void free_after_grace(struct cache *c, struct unlinked *u)
 {
 	if (!u->n)
 		return;
-	urcu_bp_synchronize_rcu(); /* no reader can still hold an unlinked entry */
-	GRACE_PERIOD_DONE();
+	grace_wait(); /* no reader can still hold an unlinked entry */
 	for (size_t i = 0; i < u->n; i++)
 		free(u->v[i]);
 	atomic_fetch_sub(&c->live, u->n);

@@ -23,6 +23,7 @@
 #include "pm/pm.h"
 #include "tips/framework.h"
 #include "util/errors_internal.h"
+#include "util/grace.h"
 
 static void persist_word(uint64_t *w, uint64_t v)
 {
@@ -33,6 +34,10 @@ static void persist_word(uint64_t *w, uint64_t v)
 /* Step 2; also what recovery runs when it finds flush_done set. */
 void reclaim_finish(struct tips_db *db)
 {
+	/* The checkpoint really frees what the index tips_free'd. An index reader (a
+	 * lookup that missed the cache, a scan) may still be inside a lock-free traversal
+	 * of such a block: wait for every open read section first (util/grace.h). */
+	grace_wait();
 	int rc = tips_heap_checkpoint(db->heap, 0);
 	TIPS_INVARIANT(rc == 0, "reclamation: heap checkpoint failed");
 	for (unsigned i = 0; i < db->ologs.n; i++) {

@@ -1,5 +1,6 @@
 /*
- * test_framework.c - unit tests of the TIPS framework through its facade, on tips-hash:
+ * test_framework.c - unit tests of the TIPS framework through its facade, on the tips-*
+ * index named by argv[1] (default tips-hash):
  * write semantics, the two-fence write and fence-free read, persistence across a clean
  * close, scans merging unapplied OLog records, OLog slots reused by short-lived
  * threads, selective undo logging, reclamation, and adaptive scaling down to zero
@@ -399,9 +400,12 @@ static void test_db_check(void)
 	unlink(path);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	ops = tips_index_find("tips-hash");
+	const char *name = argc > 1 ? argv[1] : "tips-hash";
+	ops = tips_index_find(name);
+	if (!ops)
+		fprintf(stderr, "no index named %s\n", name);
 	REQUIRE(ops != NULL);
 	test_path(path, sizeof(path), "/dev/shm", "framework");
 	test_semantics();

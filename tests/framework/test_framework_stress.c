@@ -1,5 +1,6 @@
 /*
- * test_framework_stress.c - concurrent writers, readers and scanners on tips-hash,
+ * test_framework_stress.c - concurrent writers, readers and scanners on the tips-* index
+ * named by argv[1] (default tips-hash),
  * checking the facade's guarantees while replay, gc and reclamation run underneath:
  *  - a lookup returns a value some write of that key produced, never older than the
  *    last write completed before the lookup began (versions only move forward);
@@ -235,7 +236,7 @@ static void handoff(void)
 		(unsigned long long)st.cache_bypasses);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	char path[256];
 	test_path(path, sizeof(path), "/dev/shm", "fwstress");
@@ -245,7 +246,10 @@ int main(void)
 	cfg.pool_size = 64ull << 20;
 	cfg.expected_keys = KEYS;
 	cfg.cache_percent = 10; /* a small cache: gc and capacity waits run often */
-	const struct tips_index_ops *ops = tips_index_find("tips-hash");
+	const char *name = argc > 1 ? argv[1] : "tips-hash";
+	const struct tips_index_ops *ops = tips_index_find(name);
+	if (!ops)
+		fprintf(stderr, "no index named %s\n", name);
 	REQUIRE(ops != NULL);
 	REQUIRE(tips_open(path, &cfg, ops, &db) == 0);
 
