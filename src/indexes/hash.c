@@ -34,13 +34,14 @@
  *
  * Scan. Keys are hashed, so an ordered scan visits the whole table: O(n) per scan
  * whatever @count is, keeping the @count smallest keys >= start in a bounded max-heap
- * of copies (O(n log count)), then sorting them and calling fn with no lock held. This
- * is the price of an ordered scan over a hash table; ordered indexes do better.
+ * of copies (scan_topk.h, O(n log count)), then calling fn in order with no lock held.
+ * This is the price of an ordered scan over a hash table; ordered indexes do better.
  */
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "hash"
 #include "indexes/idx_hooks.h"
 #include "indexes/indexes.h"
+#include "indexes/scan_topk.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -134,15 +135,6 @@ static inline bool node_has_key(const struct hash_node *n, const void *key, uint
 	if (klen == 8)
 		return load64(n->data) == load64(key);
 	return memcmp(n->data, key, klen) == 0;
-}
-
-/* Byte-string order: memcmp over the common length, the shorter key first on a tie. */
-static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-	int r = memcmp(a, b, alen < blen ? alen : blen);
-	if (r)
-		return r;
-	return (alen > blen) - (alen < blen);
 }
 
 static inline unsigned char *node_value(struct hash_node *n)
@@ -386,104 +378,11 @@ static int hash_lookup(void *index, const void *key, size_t klen, void *val, siz
 	return rc;
 }
 
-/* ---- scan: a bounded max-heap of copies ---------------------------------------------- */
-
-struct scan_copy {
-	uint32_t klen, vlen;
-	unsigned char data[]; /* key, then value */
-};
-
-struct scan_heap {
-	struct scan_copy **a; /* max-heap by key: a[0] is the largest kept key */
-	size_t n, cap;        /* entries kept, entries allocated */
-	size_t limit;         /* keep at most this many (the scan's count) */
-};
-
-static inline int copy_cmp(const struct scan_copy *x, const struct scan_copy *y)
-{
-	return key_cmp(x->data, x->klen, y->data, y->klen);
-}
-
-static void heap_sift_down(struct scan_copy **a, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < n && copy_cmp(a[l], a[m]) > 0)
-			m = l;
-		if (r < n && copy_cmp(a[r], a[m]) > 0)
-			m = r;
-		if (m == i)
-			return;
-		struct scan_copy *t = a[i];
-		a[i] = a[m];
-		a[m] = t;
-		i = m;
-	}
-}
-
-static void heap_sift_up(struct scan_copy **a, size_t i)
-{
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-		if (copy_cmp(a[i], a[p]) <= 0)
-			return;
-		struct scan_copy *t = a[i];
-		a[i] = a[p];
-		a[p] = t;
-		i = p;
-	}
-}
-
-static struct scan_copy *copy_node(const struct hash_node *n)
-{
-	struct scan_copy *c = malloc(sizeof(*c) + (size_t)n->klen + n->vlen);
-	if (!c)
-		return NULL;
-	c->klen = n->klen;
-	c->vlen = n->vlen;
-	memcpy(c->data, n->data, (size_t)n->klen + n->vlen);
-	return c;
-}
-
-/* Offers node @n (a key >= start) to the heap. Returns 0 or TIPS_ENOMEM. */
-static int heap_offer(struct scan_heap *s, const struct hash_node *n)
-{
-	if (s->n == s->limit) {
-		/* Full: keep @n only if it is smaller than the largest kept key. */
-		const struct scan_copy *top = s->a[0];
-		if (key_cmp(n->data, n->klen, top->data, top->klen) >= 0)
-			return 0;
-		struct scan_copy *c = copy_node(n);
-		if (!c)
-			return TIPS_ENOMEM;
-		free(s->a[0]);
-		s->a[0] = c;
-		heap_sift_down(s->a, s->n, 0);
-		return 0;
-	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		if (cap < s->cap || cap > s->limit)
-			cap = s->limit;
-		struct scan_copy **a = realloc(s->a, cap * sizeof(*a));
-		if (!a)
-			return TIPS_ENOMEM;
-		s->a = a;
-		s->cap = cap;
-	}
-	struct scan_copy *c = copy_node(n);
-	if (!c)
-		return TIPS_ENOMEM;
-	s->a[s->n] = c;
-	heap_sift_up(s->a, s->n++);
-	return 0;
-}
-
 /*
- * Visits every chain, a stripe at a time under its read lock, keeping the @count
- * smallest keys >= @start; then sorts them and calls @fn with no lock held, so @fn may
- * call back into the index. The result is not a snapshot: a key written while the
- * scan runs may or may not be seen (the framework merges the newer writes).
+ * Scan: visits every chain, a stripe at a time under its read lock, keeping the @count
+ * smallest keys >= @start (scan_topk.h); then calls @fn in key order with no lock held,
+ * so @fn may call back into the index. The result is not a snapshot: a key written
+ * while the scan runs may or may not be seen (the framework merges the newer writes).
  */
 static long hash_scan(void *index, const void *start, size_t klen, size_t count,
 		      tips_scan_fn fn, void *arg)
@@ -493,41 +392,23 @@ static long hash_scan(void *index, const void *start, size_t klen, size_t count,
 		return TIPS_EINVAL;
 	if (count == 0)
 		return 0;
-	if (count > (SIZE_MAX / sizeof(struct scan_copy *)))
-		count = SIZE_MAX / sizeof(struct scan_copy *);
 
-	struct scan_heap s = { .a = NULL, .n = 0, .cap = 0, .limit = count };
+	struct topk t;
+	topk_init(&t, count);
 	int rc = 0;
 	uint64_t nbuckets = h->mask + 1;
 	for (unsigned st = 0; st < HASH_STRIPES && rc == 0; st++) {
 		pthread_rwlock_rdlock(&h->stripes[st].lock);
 		for (uint64_t b = st; b < nbuckets && rc == 0; b += HASH_STRIPES)
 			for (const struct hash_node *n = h->buckets[b]; n && rc == 0; n = n->next)
-				if (!klen || key_cmp(n->data, n->klen, start, klen) >= 0)
-					rc = heap_offer(&s, n);
+				if (!klen || topk_key_cmp(n->data, n->klen, start, klen) >= 0)
+					rc = topk_offer(&t, n->data, n->klen, n->data + n->klen,
+							n->vlen);
 		pthread_rwlock_unlock(&h->stripes[st].lock);
 	}
-
-	long passed = 0;
-	if (rc == 0) {
-		/* Heapsort in place: the largest goes last, so a[] ends ascending. */
-		for (size_t i = s.n; i > 1; i--) {
-			struct scan_copy *t = s.a[0];
-			s.a[0] = s.a[i - 1];
-			s.a[i - 1] = t;
-			heap_sift_down(s.a, i - 1, 0);
-		}
-		for (size_t i = 0; i < s.n; i++) {
-			const struct scan_copy *c = s.a[i];
-			passed++;
-			if (fn(c->data, c->klen, c->data + c->klen, c->vlen, arg))
-				break;
-		}
-	}
-	for (size_t i = 0; i < s.n; i++)
-		free(s.a[i]);
-	free(s.a);
-	return rc ? rc : passed;
+	long passed = rc ? rc : topk_emit(&t, fn, arg);
+	topk_free(&t);
+	return passed;
 }
 
 /* Root, bucket array, then every node; stops at (and returns) fn's first non-zero.
