@@ -119,6 +119,12 @@ static int count_pair(const void *k, size_t kl, const void *v, size_t vl, void *
 
 long bench_scan(struct bench_index *b, const void *start, size_t kl, size_t count)
 {
-	return b->db ? tips_scan(b->db, start, kl, count, count_pair, NULL)
-		     : b->ops->scan(b->handle, start, kl, count, count_pair, NULL);
+	return bench_scan_each(b, start, kl, count, count_pair, NULL);
+}
+
+long bench_scan_each(struct bench_index *b, const void *start, size_t kl, size_t count,
+		     tips_scan_fn fn, void *arg)
+{
+	return b->db ? tips_scan(b->db, start, kl, count, fn, arg)
+		     : b->ops->scan(b->handle, start, kl, count, fn, arg);
 }

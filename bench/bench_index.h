@@ -37,5 +37,8 @@ int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_
 		 size_t *vl);
 /* Returns the number of pairs the scan produced, or a negative code. */
 long bench_scan(struct bench_index *b, const void *start, size_t kl, size_t count);
+/* The same scan, calling @fn for each pair (tests compare the pairs to a model). */
+long bench_scan_each(struct bench_index *b, const void *start, size_t kl, size_t count,
+		     tips_scan_fn fn, void *arg);
 
 #endif /* TIPS_BENCH_INDEX_H */
