@@ -9,7 +9,8 @@
  *
  * The gc thread unlinks applied entries: from a bucket whose chain passed the bound
  * (shadowed entries first, then the oldest), or from every bucket when the cache is
- * full. Unlinked entries are freed after a grace period (util/grace.h), so a reader
+ * nearly full (7/8 of its capacity: sweeping before it is full spares writers the wait)
+ * or full. Unlinked entries are freed after a grace period (util/grace.h), so a reader
  * that still holds one reads valid memory.
  * Invariant: an entry leaves the chain only after it was applied, so a key absent from
  * the cache has all its writes in the index; the cache never holds more entries than
@@ -28,8 +29,10 @@ struct cache {
 	struct cache_bucket *buckets;
 	uint64_t mask;
 	uint64_t capacity;
+	uint64_t high_water;             /* past this many live entries, gc sweeps early */
 	unsigned chain_bound;
 	_Atomic uint64_t live;           /* entries reserved or in chains */
+	_Atomic int sweep_asked;         /* a high-water sweep is asked for and not done */
 	_Atomic uint64_t unlinked;       /* statistics */
 	_Atomic uint64_t room_waits;     /* statistics: reservations that waited */
 	/* Entries published and not yet applied; alone on its line: writers add, replay
@@ -156,9 +159,18 @@ unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
 	uint64_t n = atomic_load_explicit(&c->live, memory_order_relaxed);
 	for (;;) {
 		if (n + batch <= c->capacity) {
-			if (atomic_compare_exchange_weak(&c->live, &n, n + batch))
-				return (unsigned)batch;
-			continue;
+			if (!atomic_compare_exchange_weak(&c->live, &n, n + batch))
+				continue;
+			if (n + batch > c->high_water && !atomic_load(&c->sweep_asked) &&
+			    !atomic_exchange(&c->sweep_asked, 1)) {
+				/* Nearly full: sweep now, so that writers rarely find the
+				 * cache full and wait (one thread asks; gc clears the flag). */
+				pthread_mutex_lock(&c->mu);
+				c->sweep = true;
+				pthread_cond_signal(&c->gc_cv);
+				pthread_mutex_unlock(&c->mu);
+			}
+			return (unsigned)batch;
 		}
 		/* Full: ask gc to sweep and replay to apply, then wait for room. */
 		atomic_fetch_add_explicit(&c->room_waits, 1, memory_order_relaxed);
@@ -358,6 +370,11 @@ static void *gc_main(void *arg)
 				if (atomic_load_explicit(&c->buckets[i].head, memory_order_relaxed))
 					bucket_trim(&c->buckets[i], 0, &u);
 		free_after_grace(c, &u);
+		/* Writers may ask for the next early sweep once this one brought the cache
+		 * below high water, or after a pass for newly applied entries: not in a loop
+		 * of sweeps that find nothing applied. */
+		if (!sweep || atomic_load(&c->live) <= c->high_water)
+			atomic_store(&c->sweep_asked, 0);
 		pthread_mutex_lock(&c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -382,6 +399,7 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	}
 	c->mask = nb - 1;
 	c->capacity = capacity;
+	c->high_water = capacity - capacity / 8;
 	c->chain_bound = chain_bound;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->gc_cv, NULL);
