@@ -16,7 +16,7 @@
  *                        during the operation that allocated it.
  *   IDX_FREE(p)          release a block, deferred in both builds until every read
  *                        section open at the call has ended: dram, grace_free() (freed
- *                        on liburcu's call_rcu thread); tips, tips_free() (freed by the
+ *                        by a reclaimer thread); tips, tips_free() (freed by the
  *                        next reclamation, which first waits for the read sections).
  *   IDX_LOG(addr, size)  must precede every store to memory that existed before the
  *                        current operation, covering exactly the bytes stored (size > 0).

@@ -2,10 +2,13 @@
  * grace.c - read sections, grace periods and deferred frees over liburcu-bp
  * (see grace.h for the invariant).
  *
- * grace_free() appends to one process-wide batch under a mutex; a full batch is handed
- * to call_rcu, whose thread frees it after a grace period. Frees are rare next to
- * reads (removes and out-of-place updates), so one mutex is cheap enough, and unlike
- * per-thread batches it leaves nothing behind when a thread exits.
+ * grace_free() appends to one process-wide batch under a mutex; a full batch goes to a
+ * queue served by one reclaimer thread (started on first use), which waits for a grace
+ * period and frees the batch. Frees are rare next to reads (removes and out-of-place
+ * updates), so one mutex is cheap enough, and unlike per-thread batches it leaves
+ * nothing behind when a thread exits. The hand-over uses our own mutex and condition
+ * variables rather than liburcu's call_rcu, whose internal synchronisation sanitizers
+ * cannot see.
  *
  * ThreadSanitizer does not see RCU grace periods: a release on a token when a reader
  * leaves its section, and an acquire after each grace period, tell it that what the
@@ -15,6 +18,7 @@
 #include "util/grace.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <urcu-bp.h>
 
@@ -31,13 +35,19 @@ static char grace_token;
 #define GRACE_BATCH 256
 
 struct grace_batch {
-	struct rcu_head head; /* call_rcu's link */
+	struct grace_batch *next; /* queue link */
+	uint64_t seq;             /* hand-over number, 1, 2, ... */
 	size_t n;
 	void *p[GRACE_BATCH];
 };
 
-static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct grace_batch *batch; /* being filled; NULL until the first free */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER; /* the queue is not empty */
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; /* freed_seq moved */
+static struct grace_batch *filling;      /* being filled; NULL until the next free */
+static struct grace_batch *queue_head, *queue_tail;
+static uint64_t handed_seq, freed_seq;   /* last batch handed over / freed */
+static int reclaimer_started;
 
 void grace_read_enter(void)
 {
@@ -56,50 +66,113 @@ void grace_wait(void)
 	GRACE_PERIOD_DONE();
 }
 
-static void batch_free_cb(struct rcu_head *head)
-{
-	struct grace_batch *b = caa_container_of(head, struct grace_batch, head);
-	GRACE_PERIOD_DONE();
-	for (size_t i = 0; i < b->n; i++)
-		free(b->p[i]);
-	free(b);
-}
+static uint64_t free_batches(struct grace_batch *b);
 
-/* Call with batch_mu held: hands the batch (if any) to call_rcu. */
-static void batch_hand_over(void)
+static void *reclaimer_main(void *arg)
 {
-	if (batch && batch->n) {
-		urcu_bp_call_rcu(&batch->head, batch_free_cb);
-		batch = NULL;
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	for (;;) {
+		while (!queue_head)
+			pthread_cond_wait(&work_cv, &mu);
+		struct grace_batch *b = queue_head;
+		queue_head = queue_tail = NULL;
+		pthread_mutex_unlock(&mu);
+		grace_wait();
+		uint64_t last = free_batches(b);
+		pthread_mutex_lock(&mu);
+		freed_seq = last;
+		pthread_cond_broadcast(&done_cv);
 	}
+	return NULL;
 }
 
+/* Frees a chain of batches; returns the last one's seq. */
+static uint64_t free_batches(struct grace_batch *b)
+{
+	uint64_t last = 0;
+	while (b) {
+		struct grace_batch *next = b->next;
+		for (size_t i = 0; i < b->n; i++)
+			free(b->p[i]);
+		last = b->seq;
+		free(b);
+		b = next;
+	}
+	return last;
+}
+
+/* Call with mu held: queues the batch being filled (if any) and makes sure the
+ * reclaimer runs. Returns 0, or -1 if the reclaimer cannot be started (the batches
+ * stay queued; the next hand-over tries again, and a barrier frees them itself). */
+static int hand_over(void)
+{
+	if (filling && filling->n) {
+		filling->seq = ++handed_seq;
+		filling->next = NULL;
+		if (queue_tail)
+			queue_tail->next = filling;
+		else
+			queue_head = filling;
+		queue_tail = filling;
+		filling = NULL;
+	}
+	if (!reclaimer_started) {
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&t, &attr, reclaimer_main, NULL);
+		pthread_attr_destroy(&attr);
+		if (rc)
+			return -1;
+		reclaimer_started = 1;
+	}
+	pthread_cond_signal(&work_cv);
+	return 0;
+}
+
+/*
+ * Never blocks: a writer may call it inside a read section or holding its locks. With no
+ * memory for a batch the block is leaked rather than freed unsafely (it is DRAM of a
+ * volatile index, and only under memory exhaustion).
+ */
 void grace_free(void *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&batch_mu);
-	if (!batch) {
-		batch = malloc(sizeof(*batch));
-		if (!batch) {
-			/* No memory for a batch: wait for the readers here instead. */
-			pthread_mutex_unlock(&batch_mu);
-			grace_wait();
-			free(p);
+	pthread_mutex_lock(&mu);
+	if (!filling) {
+		filling = malloc(sizeof(*filling));
+		if (!filling) {
+			pthread_mutex_unlock(&mu);
 			return;
 		}
-		batch->n = 0;
+		filling->n = 0;
 	}
-	batch->p[batch->n++] = p;
-	if (batch->n == GRACE_BATCH)
-		batch_hand_over();
-	pthread_mutex_unlock(&batch_mu);
+	filling->p[filling->n++] = p;
+	if (filling->n == GRACE_BATCH)
+		(void)hand_over();
+	pthread_mutex_unlock(&mu);
 }
 
 void grace_free_barrier(void)
 {
-	pthread_mutex_lock(&batch_mu);
-	batch_hand_over();
-	pthread_mutex_unlock(&batch_mu);
-	urcu_bp_barrier();
+	pthread_mutex_lock(&mu);
+	if (hand_over() == 0) {
+		uint64_t want = handed_seq;
+		while (freed_seq < want)
+			pthread_cond_wait(&done_cv, &mu);
+	} else {
+		/* No reclaimer thread: free what is queued here, after a grace period. */
+		struct grace_batch *b = queue_head;
+		queue_head = queue_tail = NULL;
+		pthread_mutex_unlock(&mu);
+		grace_wait();
+		uint64_t last = free_batches(b);
+		pthread_mutex_lock(&mu);
+		if (last > freed_seq)
+			freed_seq = last;
+	}
+	pthread_mutex_unlock(&mu);
 }

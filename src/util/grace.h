@@ -23,7 +23,7 @@ void grace_read_exit(void);
 void grace_wait(void);
 
 /* free(@p) after a grace period, without blocking the caller (batched; the frees run
- * on liburcu's call_rcu thread). NULL is ignored. */
+ * on a reclaimer thread). NULL is ignored. */
 void grace_free(void *p);
 
 /* Hands the current batch over and waits until every grace_free() made before the call

@@ -15,11 +15,12 @@
  *  - node and bucket boundaries: 6000 sequential 8-byte big-endian keys inserted in
  *    ascending, then descending order, every other one removed, then all of them, with
  *    the contents checked by lookups and by a full scan after each phase;
- *  - growth: GROWTH_KEYS scrambled 8-byte keys (many splits or resizes), every key
- *    looked up, the whole index scanned in pages of 3000, half of them removed;
- *  - random operations against the model: 60000 operations over 3000 keys of 1..40
- *    bytes and values of 0..300 bytes, with lookups and scans from random start keys
- *    checked throughout;
+ *  - growth: GROWTH_KEYS (150000; 30000 under sanitizers) scrambled 8-byte keys (many
+ *    splits or resizes), every key looked up, the whole index scanned in pages of
+ *    3000, half of them removed;
+ *  - random operations against the model: RANDOM_OPS (60000; 20000 under sanitizers)
+ *    operations over 3000 keys of 1..40 bytes and values of 0..300 bytes, with lookups
+ *    and scans from random start keys checked throughout;
  *  - tips-*: after every part, close and reopen the pool; the contents must be the
  *    model's, and tips_db_check() must find no leaked or doubly owned block.
  * Concurrency is covered elsewhere: test_index_dram (4 threads on the ops tables) and
@@ -32,7 +33,14 @@
 
 #include <stdint.h>
 
+/* Sanitizer builds run 5-20x slower: they grow to fewer keys and do fewer operations. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define GROWTH_KEYS 30000u
+#define RANDOM_OPS 20000
+#else
 #define GROWTH_KEYS 150000u
+#define RANDOM_OPS 60000
+#endif
 #define SEQ_KEYS 6000u
 #define MAXK TIPS_MAX_KEY
 
@@ -573,7 +581,7 @@ static void part_random(const char *name, uint64_t seed)
 	struct subject s = { .name = name };
 	subject_open(&s, 1000);
 	unsigned char v[300];
-	for (int op = 0; op < 60000; op++) {
+	for (int op = 0; op < RANDOM_OPS; op++) {
 		struct mkey *e = &m.e[rnd(&r) % m.n];
 		size_t vlen = rnd(&r) % 4 ? 8 : rnd(&r) % sizeof(v);
 		fill_value(v, vlen, r);
@@ -602,7 +610,7 @@ static void part_random(const char *name, uint64_t seed)
 				check_scan(&s, &m, e->k, e->klen, 1 + rnd(&r) % 40);
 			break;
 		}
-		if (op % 20000 == 19999) {
+		if (op % (RANDOM_OPS / 3) == RANDOM_OPS / 3 - 1) {
 			check_all_lookups(&s, &m);
 			subject_reopen(&s);
 		}
