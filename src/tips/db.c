@@ -349,7 +349,8 @@ static bool kv_push(struct kv_list *l, struct kv x)
 
 static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
-	int c = memcmp(a, b, alen < blen ? alen : blen);
+	size_t common = alen < blen ? alen : blen;
+	int c = common ? memcmp(a, b, common) : 0; /* a scan from the start passes NULL, 0 */
 	return c ? c : (alen > blen) - (alen < blen);
 }
 
