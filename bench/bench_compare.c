@@ -3,7 +3,12 @@
  * workload of --workloads, --repeat times, and reports for each configuration the
  * median throughput and its ratio against a baseline measured in the same session:
  * each tips-X against its volatile twin dram-X (--baseline twin, the default), or every
- * index against one named index.
+ * index against one named index. pmdk-X (hash.c's table on libpmemobj transactions)
+ * has the same twin as tips-X: dram-X, the volatile original both make persistent, so
+ * the two ratios side by side are the costs of the two conversions (and --baseline
+ * pmdk-hash gives tips-hash's speedup over PMDK-HT, the paper's comparison). Fences
+ * and flushes of pmdk-X are not counted (libpmemobj flushes through libpmem): the
+ * table shows "-", the JSON null.
  *
  * Each run is a child process (fork, no exec): a fresh heap, a fresh pool, its own peak
  * resident memory, and a crash or a lost key in one run cannot touch the others. The
@@ -26,6 +31,7 @@
 
 #include <tips/tips.h>
 
+#include "bench_index.h"
 #include "tips_bench.h"
 
 #define MAX_NAMES 64
@@ -84,11 +90,12 @@ static int add_index(struct session *s, const char *name)
 	return (int)s->nindex++;
 }
 
-/* The twin of tips-X is dram-X (its registered name); other indexes have none. */
+/* The twin of tips-X and of pmdk-X is dram-X (its registered name); other indexes
+ * have none. */
 static const char *twin_of(const char *name)
 {
 	char twin[128];
-	if (strncmp(name, "tips-", 5) != 0)
+	if (strncmp(name, "tips-", 5) != 0 && strncmp(name, "pmdk-", 5) != 0)
 		return NULL;
 	snprintf(twin, sizeof(twin), "dram-%s", name + 5);
 	const struct tips_index_ops *ops = tips_index_find(twin);
@@ -99,7 +106,7 @@ static int plan(struct session *s)
 {
 	const struct options *o = s->o;
 	if (!o->indexes || strcmp(o->indexes, "all") == 0) {
-		for (const char *const *n = tips_index_names(); *n && s->nindex < MAX_NAMES; n++)
+		for (const char *const *n = bench_index_names(); *n && s->nindex < MAX_NAMES; n++)
 			s->index[s->nindex++] = *n;
 	} else {
 		int n = split(o->indexes, s->index, MAX_NAMES, &s->lists[0]);
@@ -110,7 +117,7 @@ static int plan(struct session *s)
 		s->nindex = (unsigned)n;
 	}
 	for (unsigned i = 0; i < s->nindex; i++)
-		if (!tips_index_find(s->index[i])) {
+		if (!bench_index_concurrency(s->index[i])) {
 			fprintf(stderr, "tips-bench compare: no index named '%s' (see --list)\n",
 				s->index[i]);
 			return -1;
@@ -133,7 +140,7 @@ static int plan(struct session *s)
 	/* Baselines: added to the list if missing. */
 	const char *base = o->baseline ? o->baseline : "twin";
 	bool twin = strcmp(base, "twin") == 0;
-	if (!twin && !tips_index_find(base)) {
+	if (!twin && !bench_index_concurrency(base)) {
 		fprintf(stderr, "tips-bench compare: no baseline index named '%s'\n", base);
 		return -1;
 	}
@@ -285,6 +292,15 @@ static double median(const struct cell *c, size_t field)
 
 #define MEDIAN(c, f) median((c), offsetof(struct run_brief, f))
 
+/* False if a completed run could not count its fences (pmdk-*). */
+static bool pm_counted(const struct cell *c)
+{
+	for (unsigned r = 0; r < c->runs; r++)
+		if (c->brief[r].status == EXIT_OK && !c->brief[r].pm_counted)
+			return false;
+	return true;
+}
+
 static bool any_capped(const struct cell *c)
 {
 	for (unsigned r = 0; r < c->runs; r++)
@@ -315,10 +331,14 @@ static void print_table(const struct session *s)
 					snprintf(ratio, sizeof(ratio), "%.2fx", run / base);
 				vs = b->index;
 			}
-			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9.3f %9.3f%s%s\n",
+			char fw[16] = "-", fr[16] = "-";
+			if (pm_counted(c)) {
+				snprintf(fw, sizeof(fw), "%.3f", MEDIAN(c, fences_w));
+				snprintf(fr, sizeof(fr), "%.3f", MEDIAN(c, fences_r));
+			}
+			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9s %9s%s%s\n",
 			       c->workload, c->index, MEDIAN(c, load_ops_per_sec) / 1e6, run / 1e6,
-			       ratio, vs, MEDIAN(c, p99), MEDIAN(c, fences_w),
-			       MEDIAN(c, fences_r), any_capped(c) ? "  (capped)" : "",
+			       ratio, vs, MEDIAN(c, p99), fw, fr, any_capped(c) ? "  (capped)" : "",
 			       c->failed ? "  FAILED RUNS" : "");
 		}
 }
@@ -373,8 +393,13 @@ static int write_json(const struct session *s)
 		JSON_RUNS(f, ",\"latency_ns\":{", c, "p50", p50);
 		JSON_RUNS(f, ",", c, "p99", p99);
 		JSON_RUNS(f, ",", c, "p999", p999);
-		JSON_RUNS(f, "},", c, "fences_per_write", fences_w);
-		JSON_RUNS(f, ",", c, "fences_per_read", fences_r);
+		if (pm_counted(c)) {
+			JSON_RUNS(f, "},", c, "fences_per_write", fences_w);
+			JSON_RUNS(f, ",", c, "fences_per_read", fences_r);
+		} else { /* not counted (pmdk-*): unknown, not 0 */
+			fprintf(f, "},\"fences_per_write\":{\"median\":null,\"runs\":[]},"
+				"\"fences_per_read\":{\"median\":null,\"runs\":[]}");
+		}
 		fprintf(f, ",\"runs\":[");
 		for (unsigned r = 0, first = 1; r < c->runs; r++)
 			if (c->json[r]) {

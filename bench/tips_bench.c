@@ -19,6 +19,8 @@
  * --sample-ms for the timeline), latency for a sampled share of operations (with the
  * thread's flush/fence counters around them, which gives fences per read and per
  * write), the pm counters of the whole run, and for tips-* the framework's statistics.
+ * pmdk-hash persists through libpmemobj, which those counters do not see: its flushes,
+ * fences and PM bytes are reported as unavailable (n/a, JSON null), never as 0.
  * The same seed gives every thread the same sequence of operations and keys.
  *
  * Exit codes: 0 done, 1 an operation failed (a lost key), 2 usage, 3 setup failed.
@@ -393,12 +395,14 @@ struct run_summary {
 	double fences_w, lines_w, fences_r, lines_r; /* from sampled operations */
 	double fences_w_all, pm_bytes_per_op;        /* all threads, whole phase */
 	double timeline_mean, timeline_stddev;       /* ops per interval */
+	bool pm_counted; /* the pm counters see this index's persistence (not pmdk-*) */
 };
 
 static void summarize(struct bench *b, const struct phase_result *pr, struct run_summary *s)
 {
 	memset(s, 0, sizeof(*s));
 	histogram_clear(&s->lat);
+	s->pm_counted = bench_index_pm_counted(&b->idx);
 	struct sampled per[NOPS] = { { 0, 0, 0 } };
 	for (unsigned t = 0; t < b->o.threads; t++) {
 		histogram_merge(&s->lat, &b->res[t].lat);
@@ -482,11 +486,18 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 	fprintf(f, "],\"timeline_ms\":%u,\"timeline\":[", b->o.sample_ms);
 	for (size_t i = 0; i < b->ntimeline[pr->phase]; i++)
 		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->timeline[pr->phase][i]);
-	fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":%.4f,"
-		"\"fences_per_write\":%.4f,\"flushes_per_read\":%.4f,\"fences_per_read\":%.4f,"
-		"\"fences_per_write_all_threads\":%.4f,\"pm_bytes_per_op\":%.2f}",
-		s->timeline_stddev, s->lines_w, s->fences_w, s->lines_r, s->fences_r,
-		s->fences_w_all, s->pm_bytes_per_op);
+	if (s->pm_counted)
+		fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":%.4f,"
+			"\"fences_per_write\":%.4f,\"flushes_per_read\":%.4f,"
+			"\"fences_per_read\":%.4f,\"fences_per_write_all_threads\":%.4f,"
+			"\"pm_bytes_per_op\":%.2f,\"counted\":true}",
+			s->timeline_stddev, s->lines_w, s->fences_w, s->lines_r, s->fences_r,
+			s->fences_w_all, s->pm_bytes_per_op);
+	else /* persisted by libpmemobj: not seen by the pm counters, so unknown, not 0 */
+		fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":null,"
+			"\"fences_per_write\":null,\"flushes_per_read\":null,"
+			"\"fences_per_read\":null,\"fences_per_write_all_threads\":null,"
+			"\"pm_bytes_per_op\":null,\"counted\":false}", s->timeline_stddev);
 	if (b->idx.db) {
 		const struct tips_stats *a = &pr->st0, *z = &pr->st1;
 		uint64_t hits = z->cache_hits - a->cache_hits;
@@ -561,7 +572,8 @@ static void usage(FILE *f)
 		"  --indexes LIST     comma-separated index names, or all (default)\n"
 		"  --workloads LIST   comma-separated workloads (default a,b,c,d,e)\n"
 		"  --repeat R         runs of each configuration (default 3); medians reported\n"
-		"  --baseline B       twin (default: tips-X against dram-X) or an index name\n"
+		"  --baseline B       twin (default: tips-X and pmdk-X against dram-X) or an index\n"
+		"                     name\n"
 		"exit codes: 0 ok, 1 an operation failed (e.g. a loaded key not found), 2 usage,\n"
 		"3 setup failed\n");
 }
@@ -670,10 +682,8 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 
 static void list_indexes(void)
 {
-	for (const char *const *n = tips_index_names(); *n; n++) {
-		const struct tips_index_ops *ops = tips_index_find(*n);
-		printf("%-16s %s\n", *n, ops && ops->concurrency ? ops->concurrency : "");
-	}
+	for (const char *const *n = bench_index_names(); *n; n++)
+		printf("%-16s %s\n", *n, bench_index_concurrency(*n));
 }
 
 static void json_config(FILE *json, const struct options *o)
@@ -742,10 +752,15 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		summarize(b, &run, rs);
 		if (!o->quiet) {
 			print_phase("run", &run, rs);
-			printf("run: fences/write %.3f, flushes/write %.3f, fences/read %.3f, "
-			       "all-thread fences/write %.3f, PM bytes/op %.1f, throughput stddev "
-			       "%.1f%% of mean%s\n", rs->fences_w, rs->lines_w, rs->fences_r,
-			       rs->fences_w_all, rs->pm_bytes_per_op,
+			if (rs->pm_counted)
+				printf("run: fences/write %.3f, flushes/write %.3f, fences/read "
+				       "%.3f, all-thread fences/write %.3f, PM bytes/op %.1f, ",
+				       rs->fences_w, rs->lines_w, rs->fences_r, rs->fences_w_all,
+				       rs->pm_bytes_per_op);
+			else
+				printf("run: fences and flushes n/a (libpmemobj persists through "
+				       "libpmem, not counted), ");
+			printf("throughput stddev %.1f%% of mean%s\n",
 			       rs->timeline_mean ? 100 * rs->timeline_stddev / rs->timeline_mean : 0,
 			       run.capped ? " (stopped at --max-seconds)" : "");
 		}
@@ -769,6 +784,7 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 			.p99 = (double)histogram_quantile(&rs->lat, 0.99),
 			.p999 = (double)histogram_quantile(&rs->lat, 0.999),
 			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
+			.pm_counted = bench_index_pm_counted(&b->idx),
 			.peak_rss_kib = ru.ru_maxrss,
 		};
 	bench_index_close(&b->idx);

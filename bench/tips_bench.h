@@ -38,6 +38,7 @@ struct run_brief {
 	double load_ops_per_sec, run_ops_per_sec;
 	double p50, p99, p999;     /* run phase latency, ns */
 	double fences_w, fences_r; /* run phase, sampled operations */
+	bool pm_counted;           /* false: fences unavailable (pmdk-*), not 0 */
 	long peak_rss_kib;
 };
 

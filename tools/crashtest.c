@@ -66,7 +66,16 @@
  * Exit codes: 0 every count is zero (and N crashes happened); 1 a violation, a child
  * that failed, or fewer crashes than asked; 2 usage error (PATH exists without --fresh).
  * On success the pool file is removed; on failure it is kept for inspection.
- * Uses only the public API (tips/tips.h).
+ *
+ * The store. Every child reaches the index through a small table of operations
+ * (struct store_kind): the TIPS facade for tips-* indexes (public API only, tips/tips.h),
+ * or, with --index pmdk-hash, the libpmemobj baseline (src/baselines/pmdk_hash.h),
+ * whose crash consistency is libpmemobj's transactions. For pmdk-hash the ownership
+ * check compares the pool's objects (pmemobj_first/next) with those reachable from the
+ * root (pmdk_hash_check), and the verifier runs pmemobj_check on the closed pool (its
+ * errors count as double_free). Only --mode sigkill applies to pmdk-hash: sim mode
+ * drops unflushed lines inside libtips's pool layer (src/pm), which libpmemobj does not
+ * use (it maps and flushes its pool itself), so sim is refused with a usage error.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -84,6 +93,10 @@
 #include <unistd.h>
 
 #include <tips/tips.h>
+
+#ifdef TIPS_HAVE_PMDK_HASH
+#include "baselines/pmdk_hash.h"
+#endif
 
 enum { EXIT_OK = 0, EXIT_VIOLATION = 1, EXIT_USAGE = 2 };
 
@@ -109,6 +122,8 @@ enum {
 
 /* ---- options ------------------------------------------------------------------------ */
 
+struct store_kind;
+
 struct options {
 	const char *index_name;
 	const char *pool;
@@ -123,6 +138,7 @@ struct options {
 	double recovery_share;
 	bool fresh;
 	bool verbose;
+	const struct store_kind *store; /* how children reach the index (from --index) */
 };
 
 static const char usage_text[] =
@@ -133,7 +149,8 @@ static const char usage_text[] =
 	"\n"
 	"  Crashes a child running a mixed workload on index NAME (e.g. tips-hash) N times,\n"
 	"  recovers and checks every key against a model of the acknowledged writes, and\n"
-	"  the heap against the blocks the index owns.\n"
+	"  the heap against the blocks the index owns. NAME may also be pmdk-hash (the\n"
+	"  libpmemobj baseline; sigkill mode only).\n"
 	"  --mode sigkill         SIGKILL after a random number of acknowledged writes\n"
 	"  --mode sim             simulated power failure at a random persist event\n"
 	"  --evict P              sim: share of dirty unflushed lines written back (0.5)\n"
@@ -432,10 +449,255 @@ struct shared {
 	struct found_key found[]; /* [keys] */
 };
 
+/* ---- the store: how a child reaches the index ------------------------------------------ */
+
+/* What a store's ownership check found (tips_db_check, or pmdk_hash_check). */
+struct store_report {
+	uint64_t allocated, owned; /* blocks allocated in the heap / owned by the index */
+	uint64_t heap_errors;      /* the heap's own inconsistencies */
+	char first_error[200];     /* the first of them ("" if none) */
+};
+
+/* One problem block (@block: an address or a pool offset, stable while the pool is). */
+typedef void (*store_problem_fn)(enum tips_block_problem what, uint64_t block,
+				 size_t size, void *arg);
+
+/*
+ * A store kind: the TIPS facade over a tips-* index, or pmdk-hash. Codes as the
+ * facade's; open creates with @create and opens SIM media with @popts (facade only).
+ */
+struct store_kind {
+	const char *name;  /* for messages */
+	bool sim_capable;  /* its persistence goes through libtips's pool layer */
+	int (*open)(const struct options *o, bool create, const struct tips_pool_options *popts,
+		    void **s);
+	int (*close)(void **s);
+	int (*insert)(void *s, const void *k, size_t kl, const void *v, size_t vl);
+	int (*update)(void *s, const void *k, size_t kl, const void *v, size_t vl);
+	int (*put)(void *s, const void *k, size_t kl, const void *v, size_t vl);
+	int (*remove)(void *s, const void *k, size_t kl);
+	int (*lookup)(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl);
+	long (*scan)(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
+		     void *arg);
+	/* reclamations so far, the recovery time its open measured, whether it recovered */
+	void (*stats)(void *s, uint64_t *reclamations, double *recovery_ms, int *recovered);
+	/* Ownership: every allocated block owned once. 0, TIPS_ECORRUPT (problems found,
+	 * each passed to @fn), or another code. */
+	int (*check)(void *s, store_problem_fn fn, void *arg, struct store_report *rep);
+	/* After close (NULL: nothing): the closed pool's own consistency check; 0 or a
+	 * code, message in tips_errormsg(). */
+	int (*check_closed)(const struct options *o);
+};
+
+static void config_for(const struct options *o, struct tips_config *cfg,
+		       const struct tips_pool_options *popts)
+{
+	tips_config_init(cfg);
+	cfg->pool_size = o->pool_size;
+	cfg->expected_keys = o->keys;
+	cfg->pool = popts;
+}
+
+static int facade_open(const struct options *o, bool create,
+		       const struct tips_pool_options *popts, void **s)
+{
+	struct tips_config cfg;
+	config_for(o, &cfg, popts);
+	if (create)
+		cfg.flags = TIPS_CREATE;
+	struct tips_db *db = NULL;
+	int rc = tips_open(o->pool, &cfg, tips_index_find(o->index_name), &db);
+	*s = db;
+	return rc;
+}
+
+static int facade_close(void **s)
+{
+	struct tips_db *db = *s;
+	int rc = tips_close(&db);
+	*s = db;
+	return rc;
+}
+
+static int facade_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_insert(s, k, kl, v, vl);
+}
+
+static int facade_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_update(s, k, kl, v, vl);
+}
+
+static int facade_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_put(s, k, kl, v, vl);
+}
+
+static int facade_remove(void *s, const void *k, size_t kl)
+{
+	return tips_delete(s, k, kl);
+}
+
+static int facade_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
+{
+	return tips_lookup(s, k, kl, v, cap, vl);
+}
+
+static long facade_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
+			void *arg)
+{
+	return tips_scan(s, start, kl, count, fn, arg);
+}
+
+static void facade_stats(void *s, uint64_t *reclamations, double *recovery_ms, int *recovered)
+{
+	struct tips_stats st;
+	tips_stats(s, &st);
+	*reclamations = st.reclamations;
+	*recovery_ms = st.recovery_ms;
+	*recovered = st.recovered;
+}
+
+struct problem_relay {
+	store_problem_fn fn;
+	void *arg;
+};
+
+static void facade_problem(enum tips_block_problem what, const void *block, size_t size,
+			   void *arg)
+{
+	struct problem_relay *r = arg;
+	r->fn(what, (uint64_t)(uintptr_t)block, size, r->arg);
+}
+
+static int facade_check(void *s, store_problem_fn fn, void *arg, struct store_report *rep)
+{
+	struct tips_db_report dr;
+	struct problem_relay relay = { fn, arg };
+	memset(&dr, 0, sizeof(dr));
+	int rc = tips_db_check(s, facade_problem, &relay, &dr);
+	memset(rep, 0, sizeof(*rep));
+	rep->allocated = dr.blocks_allocated;
+	rep->owned = dr.blocks_owned;
+	rep->heap_errors = dr.heap.errors;
+	snprintf(rep->first_error, sizeof(rep->first_error), "%s", dr.heap.first_error);
+	return rc;
+}
+
+static const struct store_kind facade_store = {
+	.name = "the TIPS facade",
+	.sim_capable = true,
+	.open = facade_open,
+	.close = facade_close,
+	.insert = facade_insert,
+	.update = facade_update,
+	.put = facade_put,
+	.remove = facade_remove,
+	.lookup = facade_lookup,
+	.scan = facade_scan,
+	.stats = facade_stats,
+	.check = facade_check,
+	.check_closed = NULL,
+};
+
+#ifdef TIPS_HAVE_PMDK_HASH
+static int pmdk_open(const struct options *o, bool create,
+		     const struct tips_pool_options *popts, void **s)
+{
+	(void)popts; /* never SIM: refused by main */
+	struct pmdk_hash_config cfg = { create ? PMDK_HASH_CREATE : 0, o->pool_size, o->keys };
+	struct pmdk_hash *h = NULL;
+	int rc = pmdk_hash_open(o->pool, &cfg, &h);
+	*s = h;
+	return rc;
+}
+
+static int pmdk_close(void **s)
+{
+	struct pmdk_hash *h = *s;
+	pmdk_hash_close(&h); /* every write is durable already */
+	*s = NULL;
+	return 0;
+}
+
+static int pmdk_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return pmdk_hash_insert(s, k, kl, v, vl);
+}
+
+static int pmdk_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return pmdk_hash_update(s, k, kl, v, vl);
+}
+
+static int pmdk_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return pmdk_hash_put(s, k, kl, v, vl);
+}
+
+static int pmdk_remove(void *s, const void *k, size_t kl)
+{
+	return pmdk_hash_remove(s, k, kl);
+}
+
+static int pmdk_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
+{
+	return pmdk_hash_lookup(s, k, kl, v, cap, vl);
+}
+
+static long pmdk_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
+		      void *arg)
+{
+	return pmdk_hash_scan(s, start, kl, count, fn, arg);
+}
+
+static void pmdk_stats(void *s, uint64_t *reclamations, double *recovery_ms, int *recovered)
+{
+	(void)s; /* libpmemobj recovers inside pmemobj_open and says nothing of it */
+	*reclamations = 0;
+	*recovery_ms = 0;
+	*recovered = -1;
+}
+
+static int pmdk_check(void *s, store_problem_fn fn, void *arg, struct store_report *rep)
+{
+	struct pmdk_hash_report pr;
+	memset(&pr, 0, sizeof(pr));
+	int rc = pmdk_hash_check(s, fn, arg, &pr);
+	memset(rep, 0, sizeof(*rep));
+	rep->allocated = pr.objects;
+	rep->owned = pr.reachable;
+	return rc;
+}
+
+static int pmdk_check_closed(const struct options *o)
+{
+	return pmdk_hash_check_file(o->pool); /* libpmemobj's pmemobj_check */
+}
+
+static const struct store_kind pmdk_store = {
+	.name = "pmdk-hash (libpmemobj)",
+	.sim_capable = false,
+	.open = pmdk_open,
+	.close = pmdk_close,
+	.insert = pmdk_insert,
+	.update = pmdk_update,
+	.put = pmdk_put,
+	.remove = pmdk_remove,
+	.lookup = pmdk_lookup,
+	.scan = pmdk_scan,
+	.stats = pmdk_stats,
+	.check = pmdk_check,
+	.check_closed = pmdk_check_closed,
+};
+#endif
+
 /* ---- the workload child -------------------------------------------------------------- */
 
 struct worker {
-	struct tips_db *db;
+	const struct store_kind *st;
+	void *db;
 	int fd;
 	unsigned t, nthreads;
 	uint64_t keys, nops, seq_base, rng;
@@ -461,10 +723,10 @@ static void *worker_main(void *arg)
 		msg_send(w->fd, &m);
 		int rc;
 		switch (op) {
-		case OP_INSERT: rc = tips_insert(w->db, k, 8, v, vlen); break;
-		case OP_UPDATE: rc = tips_update(w->db, k, 8, v, vlen); break;
-		case OP_PUT: rc = tips_put(w->db, k, 8, v, vlen); break;
-		default: rc = tips_delete(w->db, k, 8); break;
+		case OP_INSERT: rc = w->st->insert(w->db, k, 8, v, vlen); break;
+		case OP_UPDATE: rc = w->st->update(w->db, k, 8, v, vlen); break;
+		case OP_PUT: rc = w->st->put(w->db, k, 8, v, vlen); break;
+		default: rc = w->st->remove(w->db, k, 8); break;
 		}
 		struct msg a = { .kind = MSG_ACK, .thread = w->t, .rc = rc };
 		msg_send(w->fd, &a);
@@ -476,15 +738,6 @@ static void *worker_main(void *arg)
 		}
 	}
 	return NULL;
-}
-
-static void config_for(const struct options *o, struct tips_config *cfg,
-		       const struct tips_pool_options *popts)
-{
-	tips_config_init(cfg);
-	cfg->pool_size = o->pool_size;
-	cfg->expected_keys = o->keys;
-	cfg->pool = popts;
 }
 
 static void sim_options(struct tips_pool_options *p, uint64_t crash_at, double evict,
@@ -499,16 +752,14 @@ static void sim_options(struct tips_pool_options *p, uint64_t crash_at, double e
 }
 
 /* Runs the workload; never returns. SIM media when @sim (armed at @crash_at, 0: never). */
-static void child_workload(const struct options *o, const struct tips_index_ops *ops, int fd,
-			   bool sim, uint64_t crash_at, uint64_t sim_seed, uint64_t seq_base,
-			   uint64_t rng_seed)
+static void child_workload(const struct options *o, int fd, bool sim, uint64_t crash_at,
+			   uint64_t sim_seed, uint64_t seq_base, uint64_t rng_seed)
 {
 	struct tips_pool_options popts;
 	sim_options(&popts, crash_at, o->evict, sim_seed);
-	struct tips_config cfg;
-	config_for(o, &cfg, sim ? &popts : NULL);
-	struct tips_db *db;
-	int rc = tips_open(o->pool, &cfg, ops, &db);
+	const struct store_kind *st = o->store;
+	void *db;
+	int rc = st->open(o, false, sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
@@ -517,7 +768,7 @@ static void child_workload(const struct options *o, const struct tips_index_ops 
 	struct worker w[MAX_THREADS];
 	pthread_t tid[MAX_THREADS];
 	for (unsigned t = 0; t < o->threads; t++) {
-		w[t] = (struct worker){ db, fd, t, o->threads, o->keys,
+		w[t] = (struct worker){ st, db, fd, t, o->threads, o->keys,
 					o->ops / o->threads + (t < o->ops % o->threads), seq_base,
 					rng_seed ^ (0x100000001b3ull * (t + 1)) };
 		if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0)
@@ -525,49 +776,46 @@ static void child_workload(const struct options *o, const struct tips_index_ops 
 	}
 	for (unsigned t = 0; t < o->threads; t++)
 		pthread_join(tid[t], NULL);
-	struct tips_stats st;
-	tips_stats(db, &st);
-	if (tips_close(&db) != 0)
+	uint64_t reclamations;
+	double recovery_ms;
+	int recovered;
+	st->stats(db, &reclamations, &recovery_ms, &recovered);
+	if (st->close(&db) != 0)
 		_exit(CHILD_CLOSE_FAILED);
-	struct msg d = { .kind = MSG_DONE, .key = st.reclamations,
+	struct msg d = { .kind = MSG_DONE, .key = reclamations,
 			 .seq = tips_pm_persist_events() };
 	msg_send(fd, &d);
 	_exit(CHILD_OK);
 }
 
 /* Creates the pool and the index; never returns. */
-static void child_create(const struct options *o, const struct tips_index_ops *ops)
+static void child_create(const struct options *o)
 {
-	struct tips_config cfg;
-	config_for(o, &cfg, NULL);
-	cfg.flags = TIPS_CREATE;
-	struct tips_db *db;
-	int rc = tips_open(o->pool, &cfg, ops, &db);
+	void *db;
+	int rc = o->store->open(o, true, NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: create %s: %s (%s)\n", o->pool, tips_strerror(rc),
 			tips_errormsg());
 		_exit(CHILD_OPEN_FAILED);
 	}
-	_exit(tips_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+	_exit(o->store->close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
 }
 
 /* A recovery that is crashed (sim: armed at @crash_at); never returns. */
-static void child_recovery(const struct options *o, const struct tips_index_ops *ops,
-			   struct shared *sh, uint64_t crash_at, uint64_t sim_seed)
+static void child_recovery(const struct options *o, struct shared *sh, uint64_t crash_at,
+			   uint64_t sim_seed)
 {
 	struct tips_pool_options popts;
 	sim_options(&popts, crash_at, o->evict, sim_seed);
-	struct tips_config cfg;
-	config_for(o, &cfg, o->sim ? &popts : NULL);
-	struct tips_db *db;
-	int rc = tips_open(o->pool, &cfg, ops, &db);
+	void *db;
+	int rc = o->store->open(o, false, o->sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: recovery child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
 		_exit(CHILD_OPEN_FAILED);
 	}
 	sh->recovery_events = tips_pm_persist_events();
-	_exit(tips_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+	_exit(o->store->close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
 }
 
 /* ---- the verifier child ---------------------------------------------------------------- */
@@ -620,14 +868,13 @@ struct ownership_check {
 	unsigned details;
 };
 
-/* One problem block from tips_db_check(); a block in the known lists was counted by an
- * earlier check and is not counted again. */
-static void ownership_problem(enum tips_block_problem what, const void *block, size_t size,
+/* One problem block from the store's check (tips_db_check, pmdk_hash_check); a block in
+ * the known lists was counted by an earlier check and is not counted again. */
+static void ownership_problem(enum tips_block_problem what, uint64_t a, size_t size,
 			      void *arg)
 {
 	struct ownership_check *c = arg;
 	struct shared *sh = c->sh;
-	uint64_t a = (uint64_t)block;
 	size_t k;
 	const char *why;
 	if (what == TIPS_BLOCK_LEAKED) {
@@ -654,27 +901,27 @@ static void ownership_problem(enum tips_block_problem what, const void *block, s
 }
 
 /* Heap blocks against owned blocks, and the heap's own check; counts into @sh. */
-static void check_ownership(struct tips_db *db, struct shared *sh, uint64_t crash,
-			    const struct known_bad *known)
+static void check_ownership(const struct store_kind *st, void *db, struct shared *sh,
+			    uint64_t crash, const struct known_bad *known)
 {
 	struct ownership_check c = { sh, crash, known, 0 };
-	struct tips_db_report rep;
-	int rc = tips_db_check(db, ownership_problem, &c, &rep);
+	struct store_report rep;
+	int rc = st->check(db, ownership_problem, &c, &rep);
 	if (rc && rc != TIPS_ECORRUPT) {
-		fprintf(stderr, "crash %llu: tips_db_check: %s\n", (unsigned long long)crash,
+		fprintf(stderr, "crash %llu: ownership check: %s\n", (unsigned long long)crash,
 			tips_errormsg());
 		_exit(CHILD_CHECK_FAILED);
 	}
-	sh->heap_blocks = rep.blocks_allocated;
-	sh->owned_blocks = rep.blocks_owned;
+	sh->heap_blocks = rep.allocated;
+	sh->owned_blocks = rep.owned;
 	if (c.details > MAX_DETAILS)
 		fprintf(stderr, "crash %llu: ... %u more ownership violation(s)\n",
 			(unsigned long long)crash, c.details - MAX_DETAILS);
-	if (rep.heap.errors) {
-		fprintf(stderr, "crash %llu: double_free: tips_heap_check found %llu error(s), "
-			"first: %s\n", (unsigned long long)crash, (unsigned long long)rep.heap.errors,
-			rep.heap.first_error);
-		sh->double_free += rep.heap.errors;
+	if (rep.heap_errors) {
+		fprintf(stderr, "crash %llu: double_free: the heap check found %llu error(s), "
+			"first: %s\n", (unsigned long long)crash, (unsigned long long)rep.heap_errors,
+			rep.first_error);
+		sh->double_free += rep.heap_errors;
 	}
 }
 
@@ -718,14 +965,13 @@ static int scan_visit(const void *key, size_t klen, const void *val, size_t vlen
 }
 
 /* Recovers the pool, checks ownership, reads every key; never returns. */
-static void child_verify(const struct options *o, const struct tips_index_ops *ops,
-			 struct shared *sh, uint64_t crash, const struct known_bad *known)
+static void child_verify(const struct options *o, struct shared *sh, uint64_t crash,
+			 const struct known_bad *known)
 {
-	struct tips_config cfg;
-	config_for(o, &cfg, NULL);
-	struct tips_db *db;
+	const struct store_kind *st = o->store;
+	void *db;
 	double t0 = now_ms();
-	int rc = tips_open(o->pool, &cfg, ops, &db);
+	int rc = st->open(o, false, NULL, &db);
 	sh->open_ms = now_ms() - t0;
 	sh->open_rc = rc;
 	if (rc) {
@@ -733,18 +979,16 @@ static void child_verify(const struct options *o, const struct tips_index_ops *o
 			(unsigned long long)crash, o->pool, tips_strerror(rc), tips_errormsg());
 		_exit(CHILD_OPEN_FAILED);
 	}
-	struct tips_stats st;
-	tips_stats(db, &st);
-	sh->stats_recovery_ms = st.recovery_ms;
-	sh->recovered = st.recovered;
-	check_ownership(db, sh, crash, known); /* before anything else touches the index */
+	uint64_t reclamations;
+	st->stats(db, &reclamations, &sh->stats_recovery_ms, &sh->recovered);
+	check_ownership(st, db, sh, crash, known); /* before anything else touches the index */
 	for (uint64_t k = 0; k < o->keys; k++) {
 		unsigned char kb[8];
 		key_encode(k, kb);
 		struct found_key *f = &sh->found[k];
 		size_t vlen = 0;
 		unsigned char buf[TIPS_MAX_VALUE < 4096 ? TIPS_MAX_VALUE : 4096];
-		f->rc = tips_lookup(db, kb, 8, buf, sizeof(buf), &vlen);
+		f->rc = st->lookup(db, kb, 8, buf, sizeof(buf), &vlen);
 		if (f->rc == TIPS_ESIZE)
 			f->rc = 0; /* longer than the buffer: still a (wrong) value */
 		f->vlen = f->rc == 0 ? (uint32_t)vlen : 0;
@@ -755,9 +999,9 @@ static void child_verify(const struct options *o, const struct tips_index_ops *o
 	struct scan_state s = { sh, o->keys, crash, 0, calloc(o->keys, 1), 0 };
 	if (!s.returned)
 		_exit(CHILD_CHECK_FAILED);
-	long n = tips_scan(db, NULL, 0, (size_t)o->keys * 2 + 1024, scan_visit, &s);
+	long n = st->scan(db, NULL, 0, (size_t)o->keys * 2 + 1024, scan_visit, &s);
 	if (n < 0) {
-		fprintf(stderr, "crash %llu: tips_scan: %s (%s)\n", (unsigned long long)crash,
+		fprintf(stderr, "crash %llu: scan: %s (%s)\n", (unsigned long long)crash,
 			tips_strerror((int)n), tips_errormsg());
 		_exit(CHILD_CHECK_FAILED);
 	}
@@ -770,7 +1014,19 @@ static void child_verify(const struct options *o, const struct tips_index_ops *o
 			sh->scan_lost++;
 		}
 	free(s.returned);
-	_exit(tips_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+	if (st->close(&db) != 0)
+		_exit(CHILD_CLOSE_FAILED);
+	if (st->check_closed && (rc = st->check_closed(o)) != 0) {
+		if (rc != TIPS_ECORRUPT) {
+			fprintf(stderr, "crash %llu: pool check: %s\n", (unsigned long long)crash,
+				tips_errormsg());
+			_exit(CHILD_CHECK_FAILED);
+		}
+		fprintf(stderr, "crash %llu: double_free: %s\n", (unsigned long long)crash,
+			tips_errormsg());
+		sh->double_free++;
+	}
+	_exit(CHILD_OK);
 }
 
 /* ---- the parent: model and campaign --------------------------------------------------- */
@@ -799,7 +1055,6 @@ struct seq_owner {
 
 struct campaign {
 	struct options o;
-	const struct tips_index_ops *ops;
 	struct shared *sh;
 	size_t sh_size;
 	uint64_t rng;
@@ -1064,8 +1319,7 @@ static int run_workload(struct campaign *c, uint64_t crash_at, uint64_t kill_aft
 	pid_t pid = fork_or_die();
 	if (pid == 0) {
 		close(fds[0]);
-		child_workload(&c->o, c->ops, fds[1], c->o.sim, crash_at, sim_seed, seq_base,
-			       rng_seed);
+		child_workload(&c->o, fds[1], c->o.sim, crash_at, sim_seed, seq_base, rng_seed);
 	}
 	close(fds[1]);
 	*events = read_messages(c, fds[0], pid, kill_after);
@@ -1083,7 +1337,7 @@ static void crash_recovery(struct campaign *c)
 	c->sh->recovery_events = 0;
 	pid_t pid = fork_or_die();
 	if (pid == 0)
-		child_recovery(&c->o, c->ops, c->sh, crash_at, sim_seed);
+		child_recovery(&c->o, c->sh, crash_at, sim_seed);
 	if (!c->o.sim) {
 		struct timespec ts = { delay_us / 1000000, (delay_us % 1000000) * 1000 };
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -1119,7 +1373,7 @@ static void verify(struct campaign *c)
 	memset(sh, 0, c->sh_size);
 	pid_t pid = fork_or_die();
 	if (pid == 0)
-		child_verify(&c->o, c->ops, sh, c->crashes, &c->known);
+		child_verify(&c->o, sh, c->crashes, &c->known);
 	int status = wait_child(pid);
 	char buf[64];
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != CHILD_OK) {
@@ -1208,7 +1462,7 @@ static void campaign_run(struct campaign *c)
 	char buf[64];
 	pid_t pid = fork_or_die();
 	if (pid == 0)
-		child_create(&c->o, c->ops);
+		child_create(&c->o);
 	int status = wait_child(pid);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != CHILD_OK) {
 		fprintf(stderr, "tips-crashtest: creating %s failed: %s\n", c->o.pool,
@@ -1279,15 +1533,34 @@ int main(int argc, char **argv)
 	int rc = parse_options(argc, argv, &c.o);
 	if (rc)
 		return rc == PARSE_HELP ? EXIT_OK : rc;
-	c.ops = tips_index_find(c.o.index_name);
-	if (!c.ops) {
+	if (tips_index_find(c.o.index_name))
+		c.o.store = &facade_store;
+#ifdef TIPS_HAVE_PMDK_HASH
+	else if (strcmp(c.o.index_name, PMDK_HASH_NAME) == 0)
+		c.o.store = &pmdk_store;
+#endif
+	if (!c.o.store) {
 		fprintf(stderr, "tips-crashtest: no index named '%s'; built in:",
 			c.o.index_name);
 		for (const char *const *n = tips_index_names(); *n; n++)
 			fprintf(stderr, " %s", *n);
+#ifdef TIPS_HAVE_PMDK_HASH
+		fprintf(stderr, " %s", PMDK_HASH_NAME);
+#endif
 		fputc('\n', stderr);
 		return EXIT_USAGE;
 	}
+	if (c.o.sim && !c.o.store->sim_capable) {
+		fprintf(stderr, "tips-crashtest: --mode sim does not apply to %s: it simulates "
+			"power failure inside libtips's pool layer (dropping unflushed lines), "
+			"which %s does not use (libpmemobj maps and flushes its pool itself); use "
+			"--mode sigkill\n", c.o.index_name, c.o.store->name);
+		return EXIT_USAGE;
+	}
+#ifdef TIPS_HAVE_PMDK_HASH
+	if (c.o.store == &pmdk_store)
+		pmdk_hash_force_flushes(); /* cache-line flushes, not msync, as on tips pools */
+#endif
 	struct stat stbuf;
 	if (lstat(c.o.pool, &stbuf) == 0) {
 		if (!c.o.fresh) {

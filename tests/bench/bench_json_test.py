@@ -8,7 +8,10 @@ Checks, on tiny workloads:
     the latency CDF rises to 1;
   - the counters: a tips-* write costs exactly 2 fences and 2 flushed lines, a read 0,
     a dram-* index none at all; PM bytes per operation only for tips-*; framework
-    counters present and in range for tips-* only;
+    counters present and in range for tips-* only; pmdk-hash (if listed) persists
+    through libpmemobj, which the counters do not see: its persist fields are null
+    ("counted": false), never 0, and compare shows them null and gives it dram-hash as
+    its twin;
   - --max-seconds stops the run phase and says so;
   - the same seed gives the same operations, another seed others;
   - the compare schema: medians are the medians of the runs, ratios the ratios of the
@@ -58,7 +61,7 @@ FRAMEWORK_FIELDS = ["cache_hit_ratio", "cache_bypasses", "workers_avg", "workers
 OPS = ["read", "insert", "update", "remove", "scan"]
 
 
-def check_phase(doc, name, tips):
+def check_phase(doc, name, tips, counted=True):
     ph = doc[name]
     where = "%s %s" % (doc["index"], name)
     for field, kind in PHASE_SCHEMA.items():
@@ -81,7 +84,12 @@ def check_phase(doc, name, tips):
     else:
         check(cdf == [], where + ": no samples, no CDF")
     for field in PERSIST_FIELDS:
-        check(isinstance(ph["persist"].get(field), NUMBER), "%s.persist.%s" % (where, field))
+        if counted:
+            check(isinstance(ph["persist"].get(field), NUMBER), "%s.persist.%s" % (where, field))
+        else:
+            check(field in ph["persist"] and ph["persist"][field] is None,
+                  "%s.persist.%s is null (not counted)" % (where, field))
+    check(ph["persist"].get("counted") is counted, where + ": persist.counted")
     check(("framework" in ph) == tips, where + ": framework counters only for tips-*")
     if tips:
         fw = ph["framework"]
@@ -90,13 +98,13 @@ def check_phase(doc, name, tips):
         check(0 <= fw["cache_hit_ratio"] <= 1, where + ": hit ratio in [0, 1]")
 
 
-def check_single(doc, tips, records, ops, ratios):
+def check_single(doc, tips, records, ops, ratios, counted=True):
     check(isinstance(doc.get("index"), str), "index is a string")
     cfg = doc["config"]
     check(cfg["records"] == records and cfg["ops"] == ops, "config echoes the sizes")
     check(isinstance(doc.get("peak_rss_kib"), int) and doc["peak_rss_kib"] > 0, "peak RSS")
-    check_phase(doc, "load", tips)
-    check_phase(doc, "run", tips)
+    check_phase(doc, "load", tips, counted)
+    check_phase(doc, "run", tips, counted)
     load, run_ = doc["load"], doc["run"]
     check(load["ops"] == records and load["op_counts"]["insert"] == records,
           "the load inserts every record")
@@ -114,7 +122,7 @@ def check_single(doc, tips, records, ops, ratios):
         check(load["persist"]["fences_per_write"] == 2.0, "tips: 2 fences per load insert")
         fw = run_["framework"]
         check(fw["replayed"] > 0 and fw["reclamations"] >= 0, "tips: replay ran")
-    else:
+    elif counted:
         for field in PERSIST_FIELDS:
             check(p[field] == 0, "dram: no persistence cost (%s = %s)" % (field, p[field]))
 
@@ -179,6 +187,26 @@ def main():
                   "compare %s: ratio %s, want %.4f" % (wl, r["ratio"], want))
         else:
             check(r["baseline"] is None and r["ratio"] is None, "compare: a twin has no baseline")
+
+    # pmdk-hash, if built: counters unavailable, not 0; its twin in compare is dram-hash.
+    listed = subprocess.run([BENCH, "--list"], stdout=subprocess.PIPE, text=True).stdout
+    if any(line.split()[:1] == ["pmdk-hash"] for line in listed.splitlines()):
+        doc = run(["--index", "pmdk-hash", "--workload", "a"] + common, path("pmdk.json"))
+        check_single(doc, False, records, ops, {"read": 0.5, "update": 0.5}, counted=False)
+        doc = run(["compare", "--records", "2000", "--ops", "2000", "--repeat", "1",
+                   "--workloads", "c", "--indexes", "pmdk-hash", "--sample-ms", "5"],
+                  path("compare-pmdk.json"))
+        cells = {(r["index"], r["workload"]): r for r in doc["results"]}
+        check(sorted(cells) == [("dram-hash", "c"), ("pmdk-hash", "c")],
+              "compare pmdk: dram-hash is the twin: %s" % sorted(cells))
+        r = cells.get(("pmdk-hash", "c"), {})
+        check(r.get("baseline") == "dram-hash" and isinstance(r.get("ratio"), NUMBER),
+              "compare pmdk: ratio against dram-hash")
+        check(r.get("fences_per_write", {}).get("median", 0) is None and
+              r.get("fences_per_read", {}).get("median", 0) is None,
+              "compare pmdk: fences null (not counted)")
+        d = cells.get(("dram-hash", "c"), {})
+        check(d.get("fences_per_read", {}).get("median") == 0, "compare: dram fences 0")
 
     shutil.rmtree(tmp, ignore_errors=True)
     if failures:

@@ -1,7 +1,8 @@
 /*
  * test_index_conformance.c - the conformance suite every index passes, in every build,
  * through the benchmark's index interface (bench/bench_index.h): dram-NAME through its
- * ops table, tips-NAME through the TIPS facade on a /dev/shm pool.
+ * ops table, tips-NAME through the TIPS facade on a /dev/shm pool, pmdk-hash (the
+ * libpmemobj baseline) on its own pool.
  *
  * Usage: test_index_conformance NAME...   (e.g. dram-bptree tips-bptree)
  *
@@ -21,8 +22,9 @@
  *  - random operations against the model: RANDOM_OPS (60000; 20000 under sanitizers)
  *    operations over 3000 keys of 1..40 bytes and values of 0..300 bytes, with lookups
  *    and scans from random start keys checked throughout;
- *  - tips-*: after every part, close and reopen the pool; the contents must be the
- *    model's, and tips_db_check() must find no leaked or doubly owned block.
+ *  - tips-* and pmdk-hash: after every part, close and reopen the pool; the contents
+ *    must be the model's, and the block check (tips_db_check(), pmdk_hash_check()) must
+ *    find no leaked or doubly owned block.
  * Concurrency is covered elsewhere: test_index_dram (4 threads on the ops tables) and
  * test_framework_stress (facade) for every index.
  */
@@ -30,6 +32,9 @@
 #include "test_util.h"
 
 #include "bench_index.h"
+#ifdef TIPS_HAVE_PMDK_HASH
+#include "baselines/pmdk_hash.h"
+#endif
 
 #include <stdint.h>
 
@@ -176,9 +181,23 @@ static void subject_open(struct subject *s, uint64_t expected)
 	REQUIRE(rc == 0);
 }
 
-/* tips-*: the block check of the pool (no leak, nothing owned twice or owned but free). */
+/* tips-*, pmdk-hash: the block check of the pool (no leak, nothing owned twice or owned
+ * but free). */
 static void subject_check_blocks(struct subject *s)
 {
+#ifdef TIPS_HAVE_PMDK_HASH
+	if (s->b.pmdk) {
+		struct pmdk_hash_report prep;
+		int prc = pmdk_hash_check(s->b.pmdk, NULL, NULL, &prep);
+		if (prc)
+			fprintf(stderr, "%s: check: leaked %llu, free but owned %llu, owned twice "
+				"%llu\n", s->name, (unsigned long long)prep.leaked,
+				(unsigned long long)prep.free_but_owned,
+				(unsigned long long)prep.owned_twice);
+		CHECK_RC(prc, 0);
+		return;
+	}
+#endif
 	if (!s->b.db)
 		return;
 	struct tips_db_report rep;
