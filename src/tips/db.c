@@ -392,13 +392,19 @@ static void kv_free(struct kv_list *l)
 	l->n = l->cap = 0;
 }
 
-/* The newest OLog write (stamp <= @scan_ts) of every key >= start, sorted by key. */
+/*
+ * The newest OLog write (stamp <= @scan_ts) of every key >= start that replay has not
+ * applied yet, sorted by key. Records below an OLog's `applied` are skipped: the index
+ * already holds them (or a newer write of their key, since a key's records are applied
+ * in stamp order), and the index is read after this. So the overlay's size is the
+ * replay backlog, not everything since the last reclamation.
+ */
 static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint64_t scan_ts,
 			struct kv_list *out)
 {
 	for (unsigned i = 0; i < db->ologs.n; i++) {
 		struct olog *l = &db->ologs.logs[i];
-		uint64_t pos = atomic_load_explicit(&l->head, memory_order_acquire);
+		uint64_t pos = atomic_load_explicit(&l->applied, memory_order_acquire);
 		uint64_t end = atomic_load_explicit(&l->durable_tail, memory_order_acquire);
 		const struct olog_rec *r;
 		while ((r = olog_next(l, &pos, end))) {

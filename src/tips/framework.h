@@ -92,7 +92,8 @@ struct olog {
 	uint64_t size;            /* ring bytes */
 	_Atomic uint64_t durable_tail; /* tail as persisted: what replay and scans may read */
 	_Atomic uint64_t head;    /* volatile copy of pm->head */
-	uint64_t applied;         /* replay has applied [head, applied) (persist thread) */
+	_Atomic uint64_t applied; /* replay has applied [head, applied): written by the
+	                             persist thread, read by scans */
 	_Atomic uint64_t appended; /* records made durable since open */
 	uint64_t recovered_end;   /* records below were written before this open */
 	bool in_use;              /* owned by a thread (under olog_set.lock) */
