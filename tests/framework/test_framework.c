@@ -310,7 +310,10 @@ static void test_stats_after_load(void)
 			(void)get_u64(db, (uint64_t)i, &rc);
 		tips_stats(db, &st);
 		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (st.workers_now != 0 && now.tv_sec - t0.tv_sec < 10);
+	} while ((st.workers_now != 0 || st.replayed < 60000) && now.tv_sec - t0.tv_sec < 10);
+	/* ...and the backlog applied: workers reach 0 while records are still pending, and
+	 * a slow index (lfbst: 3000 sequential keys make a path of depth 3000) would still
+	 * be replaying them during the idle second measured below. */
 	CHECK(st.workers_now == 0);
 	CHECK(st.cache_hits + st.cache_misses + st.cache_bypasses > 0);
 	/* Idle, the background threads block: over one idle second the whole process may
@@ -388,7 +391,9 @@ static void test_db_check(void)
 	struct tips_db_report rep;
 	unsigned problems[4] = { 0 };
 	CHECK_RC(tips_db_check(db, count_problem, problems, &rep), 0);
-	CHECK(rep.blocks_owned == rep.blocks_allocated && rep.blocks_owned >= 2000);
+	/* 2000 keys remain, but an index may hold 8-byte keys and values inline, in no block
+	 * of their own (clht): owned == allocated is the check, the bound only a sanity one. */
+	CHECK(rep.blocks_owned == rep.blocks_allocated && rep.blocks_owned >= 2);
 	CHECK(rep.leaked == 0 && rep.free_but_owned == 0 && rep.owned_twice == 0);
 	void *stray = NULL;
 	struct tips_heap *heap = tips_pool_heap(tips_db_pool(db));
