@@ -26,6 +26,7 @@ struct options {
 	double max_seconds; /* run phase stops after this long (0: no limit) */
 	enum keydist dist;
 	bool keep, quiet;
+	bool no_settle; /* start the run phase without waiting for the load's replay */
 	/* compare mode only */
 	const char *indexes, *workloads, *baseline;
 	unsigned repeat;

@@ -103,6 +103,9 @@ def check_single(doc, tips, records, ops, ratios, counted=True):
     cfg = doc["config"]
     check(cfg["records"] == records and cfg["ops"] == ops, "config echoes the sizes")
     check(isinstance(doc.get("peak_rss_kib"), int) and doc["peak_rss_kib"] > 0, "peak RSS")
+    # The wait for the load's replay: only a tips-* index has one.
+    check(isinstance(doc.get("settle_ms"), NUMBER) and doc["settle_ms"] >= 0, "settle_ms")
+    check(tips or doc["settle_ms"] == 0, "no replay to wait for outside tips-*")
     check_phase(doc, "load", tips, counted)
     check_phase(doc, "run", tips, counted)
     load, run_ = doc["load"], doc["run"]
