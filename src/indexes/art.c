@@ -1,0 +1,1490 @@
+/*
+ * art.c - "art": an adaptive radix tree (Leis, Kemper, Neumann, "The Adaptive Radix
+ * Tree", ICDE'13) synchronised by optimistic lock coupling (Leis, Scheibner, Kemper,
+ * Neumann, "The ART of Practical Synchronization", DaMoN'16), written once against the
+ * hooks of idx_hooks.h and built as dram-art (volatile original) and tips-art (TIPS
+ * plug-in, ATC'21 §3.2.6).
+ *
+ * Structure. Inner nodes of four sizes: Node4 and Node16 (sorted key bytes and their
+ * children), Node48 (a 256-entry byte index into 48 children) and Node256 (256
+ * children), grown and shrunk by copying into a fresh node of the next size. Every
+ * inner node starts with the same 32-byte header: its version lock, a "value leaf"
+ * slot, the first 8 bytes of its compressed path (path compression) and the path's
+ * full length. A node at depth d (key bytes consumed above it) with a path of p bytes
+ * holds in its value leaf the key of length d + p, if present (so one key may be a
+ * prefix of another: the shorter key sits at the node where it ends, and sorts before
+ * every key below), and in its children the keys longer than that, by byte d + p.
+ * Paths longer than 8 bytes are checked optimistically by readers (the leaf's full key
+ * is compared at the end) and exactly by writers (the missing bytes are read from any
+ * leaf below the node). The root block holds a Node256 that is never replaced.
+ *
+ * Leaves (lazy expansion). A child slot holds a tagged pointer (low bit set) to one
+ * block {klen, vlen, 8-byte value word, key bytes, other values}: a key lives in the
+ * highest slot that tells it from every other key, so a leaf is the only block read
+ * below the last inner node, and an 8-byte key is compared in that block with one
+ * word compare. An 8-byte value lives in the leaf's value word and is updated in place
+ * (IDX_LOG of the word, then one atomic store); a value of another length is inline
+ * after the key and immutable, so any other update builds a new leaf and swaps it into
+ * the slot under the node's lock. Readers thus never see a torn value or a value of
+ * another length than the one they read.
+ *
+ * Concurrency (optimistic lock coupling). Each inner node's lock word holds a version
+ * (bits 2..63), a locked bit (1) and an obsolete bit (0). Readers never write: they
+ * read a node's version (waiting while it is locked), read what they need with acquire
+ * loads, and re-read the version; any change restarts the operation from the root. A
+ * child pointer is used only after the parent's version is validated, and the parent
+ * is validated again after the child's version has been read, so a reader never
+ * follows a stale path. Writers traverse the same way, then upgrade the version of
+ * every node they modify to locked with a compare-and-swap from the version they read
+ * (parent before child; a failed upgrade releases what it holds and restarts). A node
+ * replaced by a copy (growth, shrinking, collapse) is unlocked as obsolete and passed
+ * to IDX_FREE, which frees it after every read section open at the time has ended; all
+ * traversals run inside IDX_READ_ENTER/EXIT, so they may follow a pointer to a node
+ * that was replaced meanwhile. A writer only spins (waiting for a locked node) when
+ * it holds no lock, and nobody waits for a grace period while holding a node lock.
+ *
+ * Lock words in PM. In the tips build the lock words live in persistent nodes, so a
+ * crash can leave one locked or obsolete. They are only meaningful while the process
+ * lives: lock and version stores are never logged (no IDX_LOG range ever covers a lock
+ * word, so an undo rollback cannot restore one either) and open(), which the framework
+ * calls after the rollback and before any replay, walks the tree and stores 0 into
+ * every lock word. A crash thus never leaves a node locked, and a rolled-back node
+ * whose word said obsolete reads as live again, as the rolled-back parent expects.
+ *
+ * Invariant (what makes the tips build crash consistent): every store to memory that
+ * existed before the current operation is preceded by IDX_LOG of exactly the bytes it
+ * stores, lock words excepted (above). Fresh nodes and leaves are filled before they
+ * are published and need no log. Writes: a slot store (insert of a leaf, replacement
+ * of a child by a grown/shrunk/new node, out-of-place update, collapse) logs the 8-byte
+ * slot; adding or removing a child of a Node4/16 logs the count and key bytes (one
+ * range) and the children it shifts; of a Node48 the index byte and the child slot; of
+ * a Node256 the slot (Node48/256 keep no count: they count their slots when they need
+ * to, on removes, which saves a record per insert); a path split or merge logs the
+ * node's path length and bytes (one 12-byte range); an in-place value logs its word.
+ *
+ * Deletion. Removing a key from a node other than the root that then holds one entry
+ * replaces the node in its parent by that entry (a leaf, or the child node, whose path
+ * is extended in place by the node's path and key byte); so every inner node but the
+ * root holds at least two entries. A Node16/48/256 whose child count drops to 3/12/37
+ * is shrunk to the next smaller size (if that allocation fails the key is removed in
+ * place; ENOMEM is never returned by remove).
+ *
+ * Scan. A depth-first walk in key order from the start key (the value leaf first, then
+ * the children by byte: Node4/16 are sorted, Node48 goes through its index) collects
+ * up to @count copies into a private buffer, validating each node's version; on a
+ * change it restarts from the root after the last key collected, and so it does every
+ * 4096 keys in a new read section, so that a long scan never holds off reclamation.
+ * @fn is called afterwards, outside any read section, so it may call the index.
+ *
+ * Conversion cost: 13 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
+ * 4 (insert: the node a growth replaced, or the unused new leaf; update: the replaced
+ * leaf or the unused one; remove: the removed leaf, and the node a collapse or shrink
+ * replaced), IDX_LOG 6 (slot_set(), through which every pointer store goes, child
+ * slots, value-leaf slots and parent slots alike; index_set() of Node48; set_prefix();
+ * small_rewrite()'s two ranges; the in-place value word). An 8-byte update logs one
+ * record (the value word); an insert 1 (a new Node4, a grown node, a Node256 slot) to
+ * 2 (a Node4/16 or Node48 child). An operation allocates and frees at most 3 blocks
+ * (growth: leaf, node, old node; shrinking remove: node, old node, leaf).
+ *
+ * Known limits. A Node256 (2080 bytes) takes a 2560-byte heap slot. Scans restart (from
+ * the last key collected) whenever a node on their path changes, so a scan over a
+ * subtree that is written all the time may restart often. Paths longer than 8 bytes
+ * cost writers and bounded scans a descent to a leaf to read the missing bytes.
+ */
+#define _GNU_SOURCE
+#define IDX_BASE_NAME "art"
+#include "indexes/idx_hooks.h"
+#include "indexes/indexes.h"
+#include "util/errors_internal.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#define ART_MAGIC 0x3174726173706974ull /* "tipsart1": layout version 1 */
+#define ART_PFX 8                       /* path bytes stored in a node */
+
+enum art_type { ART_N4 = 1, ART_N16 = 2, ART_N48 = 3, ART_N256 = 4 };
+
+/* ---- persistent layout (in PM in the tips build) ---------------------------------- */
+
+/*
+ * Header of every inner node. Fields that writers change in place are atomic: readers
+ * read them optimistically (acquire loads) and validate the version afterwards.
+ */
+struct art_node {
+	_Atomic uint64_t lock;   /* version lock: version << 2 | locked << 1 | obsolete;
+	                            never logged, zeroed by open() */
+	_Atomic uintptr_t vleaf; /* tagged leaf whose key ends at this node, or 0 */
+	_Atomic uint64_t pfx;    /* first min(plen, 8) bytes of the path, in memory order */
+	_Atomic uint32_t plen;   /* full path length (bytes skipped by path compression) */
+	uint8_t type;            /* enum art_type; set at allocation, never changed */
+	uint8_t pad;
+	_Atomic uint16_t count;  /* children of a Node4/16 (0 in a Node48/256, which
+	                            count their slots: one log record less an insert) */
+};
+
+struct art_n4 {
+	struct art_node h;
+	_Atomic uint32_t keys;        /* byte i (bits 8i..8i+7): key of child[i]; sorted */
+	uint32_t pad;
+	_Atomic uintptr_t child[4];   /* child[0..count): tagged leaves or nodes */
+};
+
+struct art_n16 {
+	struct art_node h;
+	_Atomic uint64_t keys[2];     /* byte i in keys[i / 8] bits 8(i % 8)..; sorted */
+	_Atomic uintptr_t child[16];
+};
+
+struct art_n48 {
+	struct art_node h;
+	_Atomic uint8_t index[256];   /* 0: no child for the byte, else child slot + 1 */
+	_Atomic uintptr_t child[48];  /* unordered; 0 marks a free slot */
+};
+
+struct art_n256 {
+	struct art_node h;
+	_Atomic uintptr_t child[256]; /* by key byte; 0: none */
+};
+
+/* A key and its value. klen, vlen and the key bytes never change once published. */
+struct art_leaf {
+	uint32_t klen;         /* key bytes, 1..TIPS_MAX_KEY */
+	uint32_t vlen;         /* value bytes, 0..TIPS_MAX_VALUE */
+	_Atomic uint64_t v8;   /* the value when vlen == 8 (updated in place), else unused */
+	unsigned char key[];   /* klen key bytes; then, when vlen != 8, the value bytes */
+};
+
+/* The root object returned by create. Only the tree's contents change afterwards. */
+struct art_root {
+	uint64_t magic;        /* ART_MAGIC once create has filled the root */
+	uint64_t pad;
+	struct art_n256 tree;  /* the root node: depth 0, no path, never replaced */
+};
+
+/* IDX_LOG ranges rely on these neighbourhoods; the lock word is never inside one. */
+_Static_assert(sizeof(struct art_node) == 32, "node header is 32 bytes");
+_Static_assert(offsetof(struct art_node, plen) == offsetof(struct art_node, pfx) + 8,
+	       "pfx and plen form one 12-byte log range");
+_Static_assert(offsetof(struct art_node, count) + 2 == sizeof(struct art_node),
+	       "count is followed by the Node4/16 keys");
+_Static_assert(offsetof(struct art_n4, keys) == sizeof(struct art_node), "n4 keys");
+_Static_assert(offsetof(struct art_n16, keys) == sizeof(struct art_node), "n16 keys");
+
+/* ---- volatile handle (DRAM, rebuilt by every open) ----------------------------------- */
+
+struct art_index {
+	struct art_root *root;
+	struct art_node *tree; /* &root->tree.h */
+};
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+#define LD(x) atomic_load_explicit(&(x), memory_order_acquire)
+#define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_release)
+
+static inline uint64_t load64(const void *p)
+{
+	uint64_t w;
+	memcpy(&w, p, sizeof(w));
+	return w;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static inline bool is_leaf(uintptr_t c)
+{
+	return c & 1;
+}
+
+static inline struct art_leaf *as_leaf(uintptr_t c)
+{
+	return (struct art_leaf *)(c - 1);
+}
+
+static inline uintptr_t leaf_ref(struct art_leaf *l)
+{
+	return (uintptr_t)l | 1;
+}
+
+static inline struct art_node *as_node(uintptr_t c)
+{
+	return (struct art_node *)c;
+}
+
+static inline uint32_t min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Byte-string order of tips.h: memcmp over the common length, the shorter first. */
+static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	int r = memcmp(a, b, alen < blen ? alen : blen);
+	return r ? r : (alen > blen) - (alen < blen);
+}
+
+static inline bool leaf_is(const struct art_leaf *l, const unsigned char *key, uint32_t klen)
+{
+	if (l->klen != klen)
+		return false;
+	if (klen == 8)
+		return load64(l->key) == load64(key);
+	return memcmp(l->key, key, klen) == 0;
+}
+
+/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
+static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (!key || klen == 0 || (vlen && !val))
+		return TIPS_EINVAL;
+	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return TIPS_ETOOBIG;
+	return 0;
+}
+
+/* ---- version locks ---------------------------------------------------------------------- */
+
+#define LK_OBSOLETE 1ull
+#define LK_LOCKED 2ull
+
+/* The node's version once it is not locked (spins meanwhile); false if obsolete. Only
+ * called with no node lock held. */
+static inline bool lk_read(struct art_node *n, uint64_t *v)
+{
+	uint64_t w;
+	for (unsigned spin = 0;
+	     (w = atomic_load_explicit(&n->lock, memory_order_acquire)) & LK_LOCKED; spin++) {
+		if (spin < 128)
+			cpu_relax();
+		else
+			sched_yield(); /* the holder may have been descheduled */
+	}
+	*v = w;
+	return !(w & LK_OBSOLETE);
+}
+
+/* True if @n is still at version @v: everything read since lk_read() is consistent. */
+static inline bool lk_check(struct art_node *n, uint64_t v)
+{
+	return atomic_load_explicit(&n->lock, memory_order_acquire) == v;
+}
+
+/* Locks @n if it is still at version @v (so unchanged since it was read). */
+static inline bool lk_upgrade(struct art_node *n, uint64_t v)
+{
+	return atomic_compare_exchange_strong_explicit(&n->lock, &v, v + LK_LOCKED,
+						       memory_order_acquire, memory_order_relaxed);
+}
+
+/* Locks @n unless it is locked or obsolete (no waiting: the caller holds locks). */
+static inline bool lk_try(struct art_node *n)
+{
+	uint64_t v = atomic_load_explicit(&n->lock, memory_order_acquire);
+	return !(v & (LK_LOCKED | LK_OBSOLETE)) && lk_upgrade(n, v);
+}
+
+/* Unlocks with a new version: version + 1, locked bit clear. */
+static inline void lk_unlock(struct art_node *n)
+{
+	atomic_fetch_add_explicit(&n->lock, LK_LOCKED, memory_order_release);
+}
+
+/* Unlocks a node that has been unlinked: new version, obsolete bit set. */
+static inline void lk_unlock_obsolete(struct art_node *n)
+{
+	atomic_fetch_add_explicit(&n->lock, LK_LOCKED + LK_OBSOLETE, memory_order_release);
+}
+
+/* ---- nodes ------------------------------------------------------------------------------ */
+
+static const uint16_t node_cap[] = { 0, 4, 16, 48, 256 };
+
+static size_t node_size(unsigned type)
+{
+	switch (type) {
+	case ART_N4: return sizeof(struct art_n4);
+	case ART_N16: return sizeof(struct art_n16);
+	case ART_N48: return sizeof(struct art_n48);
+	default: return sizeof(struct art_n256);
+	}
+}
+
+/* A fresh, empty node of @type (zeroed: unused slots read 0). */
+static struct art_node *node_new(unsigned type)
+{
+	struct art_node *n = IDX_ALLOC(node_size(type));
+	if (!n)
+		return NULL;
+	memset(n, 0, node_size(type));
+	n->type = (uint8_t)type;
+	return n;
+}
+
+/* A fresh leaf for @key and @val. */
+static struct art_leaf *leaf_new(const void *key, uint32_t klen, const void *val, uint32_t vlen)
+{
+	size_t size = sizeof(struct art_leaf) + klen + (vlen == 8 ? 0 : vlen);
+	struct art_leaf *l = IDX_ALLOC(size);
+	if (!l)
+		return NULL;
+	l->klen = klen;
+	l->vlen = vlen;
+	memcpy(l->key, key, klen);
+	if (vlen == 8) {
+		atomic_init(&l->v8, load64(val));
+	} else {
+		atomic_init(&l->v8, 0);
+		if (vlen)
+			memcpy(l->key + klen, val, vlen);
+	}
+	return l;
+}
+
+/* Copies the value of @l to @val (at most @cap bytes); returns its length. */
+static uint32_t leaf_value(const struct art_leaf *l, void *val, size_t cap)
+{
+	uint32_t vlen = l->vlen;
+	if (vlen == 8) {
+		uint64_t w = atomic_load_explicit(&((struct art_leaf *)l)->v8, memory_order_acquire);
+		if (cap)
+			memcpy(val, &w, cap < 8 ? cap : 8);
+	} else if (cap && vlen) {
+		memcpy(val, l->key + l->klen, vlen < cap ? vlen : cap);
+	}
+	return vlen;
+}
+
+/* Key bytes of a Node4/16, unpacked (count entries meaningful). */
+static unsigned small_keys(struct art_node *n, uint8_t out[16])
+{
+	unsigned cnt = LD(n->count);
+	if (n->type == ART_N4) {
+		uint32_t w = LD(((struct art_n4 *)n)->keys);
+		for (unsigned i = 0; i < 4; i++)
+			out[i] = (uint8_t)(w >> (8 * i));
+		return cnt < 4 ? cnt : 4;
+	}
+	struct art_n16 *p = (struct art_n16 *)n;
+	uint64_t w0 = LD(p->keys[0]), w1 = LD(p->keys[1]);
+	for (unsigned i = 0; i < 8; i++) {
+		out[i] = (uint8_t)(w0 >> (8 * i));
+		out[8 + i] = (uint8_t)(w1 >> (8 * i));
+	}
+	return cnt < 16 ? cnt : 16;
+}
+
+static void small_keys_store(struct art_node *n, const uint8_t in[16])
+{
+	if (n->type == ART_N4) {
+		uint32_t w = 0;
+		for (unsigned i = 0; i < 4; i++)
+			w |= (uint32_t)in[i] << (8 * i);
+		ST(((struct art_n4 *)n)->keys, w);
+		return;
+	}
+	struct art_n16 *p = (struct art_n16 *)n;
+	uint64_t w0 = 0, w1 = 0;
+	for (unsigned i = 0; i < 8; i++) {
+		w0 |= (uint64_t)in[i] << (8 * i);
+		w1 |= (uint64_t)in[8 + i] << (8 * i);
+	}
+	ST(p->keys[0], w0);
+	ST(p->keys[1], w1);
+}
+
+static _Atomic uintptr_t *small_children(struct art_node *n)
+{
+	return n->type == ART_N4 ? ((struct art_n4 *)n)->child : ((struct art_n16 *)n)->child;
+}
+
+/* The child of @n for byte @c, or 0. Optimistic: validate @n's version afterwards. */
+static inline uintptr_t find_child(struct art_node *n, uint8_t c)
+{
+	switch (n->type) {
+	case ART_N4: {
+		struct art_n4 *p = (struct art_n4 *)n;
+		uint32_t w = LD(p->keys);
+		unsigned cnt = LD(n->count);
+		for (unsigned i = 0; i < cnt && i < 4; i++)
+			if ((uint8_t)(w >> (8 * i)) == c)
+				return LD(p->child[i]);
+		return 0;
+	}
+	case ART_N16: {
+		struct art_n16 *p = (struct art_n16 *)n;
+		uint64_t w0 = LD(p->keys[0]), w1 = LD(p->keys[1]);
+		unsigned cnt = LD(n->count);
+		if (cnt > 16)
+			cnt = 16;
+#if defined(__SSE2__)
+		__m128i keys = _mm_set_epi64x((long long)w1, (long long)w0);
+		__m128i eq = _mm_cmpeq_epi8(keys, _mm_set1_epi8((char)c));
+		unsigned mask = (unsigned)_mm_movemask_epi8(eq) & ((1u << cnt) - 1);
+		return mask ? LD(p->child[__builtin_ctz(mask)]) : 0;
+#else
+		for (unsigned i = 0; i < cnt; i++)
+			if ((uint8_t)((i < 8 ? w0 : w1) >> (8 * (i & 7))) == c)
+				return LD(p->child[i]);
+		return 0;
+#endif
+	}
+	case ART_N48: {
+		struct art_n48 *p = (struct art_n48 *)n;
+		unsigned i = LD(p->index[c]);
+		return i && i <= 48 ? LD(p->child[i - 1]) : 0;
+	}
+	default:
+		return LD(((struct art_n256 *)n)->child[c]);
+	}
+}
+
+/* The first child of @n with key byte >= @from (0..255), its byte in *@byte; 0 if none.
+ * Optimistic like find_child(). */
+static uintptr_t next_child(struct art_node *n, unsigned from, unsigned *byte)
+{
+	switch (n->type) {
+	case ART_N4:
+	case ART_N16: {
+		uint8_t keys[16];
+		unsigned cnt = small_keys(n, keys);
+		_Atomic uintptr_t *child = small_children(n);
+		for (unsigned i = 0; i < cnt; i++) {
+			if (keys[i] >= from) {
+				uintptr_t c = LD(child[i]);
+				if (c) {
+					*byte = keys[i];
+					return c;
+				}
+			}
+		}
+		return 0;
+	}
+	case ART_N48: {
+		struct art_n48 *p = (struct art_n48 *)n;
+		for (unsigned b = from; b < 256; b++) {
+			unsigned i = LD(p->index[b]);
+			if (i && i <= 48) {
+				uintptr_t c = LD(p->child[i - 1]);
+				if (c) {
+					*byte = b;
+					return c;
+				}
+			}
+		}
+		return 0;
+	}
+	default: {
+		struct art_n256 *p = (struct art_n256 *)n;
+		for (unsigned b = from; b < 256; b++) {
+			uintptr_t c = LD(p->child[b]);
+			if (c) {
+				*byte = b;
+				return c;
+			}
+		}
+		return 0;
+	}
+	}
+}
+
+/* The slot of @n that holds the child for byte @c (which must exist); @n locked. */
+static _Atomic uintptr_t *child_slot(struct art_node *n, uint8_t c)
+{
+	switch (n->type) {
+	case ART_N4:
+	case ART_N16: {
+		uint8_t keys[16];
+		unsigned cnt = small_keys(n, keys);
+		for (unsigned i = 0; i < cnt; i++)
+			if (keys[i] == c)
+				return &small_children(n)[i];
+		return NULL;
+	}
+	case ART_N48: {
+		struct art_n48 *p = (struct art_n48 *)n;
+		unsigned i = LD(p->index[c]);
+		return i ? &p->child[i - 1] : NULL;
+	}
+	default:
+		return &((struct art_n256 *)n)->child[c];
+	}
+}
+
+/* How many children @n has. Optimistic like find_child(). */
+static unsigned node_count(struct art_node *n)
+{
+	unsigned cnt = 0;
+	switch (n->type) {
+	case ART_N4:
+	case ART_N16:
+		return LD(n->count);
+	case ART_N48:
+		for (unsigned s = 0; s < 48; s++)
+			cnt += LD(((struct art_n48 *)n)->child[s]) != 0;
+		return cnt;
+	default:
+		for (unsigned b = 0; b < 256; b++)
+			cnt += LD(((struct art_n256 *)n)->child[b]) != 0;
+		return cnt;
+	}
+}
+
+/* True if @n has no room for another child (a Node256 always has). */
+static bool node_full(struct art_node *n)
+{
+	return n->type != ART_N256 && node_count(n) >= node_cap[n->type];
+}
+
+/*
+ * The stores of the tree to nodes that may be published. Each logs exactly the bytes
+ * it stores first (IDX_LOG), unless @log is false: the node is fresh (allocated by
+ * this operation, not yet published), so there is nothing to undo.
+ */
+
+/* A child slot, a value-leaf slot or a parent's slot: every pointer store of the tree. */
+static inline void slot_set(_Atomic uintptr_t *slot, uintptr_t to, bool log)
+{
+	if (log)
+		IDX_LOG(slot, sizeof(*slot));
+	ST(*slot, to);
+}
+
+static inline void index_set(struct art_n48 *p, uint8_t c, unsigned slot1, bool log)
+{
+	if (log)
+		IDX_LOG(&p->index[c], sizeof(p->index[c]));
+	ST(p->index[c], (uint8_t)slot1);
+}
+
+/* @n's path: @len bytes from @p (the first 8 are stored): one 12-byte range. */
+static void set_prefix(struct art_node *n, const unsigned char *p, uint32_t len, bool log)
+{
+	uint64_t w = 0;
+	memcpy(&w, p, len < ART_PFX ? len : ART_PFX);
+	if (log)
+		IDX_LOG(&n->pfx, sizeof(n->pfx) + sizeof(n->plen));
+	ST(n->pfx, w);
+	ST(n->plen, len);
+}
+
+/*
+ * A Node4/16 rewritten from child position @pos: the count and the key bytes (one
+ * range, they are neighbours) and children [pos, @end) change; @keys are the new key
+ * bytes, the children are shifted by the caller after this call.
+ */
+static void small_rewrite(struct art_node *n, unsigned pos, unsigned end,
+			  const uint8_t keys[16], unsigned cnt, bool log)
+{
+	if (log) {
+		IDX_LOG(&n->count, sizeof(n->count) + (n->type == ART_N4 ? 4 : 16));
+		IDX_LOG(&small_children(n)[pos], (end - pos) * sizeof(uintptr_t));
+	}
+	small_keys_store(n, keys);
+	ST(n->count, (uint16_t)cnt);
+}
+
+/*
+ * Adds child @c -> @child to @n, which has room and no child for @c. @n is locked by
+ * the caller, or fresh (@log false).
+ */
+static void node_add(struct art_node *n, uint8_t c, uintptr_t child, bool log)
+{
+	unsigned cnt = LD(n->count);
+	switch (n->type) {
+	case ART_N4:
+	case ART_N16: {
+		uint8_t keys[16];
+		TIPS_INVARIANT(cnt < node_cap[n->type] && cnt < 16, "art: node_add on a full node");
+		small_keys(n, keys);
+		_Atomic uintptr_t *ch = small_children(n);
+		unsigned pos = 0;
+		while (pos < cnt && keys[pos] < c)
+			pos++;
+		memmove(keys + pos + 1, keys + pos, cnt - pos);
+		keys[pos] = c;
+		small_rewrite(n, pos, cnt + 1, keys, cnt + 1, log);
+		for (unsigned i = cnt; i > pos; i--)
+			ST(ch[i], LD(ch[i - 1]));
+		ST(ch[pos], child);
+		return;
+	}
+	case ART_N48: {
+		struct art_n48 *p = (struct art_n48 *)n;
+		unsigned s = 0;
+		while (s < 48 && LD(p->child[s]))
+			s++;
+		slot_set(&p->child[s], child, log);
+		index_set(p, c, s + 1, log);
+		return;
+	}
+	default:
+		slot_set(&((struct art_n256 *)n)->child[c], child, log);
+		return;
+	}
+}
+
+/* Removes the child for byte @c (which must exist) from @n, locked by the caller. */
+static void node_remove(struct art_node *n, uint8_t c)
+{
+	unsigned cnt = LD(n->count);
+	switch (n->type) {
+	case ART_N4:
+	case ART_N16: {
+		uint8_t keys[16];
+		small_keys(n, keys);
+		_Atomic uintptr_t *ch = small_children(n);
+		unsigned pos = 0;
+		while (pos < cnt && keys[pos] != c)
+			pos++;
+		if (pos == cnt)
+			return;
+		memmove(keys + pos, keys + pos + 1, cnt - pos - 1);
+		keys[cnt - 1] = 0;
+		small_rewrite(n, pos, cnt, keys, cnt - 1, true);
+		for (unsigned i = pos; i + 1 < cnt; i++)
+			ST(ch[i], LD(ch[i + 1]));
+		ST(ch[cnt - 1], 0); /* no stale pointer past the count */
+		return;
+	}
+	case ART_N48: {
+		struct art_n48 *p = (struct art_n48 *)n;
+		unsigned i = LD(p->index[c]);
+		if (!i)
+			return;
+		index_set(p, c, 0, true);
+		slot_set(&p->child[i - 1], 0, true);
+		return;
+	}
+	default:
+		slot_set(&((struct art_n256 *)n)->child[c], 0, true);
+		return;
+	}
+}
+
+/* A fresh copy of @src (locked by the caller) as a node of @type, without the child
+ * for byte @skip (-1: none). NULL when out of memory. */
+static struct art_node *node_copy(struct art_node *src, unsigned type, int skip)
+{
+	struct art_node *d = node_new(type);
+	if (!d)
+		return NULL;
+	atomic_init(&d->vleaf, LD(src->vleaf));
+	atomic_init(&d->pfx, LD(src->pfx));
+	atomic_init(&d->plen, LD(src->plen));
+	unsigned b = 0;
+	uintptr_t c;
+	for (unsigned from = 0; from < 256 && (c = next_child(src, from, &b)); from = b + 1)
+		if ((int)b != skip)
+			node_add(d, (uint8_t)b, c, false);
+	return d;
+}
+
+/*
+ * Any leaf below @n (its value leaf, or the first child's, recursively): every key
+ * below @n carries @n's whole path, so this gives the path bytes a node does not
+ * store. Optimistic: NULL when a node changed (the caller restarts), and the caller
+ * validates @n's own version afterwards. Called with no node lock held.
+ */
+static struct art_leaf *any_leaf(struct art_node *n)
+{
+	for (;;) {
+		uint64_t v;
+		unsigned b;
+		if (!lk_read(n, &v))
+			return NULL;
+		uintptr_t c = LD(n->vleaf);
+		if (!c)
+			c = next_child(n, 0, &b);
+		if (!lk_check(n, v) || !c)
+			return NULL;
+		if (is_leaf(c))
+			return as_leaf(c);
+		n = as_node(c);
+	}
+}
+
+/*
+ * Copies the first @want (<= plen) path bytes of @n, a node at depth @depth, to @out:
+ * from the node itself, or past the 8 stored bytes from a leaf below it. False: a
+ * concurrent change was seen (restart). The caller validates @n's version afterwards.
+ */
+static bool node_prefix(struct art_node *n, uint32_t depth, uint32_t want, unsigned char *out)
+{
+	if (want <= ART_PFX) {
+		uint64_t w = LD(n->pfx);
+		memcpy(out, &w, want);
+		return true;
+	}
+	struct art_leaf *l = any_leaf(n);
+	if (!l || l->klen < depth + want)
+		return false;
+	memcpy(out, l->key + depth, want);
+	return true;
+}
+
+/* ---- ops ------------------------------------------------------------------------------ */
+
+static int art_create(const struct tips_index_config *cfg, void **rootp)
+{
+	if (!cfg || !rootp)
+		return TIPS_EINVAL;
+	struct art_root *root = IDX_ALLOC(sizeof(*root));
+	if (!root)
+		return TIPS_ENOMEM;
+	/* Fresh block, not zeroed by the allocator; no logging needed. */
+	memset(root, 0, sizeof(*root));
+	root->tree.h.type = ART_N256;
+	root->magic = ART_MAGIC;
+	*rootp = root;
+	return 0;
+}
+
+/* Zeroes the lock word of @n and of every node below (see "Lock words in PM"); checks
+ * node types on the way. */
+static int reset_locks(struct art_node *n)
+{
+	if (n->type < ART_N4 || n->type > ART_N256 || LD(n->count) > node_cap[n->type])
+		return TIPS_ECORRUPT;
+	atomic_store_explicit(&n->lock, 0, memory_order_relaxed);
+	unsigned b = 0;
+	uintptr_t c;
+	for (unsigned from = 0; from < 256 && (c = next_child(n, from, &b)); from = b + 1) {
+		if (!is_leaf(c)) {
+			int rc = reset_locks(as_node(c));
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int art_open(void *rootv, void **indexp)
+{
+	struct art_root *root = rootv;
+	if (!root || !indexp)
+		return TIPS_EINVAL;
+	if (root->magic != ART_MAGIC || root->tree.h.type != ART_N256)
+		return TIPS_ECORRUPT;
+	struct art_index *t = malloc(sizeof(*t));
+	if (!t)
+		return TIPS_ENOMEM;
+	t->root = root;
+	t->tree = &root->tree.h;
+	int rc = reset_locks(t->tree);
+	if (rc) {
+		free(t);
+		return rc;
+	}
+	*indexp = t;
+	return 0;
+}
+
+static void art_close(void *index)
+{
+	free(index);
+	IDX_FREE_BARRIER();
+}
+
+static int art_insert(void *index, const void *key, size_t klen_, const void *val, size_t vlen)
+{
+	struct art_index *t = index;
+	int rc = check_kv(key, klen_, val, vlen);
+	if (rc)
+		return rc;
+	const unsigned char *k = key;
+	uint32_t klen = (uint32_t)klen_;
+	struct art_leaf *nl = NULL; /* the new leaf, made once it is needed */
+	void *dead = NULL;          /* the node a growth replaced */
+	unsigned char pre[TIPS_MAX_KEY];
+	struct art_node *n, *parent;
+	uint64_t v, pv;
+	uint32_t depth;
+	uint8_t pbyte;
+
+	IDX_READ_ENTER();
+restart:
+	n = t->tree;
+	parent = NULL;
+	pv = 0;
+	pbyte = 0;
+	depth = 0;
+	if (!lk_read(n, &v))
+		goto restart;
+	for (;;) {
+		uint32_t plen = LD(n->plen);
+		if (plen) {
+			/* Writers compare the whole path: a mismatch splits it here. */
+			if (plen > TIPS_MAX_KEY || !node_prefix(n, depth, plen, pre) ||
+			    !lk_check(n, v))
+				goto restart;
+			uint32_t m = 0, lim = min_u32(plen, klen - depth);
+			while (m < lim && pre[m] == k[depth + m])
+				m++;
+			if (m < plen) {
+				/* Split: a new Node4 takes the first m path bytes and holds the
+				 * key (here or as a child) and @n under byte pre[m]; @n keeps
+				 * the path after that byte. */
+				if (!nl && !(nl = leaf_new(k, klen, val, (uint32_t)vlen))) {
+					rc = TIPS_ENOMEM;
+					goto out;
+				}
+				if (!lk_upgrade(parent, pv))
+					goto restart;
+				if (!lk_upgrade(n, v)) {
+					lk_unlock(parent);
+					goto restart;
+				}
+				struct art_node *n4 = node_new(ART_N4);
+				if (!n4) {
+					lk_unlock(n);
+					lk_unlock(parent);
+					rc = TIPS_ENOMEM;
+					goto out;
+				}
+				set_prefix(n4, pre, m, false);
+				if (depth + m == klen)
+					atomic_init(&n4->vleaf, leaf_ref(nl));
+				else
+					node_add(n4, k[depth + m], leaf_ref(nl), false);
+				node_add(n4, pre[m], (uintptr_t)n, false);
+				set_prefix(n, pre + m + 1, plen - m - 1, true);
+				slot_set(child_slot(parent, pbyte), (uintptr_t)n4, true);
+				lk_unlock(n);
+				lk_unlock(parent);
+				rc = 0;
+				goto out;
+			}
+			depth += plen;
+		}
+
+		if (depth == klen) { /* the key ends here: the value leaf */
+			uintptr_t vl = LD(n->vleaf);
+			if (!lk_check(n, v))
+				goto restart;
+			if (vl) {
+				rc = TIPS_EKEYEXISTS;
+				goto out;
+			}
+			if (!nl && !(nl = leaf_new(k, klen, val, (uint32_t)vlen))) {
+				rc = TIPS_ENOMEM;
+				goto out;
+			}
+			if (!lk_upgrade(n, v))
+				goto restart;
+			slot_set(&n->vleaf, leaf_ref(nl), true);
+			lk_unlock(n);
+			rc = 0;
+			goto out;
+		}
+
+		uint8_t c = k[depth];
+		uintptr_t ch = find_child(n, c);
+		bool full = !ch && node_full(n); /* read before the check: consistent */
+		if (!lk_check(n, v))
+			goto restart;
+
+		if (!ch) { /* a new child of n */
+			if (!nl && !(nl = leaf_new(k, klen, val, (uint32_t)vlen))) {
+				rc = TIPS_ENOMEM;
+				goto out;
+			}
+			if (!full) {
+				if (!lk_upgrade(n, v))
+					goto restart;
+				node_add(n, c, leaf_ref(nl), true);
+				lk_unlock(n);
+				rc = 0;
+				goto out;
+			}
+			/* Full (never the root, a Node256): grow into a fresh copy. */
+			if (!lk_upgrade(parent, pv))
+				goto restart;
+			if (!lk_upgrade(n, v)) {
+				lk_unlock(parent);
+				goto restart;
+			}
+			struct art_node *g = node_copy(n, n->type + 1u, -1);
+			if (!g) {
+				lk_unlock(n);
+				lk_unlock(parent);
+				rc = TIPS_ENOMEM;
+				goto out;
+			}
+			node_add(g, c, leaf_ref(nl), false);
+			slot_set(child_slot(parent, pbyte), (uintptr_t)g, true);
+			lk_unlock_obsolete(n);
+			lk_unlock(parent);
+			dead = n;
+			rc = 0;
+			goto out;
+		}
+
+		if (is_leaf(ch)) { /* lazy expansion: a Node4 tells the two keys apart */
+			struct art_leaf *l = as_leaf(ch);
+			if (leaf_is(l, k, klen)) {
+				rc = TIPS_EKEYEXISTS;
+				goto out;
+			}
+			if (!nl && !(nl = leaf_new(k, klen, val, (uint32_t)vlen))) {
+				rc = TIPS_ENOMEM;
+				goto out;
+			}
+			if (!lk_upgrade(n, v))
+				goto restart;
+			struct art_node *n4 = node_new(ART_N4);
+			if (!n4) {
+				lk_unlock(n);
+				rc = TIPS_ENOMEM;
+				goto out;
+			}
+			uint32_t d = depth + 1, m = 0, lim = min_u32(klen, l->klen) - d;
+			while (m < lim && k[d + m] == l->key[d + m])
+				m++;
+			uint32_t e = d + m;
+			set_prefix(n4, k + d, m, false);
+			if (klen == e)
+				atomic_init(&n4->vleaf, leaf_ref(nl));
+			else
+				node_add(n4, k[e], leaf_ref(nl), false);
+			if (l->klen == e)
+				atomic_init(&n4->vleaf, ch);
+			else
+				node_add(n4, l->key[e], ch, false);
+			slot_set(child_slot(n, c), (uintptr_t)n4, true);
+			lk_unlock(n);
+			rc = 0;
+			goto out;
+		}
+
+		parent = n;
+		pv = v;
+		pbyte = c;
+		n = as_node(ch);
+		depth++;
+		if (!lk_read(n, &v) || !lk_check(parent, pv))
+			goto restart;
+	}
+out:
+	IDX_READ_EXIT();
+	/* The node a growth replaced, or on failure the new leaf (NULL: nothing). */
+	IDX_FREE(rc ? (void *)nl : dead);
+	return rc;
+}
+
+/*
+ * Where a key's leaf sits, found by an optimistic descent (paths past the 8 stored
+ * bytes are not compared: the leaf's full key is). On success *@l is the key's leaf in
+ * node *@n (version *@v): its value leaf if *@at_vleaf, else the child for *@c; *@parent
+ * (version *@pv) holds *@n under byte *@pbyte. Returns 1 found, 0 absent, -1 restart.
+ * Run inside a read section.
+ */
+struct art_pos {
+	struct art_node *n, *parent;
+	uint64_t v, pv;
+	struct art_leaf *l;
+	uint8_t c, pbyte;
+	bool at_vleaf;
+};
+
+static int locate(struct art_index *t, const unsigned char *k, uint32_t klen, struct art_pos *p)
+{
+	struct art_node *n = t->tree;
+	uint32_t depth = 0;
+	uint64_t v;
+	p->parent = NULL;
+	p->pv = 0;
+	p->pbyte = 0;
+	if (!lk_read(n, &v))
+		return -1;
+	for (;;) {
+		uint32_t plen = LD(n->plen);
+		if (plen) {
+			uint64_t w = LD(n->pfx);
+			if (plen > klen - depth || memcmp(&w, k + depth, min_u32(plen, ART_PFX)))
+				return lk_check(n, v) ? 0 : -1;
+			depth += plen;
+		}
+		uintptr_t ch;
+		bool at_vleaf = depth == klen;
+		if (at_vleaf)
+			ch = LD(n->vleaf);
+		else
+			ch = find_child(n, k[depth]);
+		if (!lk_check(n, v))
+			return -1;
+		if (!ch)
+			return 0;
+		if (is_leaf(ch)) {
+			struct art_leaf *l = as_leaf(ch);
+			if (!leaf_is(l, k, klen))
+				return 0;
+			p->n = n;
+			p->v = v;
+			p->l = l;
+			p->at_vleaf = at_vleaf;
+			p->c = at_vleaf ? 0 : k[depth];
+			return 1;
+		}
+		p->parent = n;
+		p->pv = v;
+		p->pbyte = k[depth];
+		n = as_node(ch);
+		depth++;
+		if (!lk_read(n, &v) || !lk_check(p->parent, p->pv))
+			return -1;
+	}
+}
+
+static int art_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
+		      size_t *vlen)
+{
+	struct art_index *t = index;
+	if (!key || klen == 0 || (cap && !val))
+		return TIPS_EINVAL;
+	if (klen > TIPS_MAX_KEY)
+		return TIPS_ENOTFOUND;
+	struct art_pos p;
+	int r;
+	IDX_READ_ENTER();
+	while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+		;
+	if (r) {
+		uint32_t n = leaf_value(p.l, val, cap);
+		if (vlen)
+			*vlen = n;
+	}
+	IDX_READ_EXIT();
+	return r ? 0 : TIPS_ENOTFOUND;
+}
+
+static int art_update(void *index, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	struct art_index *t = index;
+	int rc = check_kv(key, klen, val, vlen);
+	if (rc)
+		return rc;
+	struct art_leaf *nl = NULL, *dead = NULL; /* new leaf; the leaf it replaced */
+	struct art_pos p;
+	int r;
+	IDX_READ_ENTER();
+	for (;;) {
+		while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+			;
+		if (!r) {
+			rc = TIPS_ENOTFOUND;
+			break;
+		}
+		if (vlen == 8 && p.l->vlen == 8) {
+			/* In place: one logged word, one atomic store. */
+			IDX_LOG(&p.l->v8, sizeof(p.l->v8));
+			ST(p.l->v8, load64(val));
+			break;
+		}
+		if (!nl && !(nl = leaf_new(key, (uint32_t)klen, val, (uint32_t)vlen))) {
+			rc = TIPS_ENOMEM;
+			break;
+		}
+		if (!lk_upgrade(p.n, p.v))
+			continue;
+		slot_set(p.at_vleaf ? &p.n->vleaf : child_slot(p.n, p.c), leaf_ref(nl), true);
+		lk_unlock(p.n);
+		dead = p.l;
+		nl = NULL;
+		break;
+	}
+	IDX_READ_EXIT();
+	/* The replaced leaf, or a new leaf left unused (not found, replaced in place). */
+	IDX_FREE(dead ? dead : nl);
+	return rc;
+}
+
+/* The node size to shrink a node of @type to once it has @cnt children, or 0. */
+static unsigned shrink_to(unsigned type, unsigned cnt)
+{
+	switch (type) {
+	case ART_N16: return cnt <= 3 ? ART_N4 : 0;
+	case ART_N48: return cnt <= 12 ? ART_N16 : 0;
+	case ART_N256: return cnt <= 37 ? ART_N48 : 0;
+	default: return 0;
+	}
+}
+
+/*
+ * Collapse of @p->n, which holds the key's leaf and one other entry: the parent's slot
+ * gets that entry (a child node's path grows by @n's path and key byte). Parent and
+ * node are locked by the caller. Returns false (nothing changed) if the child node is
+ * locked by someone else: the caller unlocks and restarts.
+ */
+static bool collapse(struct art_pos *p)
+{
+	struct art_node *n = p->n;
+	uintptr_t rest = 0;
+	unsigned b = 0;
+	if (!p->at_vleaf)
+		rest = LD(n->vleaf);
+	if (!rest) {
+		for (unsigned from = 0; from < 256 && (rest = next_child(n, from, &b));
+		     from = b + 1)
+			if (p->at_vleaf || b != p->c)
+				break;
+	}
+	TIPS_INVARIANT(rest != 0, "art: a node other than the root holds fewer than 2 entries");
+	if (!is_leaf(rest)) {
+		struct art_node *c = as_node(rest);
+		if (!lk_try(c))
+			return false;
+		uint32_t plen = LD(n->plen), cplen = LD(c->plen);
+		unsigned char buf[ART_PFX] = { 0 };
+		uint64_t w = LD(n->pfx), cw = LD(c->pfx);
+		uint32_t have = min_u32(plen, ART_PFX);
+		memcpy(buf, &w, have);
+		if (have < ART_PFX) {
+			buf[have++] = (uint8_t)b;
+			memcpy(buf + have, &cw, min_u32(cplen, ART_PFX - have));
+		}
+		set_prefix(c, buf, plen + 1 + cplen, true);
+		slot_set(child_slot(p->parent, p->pbyte), rest, true);
+		lk_unlock(c);
+	} else {
+		slot_set(child_slot(p->parent, p->pbyte), rest, true);
+	}
+	return true;
+}
+
+static int art_remove(void *index, const void *key, size_t klen)
+{
+	struct art_index *t = index;
+	if (!key || klen == 0)
+		return TIPS_EINVAL;
+	if (klen > TIPS_MAX_KEY)
+		return TIPS_ENOTFOUND;
+	struct art_pos p;
+	struct art_node *gone = NULL; /* a node replaced in its parent */
+	int r, rc = 0;
+	IDX_READ_ENTER();
+	for (;;) {
+		while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+			;
+		if (!r) {
+			rc = TIPS_ENOTFOUND;
+			break;
+		}
+		struct art_node *n = p.n;
+		unsigned cnt = node_count(n);
+		unsigned entries = cnt + (LD(n->vleaf) != 0);
+		if (!lk_check(n, p.v))
+			continue;
+		unsigned small = p.at_vleaf || n == t->tree ? 0 : shrink_to(n->type, cnt - 1);
+
+		if (n != t->tree && (entries <= 2 || small)) {
+			/* The node is replaced in its parent: lock both. */
+			if (!lk_upgrade(p.parent, p.pv))
+				continue;
+			if (!lk_upgrade(n, p.v)) {
+				lk_unlock(p.parent);
+				continue;
+			}
+			struct art_node *s = NULL;
+			if (entries <= 2) {
+				if (!collapse(&p)) {
+					lk_unlock(n);
+					lk_unlock(p.parent);
+					continue;
+				}
+			} else if ((s = node_copy(n, small, p.c)) != NULL) {
+				slot_set(child_slot(p.parent, p.pbyte), (uintptr_t)s, true);
+			}
+			if (entries <= 2 || s) {
+				lk_unlock_obsolete(n);
+				lk_unlock(p.parent);
+				gone = n;
+				break;
+			}
+			/* No memory to shrink: remove in place. */
+			lk_unlock(p.parent);
+		} else if (!lk_upgrade(n, p.v)) {
+			continue;
+		}
+		if (p.at_vleaf)
+			slot_set(&n->vleaf, 0, true);
+		else
+			node_remove(n, p.c);
+		lk_unlock(n);
+		break;
+	}
+	IDX_READ_EXIT();
+	if (rc == 0)
+		IDX_FREE(p.l);
+	if (gone)
+		IDX_FREE(gone);
+	return rc;
+}
+
+/* ---- scan ---------------------------------------------------------------------------- */
+
+/* Keys a scan collects in one read section at most (reclamation waits for it). */
+#define SCAN_SECTION_KEYS 4096u
+
+struct scan_frame {
+	struct art_node *n;
+	uint64_t v;
+	uint32_t end;  /* depth before the node's path until set up, then after it */
+	int16_t next;  /* next key byte to visit; -1: node not set up yet */
+	bool bounded;  /* keys below may be below the bound: compare */
+};
+
+struct scan_entry {
+	uint32_t klen, vlen;
+	size_t off; /* key, then value, in the arena */
+};
+
+struct scan_state {
+	const unsigned char *bk; /* the bound: keys >= it (> it if excl) are collected */
+	size_t blen;
+	bool has_bound, excl;
+	size_t limit;            /* count */
+	struct scan_entry *e;
+	size_t n, ecap;
+	unsigned char *arena;
+	size_t used, acap;
+	struct scan_frame *stk;
+	size_t scap;
+};
+
+static bool scan_wants(const struct scan_state *s, const struct art_leaf *l)
+{
+	int c = key_cmp(l->key, l->klen, s->bk, s->blen);
+	return s->excl ? c > 0 : c >= 0;
+}
+
+/* Copies @l into the result. 0, or TIPS_ENOMEM. */
+static int scan_emit(struct scan_state *s, const struct art_leaf *l)
+{
+	uint32_t klen = l->klen, vlen = l->vlen;
+	if (s->n == s->ecap) {
+		size_t cap = s->ecap ? 2 * s->ecap : 64;
+		struct scan_entry *e = realloc(s->e, cap * sizeof(*e));
+		if (!e)
+			return TIPS_ENOMEM;
+		s->e = e;
+		s->ecap = cap;
+	}
+	if (s->used + klen + vlen > s->acap) {
+		size_t cap = s->acap ? 2 * s->acap : 4096;
+		while (cap < s->used + klen + vlen)
+			cap *= 2;
+		unsigned char *a = realloc(s->arena, cap);
+		if (!a)
+			return TIPS_ENOMEM;
+		s->arena = a;
+		s->acap = cap;
+	}
+	unsigned char *dst = s->arena + s->used;
+	memcpy(dst, l->key, klen);
+	leaf_value(l, dst + klen, vlen);
+	s->e[s->n++] = (struct scan_entry){ klen, vlen, s->used };
+	s->used += (size_t)klen + vlen;
+	return 0;
+}
+
+static bool scan_push(struct scan_state *s, size_t *sp, struct art_node *n, uint64_t v,
+		      uint32_t depth, bool bounded)
+{
+	if (*sp == s->scap) {
+		size_t cap = s->scap ? 2 * s->scap : 64;
+		struct scan_frame *f = realloc(s->stk, cap * sizeof(*f));
+		if (!f)
+			return false;
+		s->stk = f;
+		s->scap = cap;
+	}
+	s->stk[(*sp)++] = (struct scan_frame){ n, v, depth, -1, bounded };
+	return true;
+}
+
+/*
+ * One depth-first pass from the root, collecting leaves after the bound until the
+ * limit. Returns 0 when done (limit reached or tree exhausted), 1 when a node changed
+ * under it or SCAN_SECTION_KEYS more keys were collected (go on after the last key
+ * collected, in a new read section), or TIPS_ENOMEM. Read section held.
+ */
+static int scan_pass(struct art_index *t, struct scan_state *s)
+{
+	unsigned char pre[TIPS_MAX_KEY];
+	size_t sp = 0;
+	uint64_t v;
+	if (!lk_read(t->tree, &v))
+		return 1;
+	if (!scan_push(s, &sp, t->tree, v, 0, s->has_bound))
+		return TIPS_ENOMEM;
+	while (sp) {
+		struct scan_frame *f = &s->stk[sp - 1];
+		struct art_node *n = f->n;
+		if (f->next < 0) { /* set up: the path against the bound, then the value leaf */
+			uint32_t plen = LD(n->plen), d = f->end;
+			if (plen > TIPS_MAX_KEY)
+				return 1;
+			if (f->bounded) {
+				/* On the bound's path: s->blen >= d. */
+				uint32_t m = (uint32_t)(s->blen - d < plen ? s->blen - d : plen);
+				int c = 0;
+				if (m) {
+					if (!node_prefix(n, d, m, pre))
+						return 1;
+					c = memcmp(pre, s->bk + d, m);
+				}
+				if (!lk_check(n, f->v))
+					return 1;
+				if (c < 0) { /* every key below is smaller than the bound */
+					sp--;
+					continue;
+				}
+				if (c > 0 || s->blen < (size_t)d + plen)
+					f->bounded = false; /* every key below is larger */
+			}
+			f->end = d + plen;
+			uintptr_t vl = LD(n->vleaf);
+			if (!lk_check(n, f->v))
+				return 1;
+			if (vl && (!f->bounded || scan_wants(s, as_leaf(vl)))) {
+				if (scan_emit(s, as_leaf(vl)))
+					return TIPS_ENOMEM;
+				if (s->n == s->limit)
+					return 0;
+				if (s->n % SCAN_SECTION_KEYS == 0)
+					return 1;
+			}
+			f->next = f->bounded && s->blen > f->end ? s->bk[f->end] : 0;
+		}
+		unsigned b = 0;
+		uintptr_t ch = f->next < 256 ? next_child(n, (unsigned)f->next, &b) : 0;
+		if (!lk_check(n, f->v))
+			return 1;
+		if (!ch) {
+			sp--;
+			continue;
+		}
+		f->next = (int16_t)(b + 1);
+		bool cb = f->bounded && s->blen > f->end && b == s->bk[f->end];
+		if (is_leaf(ch)) {
+			if (!cb || scan_wants(s, as_leaf(ch))) {
+				if (scan_emit(s, as_leaf(ch)))
+					return TIPS_ENOMEM;
+				if (s->n == s->limit)
+					return 0;
+				if (s->n % SCAN_SECTION_KEYS == 0)
+					return 1;
+			}
+			continue;
+		}
+		struct art_node *cn = as_node(ch);
+		uint64_t cv;
+		if (!lk_read(cn, &cv) || !lk_check(n, f->v))
+			return 1;
+		uint32_t end = f->end;
+		if (!scan_push(s, &sp, cn, cv, end + 1, cb))
+			return TIPS_ENOMEM;
+	}
+	return 0;
+}
+
+static long art_scan(void *index, const void *start, size_t klen, size_t count,
+		     tips_scan_fn fn, void *arg)
+{
+	struct art_index *t = index;
+	if (!fn || (klen && !start))
+		return TIPS_EINVAL;
+	if (count == 0)
+		return 0;
+	unsigned char last[TIPS_MAX_KEY];
+	struct scan_state s = { .bk = start, .blen = klen, .has_bound = klen > 0,
+				.limit = count };
+	int rc;
+	IDX_READ_ENTER();
+	while ((rc = scan_pass(t, &s)) == 1) {
+		/* A long scan must not hold off reclamation: a new read section. */
+		IDX_READ_EXIT();
+		IDX_READ_ENTER();
+		if (s.n) { /* resume after the last key collected */
+			const struct scan_entry *e = &s.e[s.n - 1];
+			memcpy(last, s.arena + e->off, e->klen);
+			s.bk = last;
+			s.blen = e->klen;
+			s.has_bound = s.excl = true;
+		}
+	}
+	IDX_READ_EXIT();
+	long passed = rc;
+	if (rc == 0) {
+		for (size_t i = 0; i < s.n; i++) {
+			const struct scan_entry *e = &s.e[i];
+			passed++;
+			if (fn(s.arena + e->off, e->klen, s.arena + e->off + e->klen, e->vlen, arg))
+				break;
+		}
+	}
+	free(s.e);
+	free(s.arena);
+	free(s.stk);
+	return passed;
+}
+
+/* ---- walk ------------------------------------------------------------------------------ */
+
+static int walk_below(struct art_node *n, tips_walk_fn fn, void *arg)
+{
+	uintptr_t vl = LD(n->vleaf);
+	int rc = vl ? fn(as_leaf(vl), arg) : 0;
+	unsigned b = 0;
+	uintptr_t c;
+	for (unsigned from = 0; rc == 0 && from < 256 && (c = next_child(n, from, &b));
+	     from = b + 1) {
+		if (is_leaf(c)) {
+			rc = fn(as_leaf(c), arg);
+		} else {
+			rc = fn(as_node(c), arg);
+			if (rc == 0)
+				rc = walk_below(as_node(c), fn, arg);
+		}
+	}
+	return rc;
+}
+
+/* The root block (which holds the root node), then every node and leaf below; stops at
+ * (and returns) fn's first non-zero. Takes no lock: no write runs meanwhile. */
+static int art_walk(void *index, tips_walk_fn fn, void *arg)
+{
+	struct art_index *t = index;
+	if (!fn)
+		return TIPS_EINVAL;
+	int rc = fn(t->root, arg);
+	return rc ? rc : walk_below(t->tree, fn, arg);
+}
+
+const struct tips_index_ops IDX_SYM(ops) = {
+	.name = IDX_NAME,
+	.concurrency = "optimistic lock coupling: non-blocking reads, per-node write locks",
+	.create = art_create,
+	.open = art_open,
+	.close = art_close,
+	.insert = art_insert,
+	.update = art_update,
+	.remove = art_remove,
+	.lookup = art_lookup,
+	.scan = art_scan,
+	.walk = art_walk,
+};
