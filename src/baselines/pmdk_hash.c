@@ -48,6 +48,7 @@
  * about 64). We keep libpmemobj's default classes, as a conventional port would.
  */
 #define _GNU_SOURCE
+#include "indexes/idx_util.h"
 #include "baselines/pmdk_hash.h"
 
 #include "indexes/scan_topk.h"
@@ -111,23 +112,6 @@ struct pmdk_hash {
 
 /* ---- keys (the hash is hash.c's) ---------------------------------------------------------- */
 
-static inline uint64_t load64(const void *p)
-{
-	uint64_t w;
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
-
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
 static uint64_t hash_key(const void *key, size_t len)
 {
 	const unsigned char *p = key;
@@ -185,7 +169,8 @@ static uint64_t *chain_find(struct pmdk_hash *h, uint64_t *link, const void *key
 	return link;
 }
 
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
+/* check_kv() of idx_util.h, with a message naming the problem for tips_errormsg(). */
+static int check_write_args(const void *key, size_t klen, const void *val, size_t vlen)
 {
 	if (!key || klen == 0 || (vlen && !val))
 		return tips_set_error(TIPS_EINVAL, "pmdk-hash: NULL key or value, or empty key");
@@ -303,7 +288,7 @@ static int write_kv(struct pmdk_hash *h, int mode, const void *key, size_t klen,
 	static const char *const names[] = { "insert", "update", "put" };
 	if (!h)
 		return tips_set_error(TIPS_EINVAL, "pmdk-hash: NULL handle");
-	int rc = check_kv(key, klen, val, vlen);
+	int rc = check_write_args(key, klen, val, vlen);
 	if (rc)
 		return rc;
 	uint64_t b = bucket_of(h, key, klen);

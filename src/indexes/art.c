@@ -94,6 +94,7 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "art"
 #include "indexes/idx_hooks.h"
+#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "util/errors_internal.h"
 
@@ -191,13 +192,6 @@ struct art_index {
 #define LD(x) atomic_load_explicit(&(x), memory_order_acquire)
 #define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_release)
 
-static inline uint64_t load64(const void *p)
-{
-	uint64_t w;
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -244,16 +238,6 @@ static inline bool leaf_is(const struct art_leaf *l, const unsigned char *key, u
 	if (klen == 8)
 		return load64(l->key) == load64(key);
 	return memcmp(l->key, key, klen) == 0;
-}
-
-/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
-{
-	if (!key || klen == 0 || (vlen && !val))
-		return TIPS_EINVAL;
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return TIPS_ETOOBIG;
-	return 0;
 }
 
 /* ---- version locks ---------------------------------------------------------------------- */

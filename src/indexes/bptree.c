@@ -80,6 +80,7 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "bptree"
 #include "indexes/idx_hooks.h"
+#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 
 #include <endian.h>
@@ -561,16 +562,6 @@ static inline const unsigned char *slot_value(const struct bpt_node *n, unsigned
 {
 	return meta_vlen(n->meta[s]) > 8 ? n->e[s].val.block
 					 : (const unsigned char *)&n->e[s].val.word;
-}
-
-/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
-{
-	if (!key || klen == 0 || (vlen && !val))
-		return TIPS_EINVAL;
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return TIPS_ETOOBIG;
-	return 0;
 }
 
 /* ---- ops ------------------------------------------------------------------------------ */

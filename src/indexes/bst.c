@@ -72,6 +72,7 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "bst"
 #include "indexes/idx_hooks.h"
+#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 
 #include <pthread.h>
@@ -111,13 +112,6 @@ struct bst_index {
 
 /* ---- keys and priorities -------------------------------------------------------------- */
 
-static inline uint64_t load64(const void *p)
-{
-	uint64_t w;
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
-
 /* The 8 bytes at @p as a big-endian integer: integer order == memcmp order. */
 static inline uint64_t load_be64(const void *p)
 {
@@ -126,17 +120,6 @@ static inline uint64_t load_be64(const void *p)
 #else
 	return load64(p);
 #endif
-}
-
-/* splitmix64's finalizer: every input bit flips each output bit with p ~ 1/2. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
 }
 
 /*
@@ -293,16 +276,6 @@ static bool descend(struct bst_root *root, const struct bst_key *k, struct bst_s
 	}
 	*linkp = link;
 	return ok;
-}
-
-/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
-{
-	if (!key || klen == 0 || (vlen && !val))
-		return TIPS_EINVAL;
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return TIPS_ETOOBIG;
-	return 0;
 }
 
 /* ---- ops ------------------------------------------------------------------------------ */

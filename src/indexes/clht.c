@@ -86,6 +86,7 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "clht"
 #include "indexes/idx_hooks.h"
+#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "indexes/scan_topk.h"
 
@@ -182,13 +183,6 @@ struct clht_index {
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
-static inline uint64_t load64(const void *p)
-{
-	uint64_t w;
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
-
 static inline void cpu_relax(unsigned *spins)
 {
 	if (++*spins % 256 == 0) {
@@ -198,17 +192,6 @@ static inline void cpu_relax(unsigned *spins)
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
 #endif
-}
-
-/* splitmix64's finalizer. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
 }
 
 /* Hash of a key; an 8-byte key costs one finalizer over its word. Longer or
@@ -230,16 +213,6 @@ static uint64_t key_hash(const void *key, size_t len)
 		h ^= h >> 32;
 	}
 	return mix64(h);
-}
-
-/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
-{
-	if (!key || klen == 0 || (vlen && !val))
-		return TIPS_EINVAL;
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return TIPS_ETOOBIG;
-	return 0;
 }
 
 /* A key being looked for: its bytes, hash, and (klen 8) its word. */

@@ -40,6 +40,7 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "hash"
 #include "indexes/idx_hooks.h"
+#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "indexes/scan_topk.h"
 
@@ -85,24 +86,6 @@ struct hash_index {
 };
 
 /* ---- keys ---------------------------------------------------------------------------- */
-
-static inline uint64_t load64(const void *p)
-{
-	uint64_t w;
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
-
-/* splitmix64's finalizer: every input bit flips each output bit with p ~ 1/2. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
 
 /*
  * 64-bit hash of a byte string: each 8-byte word (the tail zero-padded) is multiplied,
@@ -187,16 +170,6 @@ static struct hash_node *node_new(const void *key, uint32_t klen, const void *va
 	if (vlen)
 		memcpy(n->data + klen, val, vlen);
 	return n;
-}
-
-/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
-{
-	if (!key || klen == 0 || (vlen && !val))
-		return TIPS_EINVAL;
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return TIPS_ETOOBIG;
-	return 0;
 }
 
 /* ---- ops ------------------------------------------------------------------------------ */

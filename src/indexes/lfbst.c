@@ -97,6 +97,7 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "lfbst"
 #include "indexes/idx_hooks.h"
+#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 
 #include <endian.h>
@@ -427,17 +428,6 @@ static inline void help_if_marked(const struct seekrec *r, uintptr_t seen)
 {
 	if (edge_node(seen) == &r->leaf->h && (seen & LF_MARKS))
 		cleanup(r);
-}
-
-/* ---- argument checks ------------------------------------------------------------------ */
-
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
-{
-	if (!key || klen == 0 || (vlen && !val))
-		return TIPS_EINVAL;
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return TIPS_ETOOBIG;
-	return 0;
 }
 
 /* ---- ops ------------------------------------------------------------------------------ */

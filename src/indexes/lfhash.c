@@ -84,6 +84,7 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "lfhash"
 #include "indexes/idx_hooks.h"
+#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "indexes/scan_topk.h"
 
@@ -128,13 +129,6 @@ struct lf_index {
 };
 
 /* ---- keys ---------------------------------------------------------------------------- */
-
-static inline uint64_t load64(const void *p)
-{
-	uint64_t w;
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
 
 /* A search key, with its first word byte-swapped when it is 8 bytes long, so that two
  * 8-byte keys compare in memcmp order with one integer comparison. */
@@ -287,16 +281,6 @@ static struct lf_node *node_new(const struct lf_key *k, const void *val, uint32_
 		atomic_init(&n->val, val_pack(val, vlen));
 	}
 	return n;
-}
-
-/* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
-{
-	if (!key || klen == 0 || (vlen && !val))
-		return TIPS_EINVAL;
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return TIPS_ETOOBIG;
-	return 0;
 }
 
 static inline _Atomic uintptr_t *bucket_of(const struct lf_index *h, const struct lf_key *k)
