@@ -44,6 +44,31 @@ static int test_failures;
 		}                                                                        \
 	} while (0)
 
+/* ---- helpers of the index tests ---------------------------------------------------- */
+
+/* xorshift64*: a fast deterministic stream from seed *@s (not 0). */
+static inline uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dull;
+}
+
+/* @x as 8 big-endian bytes: byte order is numeric order. */
+static inline void be64(unsigned char *out, uint64_t x)
+{
+	for (int i = 7; i >= 0; i--, x >>= 8)
+		out[i] = (unsigned char)x;
+}
+
+/* The key order of tips.h: memcmp over the common length, the shorter key first. */
+static inline int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	int r = memcmp(a, b, alen < blen ? alen : blen);
+	return r ? r : (alen > blen) - (alen < blen);
+}
+
 /* A fresh path under @dir that does not exist yet: DIR/tips-test-NAME-PID-N.pool */
 static inline void test_path(char *out, size_t len, const char *dir, const char *name)
 {

@@ -110,26 +110,7 @@ struct pmdk_hash {
 	char path[256];          /* for messages */
 };
 
-/* ---- keys (the hash is hash.c's) ---------------------------------------------------------- */
-
-static uint64_t hash_key(const void *key, size_t len)
-{
-	const unsigned char *p = key;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)len * 0xff51afd7ed558ccdull);
-	for (; len >= 8; p += 8, len -= 8) {
-		uint64_t w = load64(p) * 0xc4ceb9fe1a85ec53ull;
-		w ^= w >> 29;
-		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
-	}
-	if (len) {
-		uint64_t w = 0;
-		memcpy(&w, p, len);
-		w *= 0xc4ceb9fe1a85ec53ull;
-		w ^= w >> 29;
-		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
-	}
-	return mix64(h);
-}
+/* ---- keys (the hash is hash.c's: hash_key() of idx_util.h) ---------------------------------------------------------- */
 
 static inline struct pmdk_node *node_at(const struct pmdk_hash *h, uint64_t off)
 {

@@ -87,30 +87,6 @@ struct hash_index {
 
 /* ---- keys ---------------------------------------------------------------------------- */
 
-/*
- * 64-bit hash of a byte string: each 8-byte word (the tail zero-padded) is multiplied,
- * folded and combined by multiply-rotate; the length is in the seed so that "a" and
- * "a\0" differ; mix64 finishes. An 8-byte key costs one word step and the finalizer.
- */
-static uint64_t hash_key(const void *key, size_t len)
-{
-	const unsigned char *p = key;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)len * 0xff51afd7ed558ccdull);
-	for (; len >= 8; p += 8, len -= 8) {
-		uint64_t w = load64(p) * 0xc4ceb9fe1a85ec53ull;
-		w ^= w >> 29;
-		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
-	}
-	if (len) {
-		uint64_t w = 0;
-		memcpy(&w, p, len);
-		w *= 0xc4ceb9fe1a85ec53ull;
-		w ^= w >> 29;
-		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
-	}
-	return mix64(h);
-}
-
 static inline bool node_has_key(const struct hash_node *n, const void *key, uint32_t klen)
 {
 	if (n->klen != klen)

@@ -1,6 +1,7 @@
 /*
  * idx_util.h - small helpers every index (and the pmdk-hash baseline) shares: an
- * unaligned 8-byte load, a 64-bit mixer, and the argument check of a write. Header-only
+ * unaligned 8-byte load, a 64-bit mixer, the byte-string hash of the hash tables, and
+ * the argument check of a write. Header-only
  * (static inline), so each build of each index gets its own copy and exports nothing.
  */
 #ifndef TIPS_IDX_UTIL_H
@@ -29,6 +30,30 @@ static inline uint64_t mix64(uint64_t x)
 	x *= 0x94d049bb133111ebull;
 	x ^= x >> 31;
 	return x;
+}
+
+/*
+ * 64-bit hash of a byte string: each 8-byte word (the tail zero-padded) is multiplied,
+ * folded and combined by multiply-rotate; the length is in the seed so that "a" and
+ * "a\0" differ; mix64 finishes. An 8-byte key costs one word step and the finalizer.
+ */
+static inline uint64_t hash_key(const void *key, size_t len)
+{
+	const unsigned char *p = key;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)len * 0xff51afd7ed558ccdull);
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t w = load64(p) * 0xc4ceb9fe1a85ec53ull;
+		w ^= w >> 29;
+		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
+	}
+	if (len) {
+		uint64_t w = 0;
+		memcpy(&w, p, len);
+		w *= 0xc4ceb9fe1a85ec53ull;
+		w ^= w >> 29;
+		h = ((h ^ w) << 27 | (h ^ w) >> 37) * 0x9e3779b97f4a7c15ull;
+	}
+	return mix64(h);
 }
 
 /* 0 if @key/@klen and @val/@vlen are acceptable to a write, else the code to return. */

@@ -51,14 +51,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
-static uint64_t rnd(uint64_t *s) /* xorshift64* */
-{
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 0x2545f4914f6cdd1dull;
-}
-
 static uint64_t mix64(uint64_t x)
 {
 	x ^= x >> 30;
@@ -66,18 +58,6 @@ static uint64_t mix64(uint64_t x)
 	x ^= x >> 27;
 	x *= 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
-}
-
-static void be64(unsigned char *out, uint64_t x)
-{
-	for (int i = 7; i >= 0; i--, x >>= 8)
-		out[i] = (unsigned char)x;
-}
-
-static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-	int r = memcmp(a, b, alen < blen ? alen : blen);
-	return r ? r : (alen > blen) - (alen < blen);
 }
 
 /* ---- the model: a fixed set of distinct keys, each present or not, with a value ------- */
