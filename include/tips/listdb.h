@@ -1,0 +1,146 @@
+/*
+ * tips/listdb.h - ListDB: a write-optimized persistent key-value store (papers/002_*).
+ *
+ * Three levels. Writes go to a MemTable (a lock-free skiplist in DRAM) whose elements
+ * point at their log entries in PM. A full MemTable becomes immutable and a background
+ * thread turns its log entries into an L0 PMTable by writing their skiplist pointers in
+ * place (Index-Unified Logging: no key or value is copied, no pointer is flushed). Zipper
+ * compaction merges the oldest L0 PMTable into the one L1 PMTable in place, tail to head,
+ * without blocking readers. A MANIFEST in the first pool records what is merged and
+ * which compaction is under way; everything newer is rebuilt from the log at open.
+ *
+ * Durability: a write is durable when it returns 0 (one fence: its log entry). Reads
+ * never fence. All calls except open/close are thread-safe and may run concurrently.
+ *
+ * Files. A database with D NUMA domains is D pools: @path (domain 0, holding the
+ * MANIFEST) and @path.d1 ... @path.d(D-1). Each domain's log entries live in its own
+ * pool; a thread writes into the domain listdb_thread_domain() gave it (default: the
+ * thread's slot number modulo D). With braided skiplists (the default) the upper layers
+ * of the PMTables link only elements of one domain; the bottom layer links all.
+ *
+ * Keys are byte strings of 1..TIPS_MAX_KEY bytes ordered by memcmp (shorter first on a
+ * tie); values are 0..TIPS_MAX_VALUE bytes.
+ */
+#ifndef TIPS_LISTDB_H
+#define TIPS_LISTDB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tips/errors.h>
+#include <tips/pool.h>
+#include <tips/tips.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct listdb;
+
+#define LISTDB_MAX_DOMAINS 8
+
+/** How a full MemTable becomes an L0 PMTable. */
+enum listdb_flush_mode {
+	LISTDB_FLUSH_IUL = 0, /* Index-Unified Logging: link the log entries in place */
+	LISTDB_FLUSH_WAL = 1, /* conventional: copy each entry out of the write-ahead log
+	                         into a new persisted element (for comparison) */
+};
+
+struct listdb_config {
+	size_t struct_size;        /* set by listdb_config_init */
+	unsigned flags;            /* LISTDB_CREATE: create the pools if they do not exist */
+	uint64_t pool_size;        /* create: bytes per domain pool (0: from expected_keys) */
+	uint64_t expected_keys;    /* sizing hint (default 1M) */
+	unsigned domains;          /* create: NUMA domains, 1..LISTDB_MAX_DOMAINS (default 1) */
+	int braided;               /* create: 1 braided upper layers (default), 0 oblivious */
+	enum listdb_flush_mode flush_mode; /* default IUL */
+	uint64_t memtable_entries; /* entries per MemTable (default 256K) */
+	unsigned max_immutable;    /* writers wait while this many MemTables await flush (4) */
+	unsigned max_l0;           /* writers wait while this many L0 tables await merge (8) */
+	unsigned compaction_threads; /* background threads (default 1), each also flushes */
+	unsigned shards;           /* key-range shards of L1 for parallel compaction (default 4) */
+	int compaction;            /* 1: merge L0 into L1 (default); 0: keep L0 (IUL tests) */
+	uint64_t cache_entries;    /* lookup hash table: slots of PM addresses (0: none);
+	                              default: expected_keys / 8 */
+	uint64_t second_chance_entries; /* skiplist cache of tall L1 elements (0: none);
+	                              default: cache_entries / 16 */
+	int count_traversals;      /* 1: count pointer traversals and cross-domain ones */
+	const struct tips_pool_options *pool; /* NULL: defaults; media SIM for tests */
+};
+#define LISTDB_CREATE 1u
+
+/** listdb_config_init() - fill @cfg with the documented defaults. */
+TIPS_API void listdb_config_init(struct listdb_config *cfg);
+
+/**
+ * listdb_open() - open (or with LISTDB_CREATE create) the database at @path.
+ * After a crash, recovery (Alg. 5) finishes an interrupted compaction and rebuilds the
+ * L0 PMTables from the log before it returns; the lookup caches start empty.
+ * Return: 0, TIPS_ENOENT, TIPS_EEXIST (create over a non-ListDB pool), TIPS_ENOTPOOL,
+ * TIPS_ECORRUPT (a foreign or damaged file, or domain pools that do not belong
+ * together), TIPS_ELOCKED (open elsewhere), TIPS_EINVAL, TIPS_ENOMEM, and the codes of
+ * tips_pool_open().
+ */
+TIPS_API int listdb_open(const char *path, const struct listdb_config *cfg,
+			 struct listdb **out);
+/** listdb_close() - stop the background threads, close the pools; sets *@db to NULL.
+ * MemTables need no flush: their entries are in the log. */
+TIPS_API int listdb_close(struct listdb **db);
+
+/* Writes. Durable when they return 0. TIPS_ETOOBIG (key or value too long), TIPS_EINVAL,
+ * TIPS_ENOMEM (the pools are full). */
+TIPS_API int listdb_put(struct listdb *db, const void *key, size_t klen, const void *val,
+			size_t vlen);
+/* A tombstone; succeeds whether or not the key is present. */
+TIPS_API int listdb_delete(struct listdb *db, const void *key, size_t klen);
+/* Checked writes (a lookup and the write under a per-key lock): TIPS_EKEYEXISTS for an
+ * insert of a present key, TIPS_ENOTFOUND for update/remove of an absent one. */
+TIPS_API int listdb_insert(struct listdb *db, const void *key, size_t klen, const void *val,
+			   size_t vlen);
+TIPS_API int listdb_update(struct listdb *db, const void *key, size_t klen, const void *val,
+			   size_t vlen);
+TIPS_API int listdb_remove(struct listdb *db, const void *key, size_t klen);
+
+/** listdb_get() - as tips_lookup(): 0, TIPS_ENOTFOUND, TIPS_ESIZE (value longer than
+ * @cap; *@vlen says how long). */
+TIPS_API int listdb_get(struct listdb *db, const void *key, size_t klen, void *val,
+			size_t cap, size_t *vlen);
+/** listdb_scan() - as tips_scan(): up to @count pairs with keys >= @start, in order,
+ * merged over every level (the newest version of each key; deleted keys skipped). */
+TIPS_API long listdb_scan(struct listdb *db, const void *start, size_t klen, size_t count,
+			  tips_scan_fn fn, void *arg);
+
+/** listdb_thread_domain() - the NUMA domain of the calling thread's writes and reads
+ * (0..domains-1). Return: 0 or TIPS_EINVAL. */
+TIPS_API int listdb_thread_domain(struct listdb *db, unsigned domain);
+
+/** listdb_flush() - seal the mutable MemTable and wait until every MemTable is an L0
+ * PMTable and (if @merge) every L0 PMTable is merged into L1. For tests and tools. */
+TIPS_API int listdb_flush(struct listdb *db, int merge);
+
+struct listdb_stats {
+	uint64_t puts, deletes, gets;
+	uint64_t memtables_flushed, entries_flushed; /* MemTable -> L0 */
+	uint64_t compactions, entries_merged;        /* L0 -> L1 */
+	uint64_t obsolete_marked, chunks_reclaimed, chunks_live;
+	uint64_t write_stall_ns;      /* time writers waited for flush or compaction */
+	uint64_t immutable_now, l0_now;
+	uint64_t cache_hits, cache_lookups, second_chance_hits;
+	uint64_t traversals, cross_domain_traversals; /* count_traversals only */
+	double recovery_ms;           /* time open spent recovering (0 after a clean close) */
+	uint64_t recovered_entries;   /* log entries recovery put back into L0 */
+	int recovered;                /* 1 if open found an unclean shutdown */
+};
+TIPS_API void listdb_stats(struct listdb *db, struct listdb_stats *out);
+
+/** Ownership check (tests): every L1 element lies in a live log chunk, keys are in
+ * order, every chunk is an allocated heap block owned by its slot. 0, TIPS_ECORRUPT
+ * (first problem in tips_errormsg()). Not concurrent with writes. */
+struct listdb_report {
+	uint64_t l1_elements, l0_elements, chunks, heap_blocks;
+};
+TIPS_API int listdb_check(struct listdb *db, struct listdb_report *rep);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIPS_LISTDB_H */

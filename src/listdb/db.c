@@ -1,0 +1,968 @@
+/*
+ * db.c - ListDB's front end: open and recovery (Algorithm 5), put/delete (Algorithm 1),
+ * get (Algorithm 4), scan (a merging iterator over every level), and the background
+ * threads that flush MemTables (Algorithm 2) and run Zipper compaction (Algorithm 3).
+ *
+ * Tables. db->mutable_mt takes writes; a full one is sealed and joins the immutable
+ * list; the oldest immutable one is flushed into an L0 table; the oldest L0 table is
+ * merged into L1. Readers see the lists through an RCU-published view (struct ld_view):
+ * every table they find stays readable until they leave their read section.
+ * Invariants:
+ *   - a MemTable of seq S holds exactly the entries with LD_SEQ(lsn) == S; a table moves
+ *     to the next list (immutable -> L0 -> gone) only after its successor form holds
+ *     every entry, and the view is republished in that order, so a reader that looks
+ *     newest-to-oldest never misses an entry that was acknowledged before it started;
+ *   - tables are flushed and merged oldest first; merged_seq advances only after a
+ *     table is wholly in L1 and the compaction has fenced.
+ */
+#define _GNU_SOURCE
+#include "listdb/listdb_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <tips/heap.h>
+
+#include "pm/pm.h"
+#include "util/errors_internal.h"
+#include "util/grace.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void listdb_config_init(struct listdb_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->struct_size = sizeof(*cfg);
+	cfg->expected_keys = 1u << 20;
+	cfg->domains = 1;
+	cfg->braided = 1;
+	cfg->flush_mode = LISTDB_FLUSH_IUL;
+	cfg->memtable_entries = 256u << 10;
+	cfg->max_immutable = 4;
+	cfg->max_l0 = 8;
+	cfg->compaction_threads = 1;
+	cfg->shards = 4;
+	cfg->compaction = 1;
+	cfg->cache_entries = UINT64_MAX;        /* resolved at open */
+	cfg->second_chance_entries = UINT64_MAX;
+}
+
+/* ---- views --------------------------------------------------------------------------- */
+
+/* Publishes the lists as they are now; the caller holds view_lock. */
+static void publish_view(struct listdb *db)
+{
+	struct ld_view *v = calloc(1, sizeof(*v));
+	TIPS_INVARIANT(v != NULL, "out of DRAM for a table view");
+	v->mutable_mt = atomic_load(&db->mutable_mt);
+	for (unsigned i = 0; i < db->nimm; i++)
+		v->imm[i] = db->imm_oldest[db->nimm - 1 - i];
+	v->nimm = db->nimm;
+	unsigned n = 0;
+	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
+		n++;
+	v->nl0 = n;
+	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
+		v->l0[--n] = t;
+	struct ld_view *old = atomic_exchange(&db->view, v);
+	grace_free(old);
+}
+
+static unsigned shard_heads(const struct listdb *db, struct ld_l0 *t, unsigned s,
+			    struct ld_entry **heads)
+{
+	for (unsigned d = 0; d < db->domains; d++)
+		heads[d] = t ? t->heads[s][d] : ld_l1_head(db, s, d);
+	return db->domains;
+}
+
+/* ---- writes ------------------------------------------------------------------------- */
+
+static unsigned random_height(struct ld_tls *t)
+{
+	uint64_t x = t->rng;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	t->rng = x;
+	unsigned h = 1;
+	while (h < LD_MAX_HEIGHT && (x & 3) == 0) {
+		h++;
+		x >>= 2;
+	}
+	return h;
+}
+
+/* Seals @mt (if it is still the mutable one) and installs a new MemTable; waits while
+ * too many tables await flush or merge (the write stall). */
+static int switch_memtable(struct listdb *db, struct ld_memtable *mt)
+{
+	pthread_mutex_lock(&db->view_lock);
+	uint64_t t0 = 0;
+	while (atomic_load(&db->mutable_mt) == mt && !db->stop &&
+	       (db->nimm >= db->cfg.max_immutable ||
+		(db->cfg.compaction && db->nl0 >= db->cfg.max_l0))) {
+		if (!t0)
+			t0 = now_ns();
+		pthread_cond_wait(&db->stall_cond, &db->view_lock);
+	}
+	if (t0)
+		atomic_fetch_add(&db->st.write_stall_ns, now_ns() - t0);
+	if (atomic_load(&db->mutable_mt) != mt) {
+		pthread_mutex_unlock(&db->view_lock);
+		return 0;
+	}
+	struct ld_memtable *nmt = ld_mt_create(db->next_seq, db->cfg.memtable_entries);
+	if (!nmt) {
+		pthread_mutex_unlock(&db->view_lock);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable");
+	}
+	db->next_seq++;
+	mt->sealed_count = atomic_fetch_or(&mt->issued, LD_MT_SEALED) & ~LD_MT_SEALED;
+	db->imm_oldest[db->nimm++] = mt;
+	atomic_store(&db->mutable_mt, nmt);
+	publish_view(db);
+	pthread_cond_broadcast(&db->stall_cond);
+	pthread_mutex_unlock(&db->view_lock);
+	pthread_mutex_lock(&db->bg_lock);
+	pthread_cond_broadcast(&db->bg_cond);
+	pthread_mutex_unlock(&db->bg_lock);
+	return 0;
+}
+
+static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (!key || klen == 0 || (vlen && !val))
+		return tips_set_error(TIPS_EINVAL, "NULL or empty key, or NULL value");
+	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return tips_set_error(TIPS_ETOOBIG, "key of %zu bytes or value of %zu bytes "
+				      "(limits %u and %u)", klen, vlen, TIPS_MAX_KEY, TIPS_MAX_VALUE);
+	return 0;
+}
+
+static int write_entry(struct listdb *db, uint8_t op, const void *key, size_t klen,
+		       const void *val, size_t vlen)
+{
+	int rc = check_kv(key, klen, val, vlen);
+	if (rc)
+		return rc;
+	struct ld_tls *t = ld_tls_get(db);
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
+	struct ld_memtable *mt;
+	uint64_t slot;
+	for (;;) {
+		mt = atomic_load(&db->mutable_mt);
+		slot = atomic_fetch_add(&mt->issued, 1);
+		if (!(slot & LD_MT_SEALED) && slot < mt->capacity)
+			break;
+		if ((rc = switch_memtable(db, mt)))
+			return rc;
+	}
+	unsigned h = random_height(t);
+	size_t size = ld_entry_size(h, klen, vlen);
+	struct ld_entry *e;
+	struct ld_chunk *c;
+	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, &e, &c);
+	if (rc) {
+		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
+		return rc;
+	}
+	e->lsn = (mt->seq << 32) | slot;
+	e->klen = (uint32_t)klen;
+	e->vlen = (uint32_t)vlen;
+	e->op = op;
+	e->height = (uint8_t)h;
+	atomic_store_explicit(&e->flags, 0, memory_order_relaxed);
+	e->pad = 0;
+	memset((void *)e->next, 0, 8u * h);
+	unsigned char *kp = (unsigned char *)ld_key(e);
+	memcpy(kp, key, klen);
+	memset(kp + klen, 0, ld_pad8(klen) - klen);
+	unsigned char *vp = (unsigned char *)ld_val(e);
+	if (vlen)
+		memcpy(vp, val, vlen);
+	memset(vp + vlen, 0, ld_pad8(vlen) - vlen);
+	e->csum = ld_entry_checksum(e);
+	pm_persist(e, size); /* the durability point */
+	atomic_fetch_add(&c->entries, 1);
+	atomic_store(&c->max_seq, mt->seq);
+	rc = ld_mt_insert(mt, e);
+	atomic_fetch_add(&mt->done, 1);
+	if (rc)
+		return tips_set_error(rc, "out of DRAM for a MemTable node");
+	atomic_fetch_add(op == LD_OP_PUT ? &db->st.puts : &db->st.deletes, 1);
+	return 0;
+}
+
+int listdb_put(struct listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (!db)
+		return tips_set_error(TIPS_EINVAL, "NULL database");
+	return write_entry(db, LD_OP_PUT, key, klen, val ? val : "", vlen);
+}
+
+int listdb_delete(struct listdb *db, const void *key, size_t klen)
+{
+	if (!db)
+		return tips_set_error(TIPS_EINVAL, "NULL database");
+	return write_entry(db, LD_OP_DELETE, key, klen, "", 0);
+}
+
+/* ---- reads --------------------------------------------------------------------------- */
+
+/* The newest entry of @key (a tombstone included), or NULL; inside a read section. */
+static struct ld_entry *find_newest(struct listdb *db, struct ld_tls *t, const void *key,
+				    size_t klen)
+{
+	struct ld_view *v = atomic_load_explicit(&db->view, memory_order_acquire);
+	struct ld_entry *e = ld_mt_get(v->mutable_mt, key, klen);
+	if (e)
+		return e;
+	for (unsigned i = 0; i < v->nimm; i++)
+		if ((e = ld_mt_get(v->imm[i], key, klen)))
+			return e;
+	if (db->hcache) {
+		atomic_fetch_add_explicit(&db->st.cache_lookups, 1, memory_order_relaxed);
+		e = ld_hcache_lookup(db->hcache, key, klen);
+		if (e && (e->op == LD_OP_DELETE || !ld_obsolete(e))) {
+			atomic_fetch_add_explicit(&db->st.cache_hits, 1, memory_order_relaxed);
+			return e;
+		}
+	}
+	unsigned s = ld_shard_of(db, key, klen);
+	struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+	for (unsigned i = 0; i < v->nl0; i++) {
+		shard_heads(db, v->l0[i], s, heads);
+		if ((e = ld_list_get(db, t, heads, NULL, key, klen, true)))
+			return e;
+	}
+	shard_heads(db, NULL, s, heads);
+	struct ld_entry *start = db->scache ? ld_scache_floor(db->scache, key, klen) : NULL;
+	if (start && ld_shard_of(db, ld_key(start), start->klen) != s)
+		start = NULL;
+	if (start)
+		atomic_fetch_add_explicit(&db->st.second_chance_hits, 1, memory_order_relaxed);
+	return ld_list_get(db, t, heads, start, key, klen, false);
+}
+
+int listdb_get(struct listdb *db, const void *key, size_t klen, void *val, size_t cap,
+	       size_t *vlen)
+{
+	if (!db || !key || klen == 0 || (cap && !val))
+		return tips_set_error(TIPS_EINVAL, "NULL database, key or buffer");
+	if (klen > TIPS_MAX_KEY)
+		return TIPS_ENOTFOUND;
+	struct ld_tls *t = db->cfg.count_traversals ? ld_tls_get(db) : NULL;
+	grace_read_enter();
+	struct ld_entry *e = find_newest(db, t, key, klen);
+	int rc;
+	if (!e || e->op == LD_OP_DELETE) {
+		rc = TIPS_ENOTFOUND;
+	} else {
+		if (vlen)
+			*vlen = e->vlen;
+		if (e->vlen > cap) {
+			rc = TIPS_ESIZE;
+		} else {
+			memcpy(val, ld_val(e), e->vlen);
+			rc = 0;
+		}
+	}
+	grace_read_exit();
+	if (t) {
+		atomic_fetch_add_explicit(&db->st.traversals, t->traversals, memory_order_relaxed);
+		atomic_fetch_add_explicit(&db->st.cross, t->cross, memory_order_relaxed);
+		t->traversals = t->cross = 0;
+	}
+	atomic_fetch_add_explicit(&db->st.gets, 1, memory_order_relaxed);
+	return rc;
+}
+
+/* Checked writes: a per-key lock makes the lookup and the write one step. */
+static pthread_mutex_t *key_lock(struct listdb *db, const void *key, size_t klen)
+{
+	uint64_t h = 1469598103934665603ull;
+	const unsigned char *p = key;
+	for (size_t i = 0; i < klen; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return &db->key_locks[(h ^ (h >> 29)) & 255];
+}
+
+static int present(struct listdb *db, const void *key, size_t klen)
+{
+	grace_read_enter();
+	struct ld_entry *e = find_newest(db, NULL, key, klen);
+	int yes = e && e->op == LD_OP_PUT;
+	grace_read_exit();
+	return yes;
+}
+
+static int checked(struct listdb *db, uint8_t op, int want_present, const void *key,
+		   size_t klen, const void *val, size_t vlen)
+{
+	if (!db)
+		return tips_set_error(TIPS_EINVAL, "NULL database");
+	int rc = check_kv(key, klen, val, vlen);
+	if (rc)
+		return rc;
+	pthread_mutex_t *m = key_lock(db, key, klen);
+	pthread_mutex_lock(m);
+	if (present(db, key, klen) != want_present)
+		rc = want_present ? TIPS_ENOTFOUND : TIPS_EKEYEXISTS;
+	else
+		rc = write_entry(db, op, key, klen, val, vlen);
+	pthread_mutex_unlock(m);
+	return rc;
+}
+
+int listdb_insert(struct listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	return checked(db, LD_OP_PUT, 0, key, klen, val ? val : "", vlen);
+}
+
+int listdb_update(struct listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	return checked(db, LD_OP_PUT, 1, key, klen, val ? val : "", vlen);
+}
+
+int listdb_remove(struct listdb *db, const void *key, size_t klen)
+{
+	return checked(db, LD_OP_DELETE, 1, key, klen, "", 0);
+}
+
+/* ---- scans ----------------------------------------------------------------------------- */
+
+struct source {
+	struct ld_mnode *node;  /* a MemTable source */
+	struct ld_entry *e;     /* current entry (NULL: exhausted) */
+};
+
+static void source_skip_obsolete(struct source *src)
+{
+	while (!src->node && src->e && ld_obsolete(src->e))
+		src->e = ld_next(src->e, 0);
+}
+
+static void source_advance(struct source *src)
+{
+	if (src->node) {
+		src->node = ld_mt_next(src->node);
+		src->e = src->node ? src->node->e : NULL;
+	} else {
+		src->e = ld_next(src->e, 0);
+		source_skip_obsolete(src);
+	}
+}
+
+/* Scans shard @s from @start; returns pairs emitted, or <0 (fn stopped: -1 - n). */
+static long scan_shard(struct listdb *db, struct ld_view *v, unsigned s, const void *start,
+		       size_t kl, size_t count, tips_scan_fn fn, void *arg, bool *stop)
+{
+	struct source src[2 + 32 + 64];
+	unsigned n = 0;
+	struct ld_memtable *mts[33];
+	unsigned nmt = 0;
+	mts[nmt++] = v->mutable_mt;
+	for (unsigned i = 0; i < v->nimm; i++)
+		mts[nmt++] = v->imm[i];
+	for (unsigned i = 0; i < nmt; i++) {
+		struct ld_mnode *m = ld_mt_seek(mts[i], start, kl);
+		if (m) {
+			src[n].node = m;
+			src[n].e = m->e;
+			n++;
+		}
+	}
+	struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+	for (unsigned i = 0; i <= v->nl0; i++) {
+		shard_heads(db, i < v->nl0 ? v->l0[i] : NULL, s, heads);
+		src[n].node = NULL;
+		src[n].e = ld_list_seek(db, heads, start, kl);
+		source_skip_obsolete(&src[n]);
+		if (src[n].e)
+			n++;
+	}
+	long emitted = 0;
+	const struct ld_entry *last = NULL;
+	while ((size_t)emitted < count) {
+		int best = -1;
+		for (unsigned i = 0; i < n; i++) {
+			if (!src[i].e)
+				continue;
+			if (best < 0 || ld_cmp_entries(src[i].e, src[best].e) < 0)
+				best = (int)i;
+		}
+		if (best < 0)
+			break;
+		struct ld_entry *e = src[best].e;
+		if (ld_shard_of(db, ld_key(e), e->klen) != s)
+			break; /* MemTables are not sharded: the shard ends here */
+		source_advance(&src[best]);
+		if (last && ld_keycmp(ld_key(last), last->klen, ld_key(e), e->klen) == 0)
+			continue; /* an older version (or the same entry seen twice) */
+		last = e;
+		if (e->op == LD_OP_DELETE)
+			continue;
+		emitted++;
+		if (fn && fn(ld_key(e), e->klen, ld_val(e), e->vlen, arg)) {
+			*stop = true;
+			break;
+		}
+	}
+	return emitted;
+}
+
+long listdb_scan(struct listdb *db, const void *start, size_t klen, size_t count,
+		 tips_scan_fn fn, void *arg)
+{
+	if (!db || (klen && !start))
+		return tips_set_error(TIPS_EINVAL, "NULL database or start key");
+	if (klen > TIPS_MAX_KEY)
+		return tips_set_error(TIPS_ETOOBIG, "start key of %zu bytes", klen);
+	long total = 0;
+	bool stop = false;
+	grace_read_enter();
+	struct ld_view *v = atomic_load_explicit(&db->view, memory_order_acquire);
+	unsigned s0 = klen ? ld_shard_of(db, start, klen) : 0;
+	for (unsigned s = s0; s < db->shards && !stop && (size_t)total < count; s++) {
+		unsigned char lo = (unsigned char)((s * 256u + db->shards - 1) / db->shards);
+		const void *k = s == s0 ? start : &lo;
+		size_t kl = s == s0 ? klen : 1;
+		if (s == s0 && klen == 0) {
+			k = &lo;
+			kl = 1;
+		}
+		total += scan_shard(db, v, s, k, kl, count - (size_t)total, fn, arg, &stop);
+	}
+	grace_read_exit();
+	return total;
+}
+
+/* ---- background: flush and compaction ---------------------------------------------------- */
+
+static struct ld_entry **collect(struct ld_memtable *mt, size_t *n)
+{
+	uint64_t issued = mt->sealed_count; /* set under view_lock before the table was listed */
+	if (issued > mt->capacity)
+		issued = mt->capacity;
+	while (atomic_load(&mt->done) < issued)
+		sched_yield(); /* a writer is between its slot and its MemTable insert */
+	struct ld_entry **arr = malloc((issued ? issued : 1) * sizeof(*arr));
+	TIPS_INVARIANT(arr != NULL, "out of DRAM for a flush");
+	size_t i = 0;
+	for (struct ld_mnode *m = ld_mt_next(mt->head); m; m = ld_mt_next(m))
+		arr[i++] = m->e;
+	*n = i;
+	return arr;
+}
+
+/* WAL mode: copy each entry out of the log into a new element, persisted. */
+static int copy_out(struct listdb *db, struct ld_entry **arr, size_t n, uint64_t seq)
+{
+	struct ld_tls *t = ld_tls_get(db);
+	unsigned home = t->domain;
+	for (size_t i = 0; i < n; i++) {
+		struct ld_entry *e = arr[i], *c;
+		struct ld_chunk *ch;
+		t->domain = ld_domain_of(db, e);
+		size_t sz = ld_entry_bytes(e);
+		int rc = ld_log_reserve(db, t, LD_CHUNK_COPY, sz, seq, &c, &ch);
+		if (rc) {
+			t->domain = home;
+			return rc;
+		}
+		memcpy(c, e, sz);
+		atomic_store(&c->flags, 0);
+		pm_flush(c, sz);
+		atomic_fetch_add(&ch->entries, 1);
+		atomic_store(&ch->max_seq, seq);
+		ld_mark_obsolete(db, e); /* the log entry is garbage once its table is merged */
+		arr[i] = c;
+	}
+	t->domain = home;
+	return 0;
+}
+
+static void flush_one(struct listdb *db)
+{
+	pthread_mutex_lock(&db->view_lock);
+	struct ld_memtable *mt = db->nimm ? db->imm_oldest[0] : NULL;
+	pthread_mutex_unlock(&db->view_lock);
+	if (!mt)
+		return;
+	size_t n;
+	struct ld_entry **arr = collect(mt, &n);
+	struct ld_l0 *t = calloc(1, sizeof(*t));
+	TIPS_INVARIANT(t != NULL, "out of DRAM for an L0 table");
+	t->seq = mt->seq;
+	int rc = 0;
+	if (db->cfg.flush_mode == LISTDB_FLUSH_WAL)
+		rc = copy_out(db, arr, n, mt->seq);
+	TIPS_INVARIANT(rc == 0, "WAL flush: the pool is full");
+	rc = ld_l0_link(db, t, arr, n, db->hcache);
+	TIPS_INVARIANT(rc == 0, "out of DRAM for L0 heads");
+	if (db->cfg.flush_mode == LISTDB_FLUSH_WAL) {
+		for (size_t i = 0; i < n; i++)
+			pm_flush((const void *)arr[i]->next, 8u * arr[i]->height);
+		pm_drain(); /* a conventional flush persists the table it built */
+	}
+	free(arr);
+	pthread_mutex_lock(&db->view_lock);
+	if (n) {
+		struct ld_l0 **p = &db->l0_oldest;
+		while (*p)
+			p = &(*p)->newer;
+		*p = t;
+		db->nl0++;
+	} else {
+		ld_l0_free(t);
+	}
+	memmove(db->imm_oldest, db->imm_oldest + 1, (db->nimm - 1) * sizeof(db->imm_oldest[0]));
+	db->nimm--;
+	publish_view(db);
+	pthread_cond_broadcast(&db->stall_cond);
+	pthread_mutex_unlock(&db->view_lock);
+	atomic_fetch_add(&db->st.memtables_flushed, 1);
+	atomic_fetch_add(&db->st.entries_flushed, n);
+	grace_wait();
+	ld_mt_destroy(mt);
+}
+
+/* Merges the oldest L0 table into L1 with every idle compaction thread's help. */
+static void compact_one(struct listdb *db)
+{
+	pthread_mutex_lock(&db->view_lock);
+	struct ld_l0 *t = db->l0_oldest;
+	pthread_mutex_unlock(&db->view_lock);
+	if (!t)
+		return;
+	db->manifest->compacting_seq = t->seq; /* the micro-log: begin */
+	pm_persist(&db->manifest->compacting_seq, 8);
+	atomic_store(&db->next_shard, 0);
+	atomic_store(&db->shards_done, 0);
+	pthread_mutex_lock(&db->bg_lock);
+	db->compacting = t;
+	pthread_cond_broadcast(&db->bg_cond);
+	pthread_mutex_unlock(&db->bg_lock);
+	ld_zipper_shards(db, t);
+	while (atomic_load(&db->shards_done) < db->shards)
+		sched_yield(); /* a helper is finishing its shard */
+	pthread_mutex_lock(&db->bg_lock);
+	db->compacting = NULL;
+	while (db->helpers_in)
+		pthread_cond_wait(&db->bg_cond, &db->bg_lock);
+	pthread_mutex_unlock(&db->bg_lock);
+	pm_drain();
+	db->manifest->merged_seq = t->seq + 1; /* the micro-log: done */
+	db->manifest->compacting_seq = 0;
+	pm_persist(&db->manifest->merged_seq, 16);
+	if (db->scache) {
+		pthread_mutex_lock(&db->scache_lock);
+		ld_scache_publish(db->scache);
+		pthread_mutex_unlock(&db->scache_lock);
+	}
+	pthread_mutex_lock(&db->view_lock);
+	db->l0_oldest = t->newer;
+	db->nl0--;
+	publish_view(db);
+	pthread_cond_broadcast(&db->stall_cond);
+	pthread_mutex_unlock(&db->view_lock);
+	atomic_fetch_add(&db->st.compactions, 1);
+	grace_wait();
+	ld_l0_free(t);
+}
+
+static bool bg_has_work(struct listdb *db)
+{
+	if (db->compacting && atomic_load(&db->next_shard) < db->shards)
+		return true; /* shards of a running compaction are free to take */
+	if (!db->flushing && atomic_load(&db->nimm) > 0)
+		return true;
+	if (db->cfg.compaction && !db->compaction_busy && atomic_load(&db->nl0) > 0)
+		return true;
+	return db->recount_pending && !db->compaction_busy;
+}
+
+static void *bg_main(void *arg)
+{
+	struct listdb *db = arg;
+	pthread_mutex_lock(&db->bg_lock);
+	for (;;) {
+		while (!db->stop && !bg_has_work(db))
+			pthread_cond_wait(&db->bg_cond, &db->bg_lock);
+		if (db->stop)
+			break;
+		if (db->compacting && atomic_load(&db->next_shard) < db->shards) {
+			struct ld_l0 *t = db->compacting;
+			db->helpers_in++;
+			pthread_mutex_unlock(&db->bg_lock);
+			ld_zipper_shards(db, t);
+			pthread_mutex_lock(&db->bg_lock);
+			db->helpers_in--;
+			pthread_cond_broadcast(&db->bg_cond);
+			continue;
+		}
+		if (!db->flushing && atomic_load(&db->nimm) > 0) {
+			db->flushing = true;
+			pthread_mutex_unlock(&db->bg_lock);
+			flush_one(db);
+			pthread_mutex_lock(&db->bg_lock);
+			db->flushing = false;
+			pthread_cond_broadcast(&db->bg_cond);
+			continue;
+		}
+		if (db->compaction_busy)
+			continue;
+		db->compaction_busy = true;
+		bool recount = db->recount_pending;
+		pthread_mutex_unlock(&db->bg_lock);
+		pthread_mutex_lock(&db->compaction_lock);
+		if (recount) {
+			ld_gc_recount(db);
+		} else if (db->cfg.compaction && atomic_load(&db->nl0) > 0) {
+			compact_one(db);
+		}
+		ld_gc_run(db);
+		pthread_mutex_unlock(&db->compaction_lock);
+		pthread_mutex_lock(&db->bg_lock);
+		if (recount)
+			db->recount_pending = false;
+		db->compaction_busy = false;
+		pthread_cond_broadcast(&db->bg_cond);
+	}
+	pthread_mutex_unlock(&db->bg_lock);
+	return NULL;
+}
+
+int listdb_flush(struct listdb *db, int merge)
+{
+	if (!db)
+		return tips_set_error(TIPS_EINVAL, "NULL database");
+	if (merge && !db->cfg.compaction)
+		return tips_set_error(TIPS_EINVAL, "merge asked of a database without compaction");
+	struct ld_memtable *mt = atomic_load(&db->mutable_mt);
+	if ((atomic_load(&mt->issued) & ~LD_MT_SEALED) > 0) {
+		int rc = switch_memtable(db, mt);
+		if (rc)
+			return rc;
+	}
+	pthread_mutex_lock(&db->bg_lock);
+	while (atomic_load(&db->nimm) > 0 || db->flushing ||
+	       (merge && (atomic_load(&db->nl0) > 0 || db->compaction_busy)))
+		pthread_cond_wait(&db->bg_cond, &db->bg_lock);
+	pthread_mutex_unlock(&db->bg_lock);
+	return 0;
+}
+
+int listdb_thread_domain(struct listdb *db, unsigned domain)
+{
+	if (!db || domain >= db->domains)
+		return tips_set_error(TIPS_EINVAL, "domain %u of %u", domain, db ? db->domains : 0);
+	struct ld_tls *t = ld_tls_get(db);
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
+	t->domain = domain;
+	return 0;
+}
+
+/* ---- recovery (Algorithm 5) --------------------------------------------------------------- */
+
+struct recovered {
+	struct ld_entry **v;
+	size_t n, cap;
+	uint64_t merged, max_seq;
+	bool oom;
+};
+
+static void collect_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
+{
+	struct recovered *r = arg;
+	uint64_t seq = LD_SEQ(e->lsn);
+	if (seq > atomic_load(&c->max_seq))
+		atomic_store(&c->max_seq, seq);
+	if (seq > r->max_seq)
+		r->max_seq = seq;
+	if (seq < r->merged) {
+		if (ld_obsolete(e))
+			atomic_fetch_add(&c->obsolete, 1);
+		return;
+	}
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 4096;
+		struct ld_entry **v = realloc(r->v, cap * sizeof(*v));
+		if (!v) {
+			r->oom = true;
+			return;
+		}
+		r->v = v;
+		r->cap = cap;
+	}
+	r->v[r->n++] = e;
+}
+
+static int by_seq_then_order(const void *a, const void *b)
+{
+	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
+	uint64_t sx = LD_SEQ(x->lsn), sy = LD_SEQ(y->lsn);
+	if (sx != sy)
+		return sx < sy ? -1 : 1;
+	int c = ld_cmp_entries(x, y);
+	if (c)
+		return c;
+	return (x > y) - (x < y);
+}
+
+static int recover(struct listdb *db)
+{
+	uint64_t t0 = now_ns();
+	struct recovered r = { .merged = db->manifest->merged_seq };
+	uint64_t comp = db->manifest->compacting_seq;
+	for (unsigned d = 0; d < db->domains; d++)
+		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++) {
+			struct ld_chunk *c = &db->dom[d].chunks[s];
+			if (atomic_load(&c->state) != LD_CS_UNCOUNTED)
+				continue;
+			uint64_t rm = c->hdr->retired_max_seq;
+			if (rm && rm < r.merged) {
+				db->recount_pending = true; /* wholly merged: counted later */
+				if (rm > r.max_seq)
+					r.max_seq = rm;
+				continue;
+			}
+			atomic_store(&c->max_seq, c->hdr->created_seq);
+			uint64_t n = ld_chunk_parse(c, collect_entry, &r);
+			atomic_store(&c->entries, (uint32_t)n);
+			atomic_store(&c->state, LD_CS_RETIRED);
+		}
+	if (r.oom) {
+		free(r.v);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM while recovering the log");
+	}
+	qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
+	/* Entries of the table being merged that are already linked in L1 stay there; the
+	 * rest, and every newer table, become L0 tables again. WAL mode: a copy and its log
+	 * entry share an LSN; one is kept. */
+	size_t w = 0;
+	for (size_t i = 0; i < r.n; i++) {
+		struct ld_entry *e = r.v[i];
+		if (w && r.v[w - 1]->lsn == e->lsn)
+			continue;
+		uint8_t f = atomic_load(&e->flags);
+		if (LD_SEQ(e->lsn) == comp && (f & LD_F_IN_L1)) {
+			struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+			shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
+			if (ld_list_contains(db, heads, e))
+				continue;
+		}
+		atomic_store(&e->flags, 0); /* a redone compaction marks it again */
+		r.v[w++] = e;
+	}
+	r.n = w;
+	struct ld_l0 **tail = &db->l0_oldest;
+	for (size_t i = 0; i < r.n;) {
+		size_t j = i;
+		while (j < r.n && LD_SEQ(r.v[j]->lsn) == LD_SEQ(r.v[i]->lsn))
+			j++;
+		struct ld_l0 *t = calloc(1, sizeof(*t));
+		if (!t || ld_l0_link(db, t, r.v + i, j - i, NULL)) {
+			free(t);
+			free(r.v);
+			return tips_set_error(TIPS_ENOMEM, "out of DRAM while rebuilding L0");
+		}
+		t->seq = LD_SEQ(r.v[i]->lsn);
+		*tail = t;
+		tail = &t->newer;
+		atomic_fetch_add(&db->nl0, 1);
+		i = j;
+	}
+	db->recovered_entries = r.n;
+	uint64_t next = r.max_seq + 1;
+	if (next < db->manifest->merged_seq)
+		next = db->manifest->merged_seq;
+	if (comp && next <= comp)
+		next = comp + 1;
+	db->next_seq = next;
+	free(r.v);
+	db->recovery_ms = (double)(now_ns() - t0) / 1e6;
+	return 0;
+}
+
+/* ---- open / close ------------------------------------------------------------------------- */
+
+static void destroy(struct listdb *db)
+{
+	ld_tls_retire_all(db);
+	ld_domains_close(db);
+	struct ld_view *v = atomic_load(&db->view);
+	if (v) {
+		ld_mt_destroy(v->mutable_mt);
+		for (unsigned i = 0; i < v->nimm; i++)
+			ld_mt_destroy(v->imm[i]);
+		free(v);
+	} else {
+		ld_mt_destroy(atomic_load(&db->mutable_mt));
+	}
+	struct ld_l0 *t = db->l0_oldest;
+	while (t) {
+		struct ld_l0 *n = t->newer;
+		ld_l0_free(t);
+		t = n;
+	}
+	grace_free_barrier();
+	ld_hcache_destroy(db->hcache);
+	ld_scache_destroy(db->scache);
+	ld_tls_fini(db);
+	free(db);
+}
+
+int listdb_open(const char *path, const struct listdb_config *cfg_in, struct listdb **out)
+{
+	if (!path || !out)
+		return tips_set_error(TIPS_EINVAL, "NULL path or result");
+	struct listdb_config cfg;
+	listdb_config_init(&cfg);
+	if (cfg_in) {
+		if (cfg_in->struct_size != sizeof(cfg))
+			return tips_set_error(TIPS_EINVAL, "listdb_config not initialised with "
+					      "listdb_config_init()");
+		cfg = *cfg_in;
+	}
+	if (cfg.expected_keys == 0)
+		cfg.expected_keys = 1u << 20;
+	if (cfg.domains == 0 || cfg.domains > LISTDB_MAX_DOMAINS || cfg.shards == 0 ||
+	    cfg.shards > LD_MAX_SHARDS || cfg.memtable_entries == 0 ||
+	    cfg.memtable_entries >= (1ull << 32) || cfg.max_immutable == 0 ||
+	    cfg.max_immutable > 30 || cfg.max_l0 == 0 || cfg.max_l0 > 60 ||
+	    cfg.compaction_threads == 0 || cfg.compaction_threads > 8)
+		return tips_set_error(TIPS_EINVAL, "listdb_config out of range (domains 1..%u, "
+				      "shards 1..%u, max_immutable 1..30, max_l0 1..60, "
+				      "compaction_threads 1..8)", LISTDB_MAX_DOMAINS, LD_MAX_SHARDS);
+	if (cfg.cache_entries == UINT64_MAX)
+		cfg.cache_entries = cfg.expected_keys / 8 + 1024;
+	if (cfg.second_chance_entries == UINT64_MAX)
+		cfg.second_chance_entries = cfg.cache_entries / 16;
+	struct listdb *db = calloc(1, sizeof(*db));
+	if (!db)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
+	db->cfg = cfg;
+	db->domains = cfg.domains;
+	db->braided = cfg.braided != 0;
+	db->shards = cfg.shards;
+	pthread_mutex_init(&db->view_lock, NULL);
+	pthread_mutex_init(&db->bg_lock, NULL);
+	pthread_mutex_init(&db->compaction_lock, NULL);
+	pthread_mutex_init(&db->scache_lock, NULL);
+	pthread_cond_init(&db->bg_cond, NULL);
+	pthread_cond_init(&db->stall_cond, NULL);
+	for (unsigned i = 0; i < 256; i++)
+		pthread_mutex_init(&db->key_locks[i], NULL);
+	int rc = ld_tls_init(db);
+	if (rc) {
+		free(db);
+		return tips_set_error(rc, "no thread-local key left");
+	}
+	rc = ld_domains_open(db, path, cfg.flags & LISTDB_CREATE);
+	if (rc) {
+		int keep = rc;
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s", tips_errormsg());
+		destroy(db);
+		return tips_set_error(keep, "%s", msg);
+	}
+	struct tips_pool_info info;
+	tips_pool_info(db->dom[0].pool, &info);
+	db->recovered = !info.clean;
+	db->hcache = ld_hcache_create(cfg.cache_entries);
+	db->scache = ld_scache_create(cfg.second_chance_entries);
+	if ((cfg.cache_entries && !db->hcache) || (cfg.second_chance_entries && !db->scache)) {
+		destroy(db);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for the lookup caches");
+	}
+	if ((rc = recover(db))) {
+		destroy(db);
+		return rc;
+	}
+	if (!db->recovered)
+		db->recovery_ms = 0;
+	struct ld_memtable *mt = ld_mt_create(db->next_seq++, cfg.memtable_entries);
+	if (!mt) {
+		destroy(db);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable");
+	}
+	atomic_store(&db->mutable_mt, mt);
+	pthread_mutex_lock(&db->view_lock);
+	publish_view(db);
+	pthread_mutex_unlock(&db->view_lock);
+	for (unsigned i = 0; i < cfg.compaction_threads; i++) {
+		if (pthread_create(&db->bg[i], NULL, bg_main, db) != 0) {
+			pthread_mutex_lock(&db->bg_lock);
+			db->stop = true;
+			pthread_cond_broadcast(&db->bg_cond);
+			pthread_mutex_unlock(&db->bg_lock);
+			for (unsigned j = 0; j < i; j++)
+				pthread_join(db->bg[j], NULL);
+			destroy(db);
+			return tips_set_error(TIPS_ENOMEM, "cannot start a background thread");
+		}
+		db->bg_running++;
+	}
+	*out = db;
+	return 0;
+}
+
+int listdb_close(struct listdb **pdb)
+{
+	if (!pdb || !*pdb)
+		return tips_set_error(TIPS_EINVAL, "NULL database");
+	struct listdb *db = *pdb;
+	pthread_mutex_lock(&db->bg_lock);
+	db->stop = true;
+	pthread_cond_broadcast(&db->bg_cond);
+	pthread_mutex_unlock(&db->bg_lock);
+	pthread_mutex_lock(&db->view_lock);
+	pthread_cond_broadcast(&db->stall_cond);
+	pthread_mutex_unlock(&db->view_lock);
+	for (unsigned i = 0; i < db->bg_running; i++)
+		pthread_join(db->bg[i], NULL);
+	destroy(db);
+	*pdb = NULL;
+	return 0;
+}
+
+void listdb_stats(struct listdb *db, struct listdb_stats *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->puts = atomic_load(&db->st.puts);
+	o->deletes = atomic_load(&db->st.deletes);
+	o->gets = atomic_load(&db->st.gets);
+	o->memtables_flushed = atomic_load(&db->st.memtables_flushed);
+	o->entries_flushed = atomic_load(&db->st.entries_flushed);
+	o->compactions = atomic_load(&db->st.compactions);
+	o->entries_merged = atomic_load(&db->st.entries_merged);
+	o->obsolete_marked = atomic_load(&db->st.obsolete_marked);
+	o->chunks_reclaimed = atomic_load(&db->st.chunks_reclaimed);
+	for (unsigned d = 0; d < db->domains; d++)
+		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++)
+			if (atomic_load(&db->dom[d].chunks[s].state) != LD_CS_FREE)
+				o->chunks_live++;
+	o->write_stall_ns = atomic_load(&db->st.write_stall_ns);
+	o->immutable_now = atomic_load(&db->nimm);
+	o->l0_now = atomic_load(&db->nl0);
+	o->cache_hits = atomic_load(&db->st.cache_hits);
+	o->cache_lookups = atomic_load(&db->st.cache_lookups);
+	o->second_chance_hits = atomic_load(&db->st.second_chance_hits);
+	o->traversals = atomic_load(&db->st.traversals);
+	o->cross_domain_traversals = atomic_load(&db->st.cross);
+	o->recovery_ms = db->recovery_ms;
+	o->recovered_entries = db->recovered_entries;
+	o->recovered = db->recovered;
+}

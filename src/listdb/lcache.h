@@ -1,0 +1,58 @@
+/*
+ * lcache.h - ListDB's two lookup caches in DRAM (papers/002_*, §3.5, Algorithm 4).
+ *
+ * The hash cache is a fixed-size table of PM addresses of log entries, one per slot,
+ * indexed by a hash of the key. Flushing a MemTable inserts the newest entry of each key;
+ * a collision overwrites (FIFO). It never copies keys or values, so it is never stale:
+ * an entry's address and contents do not change while it is live. Lookup returns the
+ * cached entry only if its key equals the search key.
+ *
+ * The second-chance cache keeps tall L1 elements (SIZE policy: when full, the shortest
+ * go first) in a sorted array that is rebuilt by the single compaction writer and
+ * published to readers through an RCU pointer; a reader asks it for the closest cached
+ * element with a key smaller than its search key and starts its L1 search there.
+ *
+ * Invariant: every address either cache hands out is a live entry while the reader is
+ * in its grace read section; the garbage collector calls the _forget functions, then
+ * waits for a grace period, before it frees a chunk.
+ * Thread safety: lookups from any thread inside grace_read_enter/exit; inserts to the
+ * hash cache from any thread; the second-chance add/publish/forget from one writer at a
+ * time (the caller serialises them).
+ */
+#ifndef TIPS_LISTDB_LCACHE_H
+#define TIPS_LISTDB_LCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "listdb/entry.h"
+
+struct ld_hcache;
+/* NULL if @slots is 0 (cache disabled: every call below accepts NULL) or on ENOMEM
+ * (the caller tells these apart by @slots). */
+struct ld_hcache *ld_hcache_create(uint64_t slots);
+void ld_hcache_destroy(struct ld_hcache *c);
+void ld_hcache_insert(struct ld_hcache *c, struct ld_entry *e);
+/* The cached entry with exactly this key, or NULL. */
+struct ld_entry *ld_hcache_lookup(struct ld_hcache *c, const void *key, size_t klen);
+/* Clears the slot of @e if it still holds @e. */
+void ld_hcache_forget(struct ld_hcache *c, const struct ld_entry *e);
+uint64_t ld_hcache_slots(const struct ld_hcache *c);
+
+struct ld_scache;
+struct ld_scache *ld_scache_create(uint64_t capacity);
+void ld_scache_destroy(struct ld_scache *c);
+/* Offer an element just merged into L1 (buffered until the next publish). */
+void ld_scache_add(struct ld_scache *c, struct ld_entry *e);
+/* Merge the offered elements into a new sorted snapshot (keeping the tallest
+ * @capacity), publish it, free the old one after a grace period. */
+void ld_scache_publish(struct ld_scache *c);
+/* The cached element with the largest key strictly smaller than (key, klen), or NULL. */
+struct ld_entry *ld_scache_floor(struct ld_scache *c, const void *key, size_t klen);
+/* Drop every cached or offered element for which @dead returns true; publishes. */
+void ld_scache_forget(struct ld_scache *c, bool (*dead)(const struct ld_entry *, void *),
+		      void *arg);
+uint64_t ld_scache_size(const struct ld_scache *c);
+
+#endif /* TIPS_LISTDB_LCACHE_H */

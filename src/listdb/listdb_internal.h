@@ -1,0 +1,276 @@
+/*
+ * listdb_internal.h - the parts of ListDB and how they share state.
+ *
+ *   log.c       per-domain pools, log chunks (heap blocks owned by root slots), per-thread
+ *               writers that append entries, the chunk registry, parsing chunks at open
+ *   memtable.c  the MemTable: a lock-free insert-only skiplist in DRAM over log entries
+ *   pmtable.c   PMTables in PM: linking sorted entries into per-shard, per-domain
+ *               (braided) skiplists, searching them, iterating them
+ *   zipper.c    Zipper compaction of one L0 table into L1 (Algorithm 3)
+ *   gc.c        reclamation of log chunks whose every entry is obsolete
+ *   lcache.c    the lookup caches (lcache.h)
+ *   db.c        open/recovery (Algorithm 5), put/get/scan, the background threads
+ *
+ * Levels and shards. Keys are split into `shards` ranges by their first byte; every
+ * PMTable (each L0 table and L1) is one skiplist per shard, so compaction threads merge
+ * shards independently and a reader only ever follows one shard's list. In a list, the
+ * bottom layer links every element; with braided lists, layer l >= 1 links only elements
+ * of one domain and starts at that domain's head.
+ *
+ * Durability invariants:
+ *   - a put returns after its entry is persisted (checksummed, next pointers 0);
+ *   - L0 pointers are never flushed: L0 is rebuilt from the log at open;
+ *   - L1: an element is made durable with all its next pointers before the first durable
+ *     pointer to it is written; every L1 pointer store is flushed, and compaction fences
+ *     before it records a table as merged (manifest.merged_seq);
+ *   - every table with seq < merged_seq is wholly in L1; the table compacting_seq may be
+ *     partly in L1 (entries flagged LD_F_IN_L1 and reachable from L1).
+ */
+#ifndef TIPS_LISTDB_INTERNAL_H
+#define TIPS_LISTDB_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <tips/listdb.h>
+
+#include "listdb/entry.h"
+#include "listdb/lcache.h"
+
+#define LD_MAGIC 0x31424474734c6954ull /* "TiLstDB1" */
+#define LD_LAYOUT_VERSION 1u
+#define LD_CHUNK_SIZE (1u << 20)
+#define LD_MAX_CHUNKS 60000u
+#define LD_MAX_SHARDS 16u
+#define LD_HEAD_BYTES 256u /* a sentinel entry of LD_MAX_HEIGHT layers */
+
+/* ---- PM layout --------------------------------------------------------------------- */
+
+enum ld_chunk_kind { LD_CHUNK_LOG = 1, LD_CHUNK_COPY = 2 };
+
+/* First bytes of every chunk; entries follow at LD_CHUNK_HDR. */
+struct ld_chunk_hdr {
+	uint64_t magic;
+	uint32_t kind, domain;
+	uint64_t created_seq; /* entries in it have seq >= this */
+	uint64_t retired_max_seq; /* 0 while written; else the largest seq in it */
+};
+#define LD_CHUNK_HDR 64u
+
+/* The root area of every domain pool. */
+struct ld_root {
+	uint64_t magic;
+	uint32_t layout_version, domain;
+	uint32_t domains, braided, shards, pad;
+	uint8_t db_uuid[16]; /* uuid of the domain-0 pool: the pools belong together */
+	/* MANIFEST (domain 0 only) */
+	uint64_t merged_seq;     /* tables with seq < merged_seq are wholly in L1 */
+	uint64_t compacting_seq; /* 0, or the table being merged (the micro-log) */
+	uint64_t pad2[4];
+	/* L1 sentinels: [shard][domain], each an entry of LD_MAX_HEIGHT layers, key "" */
+	unsigned char l1_heads[LD_MAX_SHARDS][LISTDB_MAX_DOMAINS][LD_HEAD_BYTES];
+	uint64_t chunk_slots[LD_MAX_CHUNKS]; /* heap blocks of this domain's chunks */
+};
+
+/* ---- chunks and writers (log.c) ------------------------------------------------------ */
+
+enum ld_chunk_state { LD_CS_FREE = 0, LD_CS_ACTIVE, LD_CS_RETIRED, LD_CS_UNCOUNTED };
+
+struct ld_chunk {
+	struct ld_chunk_hdr *hdr;
+	unsigned domain, slot;
+	_Atomic int state;
+	_Atomic uint32_t entries, obsolete; /* valid entries; of which obsolete */
+	_Atomic uint64_t max_seq;
+	uint32_t used; /* bytes written (the writer's, or found by parsing) */
+};
+
+struct ld_domain {
+	struct tips_pool *pool;
+	struct ld_root *root;
+	uintptr_t base, end;
+	struct ld_chunk *chunks;    /* [LD_MAX_CHUNKS] */
+	uint32_t *region_chunk;     /* per 256 KiB of the pool: chunk slot + 1, or 0 */
+	pthread_mutex_t alloc_lock; /* chunk slot search and heap allocation */
+};
+
+/* A thread's current chunk in one domain, for one kind. */
+struct ld_writer {
+	struct ld_chunk *chunk;
+	char *cur, *end;
+};
+
+/* ---- MemTable (memtable.c) ----------------------------------------------------------- */
+
+struct ld_mnode {
+	struct ld_entry *e;
+	uint64_t key8;  /* first 8 key bytes, big-endian, zero padded */
+	uint64_t lsn;
+	uint32_t height;
+	_Atomic(struct ld_mnode *) next[];
+};
+
+struct ld_memtable {
+	uint64_t seq;
+	uint64_t capacity;
+	_Atomic uint64_t issued;   /* slots handed out; LD_MT_SEALED bit once sealed */
+	_Atomic uint64_t done;     /* puts finished inserting */
+	uint64_t sealed_count;     /* slots handed out before the seal */
+	struct ld_mnode *head;
+	_Atomic uint64_t bytes;
+};
+#define LD_MT_SEALED (1ull << 62)
+
+struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity);
+void ld_mt_destroy(struct ld_memtable *mt);
+/* Inserts a node for @e (lock-free); 0 or TIPS_ENOMEM. */
+int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e);
+/* The newest entry with this key, or NULL. */
+struct ld_entry *ld_mt_get(struct ld_memtable *mt, const void *k, size_t kl);
+/* First node with key >= k (bottom layer), NULL at the end; kl 0: the first node. */
+struct ld_mnode *ld_mt_seek(struct ld_memtable *mt, const void *k, size_t kl);
+static inline struct ld_mnode *ld_mt_next(const struct ld_mnode *n)
+{
+	return atomic_load_explicit(&n->next[0], memory_order_acquire);
+}
+
+/* ---- PMTables (pmtable.c) ------------------------------------------------------------ */
+
+struct listdb;
+struct ld_tls;
+
+/* An L0 table: per shard and domain, DRAM heads of its lists. */
+struct ld_l0 {
+	uint64_t seq;
+	uint64_t entries;
+	struct ld_entry *heads[LD_MAX_SHARDS][LISTDB_MAX_DOMAINS]; /* sentinels in DRAM */
+	void *head_mem;
+	size_t nshard[LD_MAX_SHARDS]; /* elements per shard */
+	struct ld_l0 *newer; /* the next newer L0 table (list, oldest first) */
+};
+
+unsigned ld_shard_of(const struct listdb *db, const void *k, size_t kl);
+unsigned ld_domain_of(const struct listdb *db, const void *p);
+/* Builds @t's lists from @n entries sorted by ld_cmp_entries (newest first per key);
+ * writes their next pointers (not flushed). Inserts each key's newest into @hc. */
+int ld_l0_link(struct listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
+	       struct ld_hcache *hc);
+void ld_l0_free(struct ld_l0 *t);
+struct ld_entry *ld_l1_head(const struct listdb *db, unsigned shard, unsigned domain);
+/* Newest live (not obsolete) element with key @k in the list headed by @heads (one
+ * sentinel per domain), searched as a thread of @t's domain (@t NULL: no counting),
+ * from @start (an element of the list with key < k) if not NULL. @stop_at_l1: give up
+ * on meeting an element flagged LD_F_IN_L1 (an L0 table being merged). */
+struct ld_entry *ld_list_get(struct listdb *db, struct ld_tls *t, struct ld_entry *const *heads,
+			     struct ld_entry *start, const void *k, size_t kl, bool stop_at_l1);
+/* First element with key >= k (kl 0: the first element) at the bottom layer, or NULL. */
+struct ld_entry *ld_list_seek(struct listdb *db, struct ld_entry *const *heads,
+			      const void *k, size_t kl);
+/* The predecessors of @e's position, layer by layer: layers >= 1 in the lists of domain
+ * @d (braided) or the shared ones, layer 0 in the bottom list. */
+void ld_list_preds(struct listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
+		   unsigned d, struct ld_entry **preds);
+/* 1 if @e is linked in the bottom layer of the list. */
+bool ld_list_contains(struct listdb *db, struct ld_entry *const *heads, const struct ld_entry *e);
+
+/* ---- the database ------------------------------------------------------------------ */
+
+struct ld_view {
+	struct ld_memtable *mutable_mt;
+	unsigned nimm;
+	struct ld_memtable *imm[32]; /* newest first */
+	unsigned nl0;
+	struct ld_l0 *l0[64];        /* newest first */
+};
+
+struct ld_tls;
+
+struct listdb {
+	struct listdb_config cfg;
+	unsigned domains, shards;
+	bool braided;
+	struct ld_domain dom[LISTDB_MAX_DOMAINS];
+	struct ld_root *manifest; /* dom[0].root */
+
+	_Atomic(struct ld_memtable *) mutable_mt;
+	_Atomic(struct ld_view *) view;  /* readers' snapshot (RCU) */
+	pthread_mutex_t view_lock;       /* writers of the table lists */
+	struct ld_memtable *imm_oldest[32]; /* oldest first */
+	_Atomic unsigned nimm;   /* changed under view_lock */
+	struct ld_l0 *l0_oldest; /* oldest first, linked by newer */
+	_Atomic unsigned nl0;    /* changed under view_lock */
+	pthread_cond_t bg_cond, stall_cond;
+	pthread_mutex_t bg_lock;
+	bool stop;               /* under bg_lock: */
+	bool flushing, compaction_busy, recount_pending;
+	unsigned helpers_in;     /* threads merging shards of db->compacting */
+	unsigned bg_running;
+	pthread_t bg[8];
+	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
+	/* compaction work shared by the threads */
+	struct ld_l0 *compacting; /* under bg_lock */
+	_Atomic unsigned next_shard;
+	_Atomic unsigned shards_done;
+
+	struct ld_hcache *hcache;
+	struct ld_scache *scache;
+	pthread_mutex_t scache_lock;
+
+	pthread_mutex_t key_locks[256];
+	pthread_key_t tls_key;
+	struct ld_tls *tls_all; /* every thread's state, freed at close */
+	pthread_mutex_t tls_lock;
+
+	struct {
+		_Atomic uint64_t puts, deletes, gets;
+		_Atomic uint64_t memtables_flushed, entries_flushed;
+		_Atomic uint64_t compactions, entries_merged;
+		_Atomic uint64_t obsolete_marked, chunks_reclaimed;
+		_Atomic uint64_t write_stall_ns;
+		_Atomic uint64_t cache_hits, cache_lookups, second_chance_hits;
+		_Atomic uint64_t traversals, cross;
+	} st;
+	double recovery_ms;
+	uint64_t recovered_entries;
+	int recovered;
+	uint64_t next_seq; /* seq of the next MemTable */
+};
+
+/* Per-thread state (log.c). */
+struct ld_tls {
+	struct listdb *db;
+	unsigned domain;
+	uint64_t rng;
+	struct ld_writer w[LISTDB_MAX_DOMAINS][2]; /* [domain][kind-1] */
+	uint64_t traversals, cross;
+	struct ld_tls *next_all;
+};
+struct ld_tls *ld_tls_get(struct listdb *db);
+
+/* log.c */
+int ld_domains_open(struct listdb *db, const char *path, bool create);
+void ld_domains_close(struct listdb *db);
+/* Reserves room for an entry of @size bytes in this thread's chunk of @kind in its
+ * domain (a new chunk when full); returns the address and its chunk. */
+int ld_log_reserve(struct listdb *db, struct ld_tls *t, enum ld_chunk_kind kind,
+		   size_t size, uint64_t seq, struct ld_entry **out, struct ld_chunk **chunk);
+struct ld_chunk *ld_chunk_of(struct listdb *db, const void *p);
+/* Parses the valid entries of a chunk; calls fn for each; returns the count. */
+typedef void (*ld_entry_fn)(struct ld_chunk *c, struct ld_entry *e, void *arg);
+uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg);
+int ld_chunk_free(struct listdb *db, struct ld_chunk *c);
+void ld_mark_obsolete(struct listdb *db, struct ld_entry *e);
+
+/* zipper.c: merges db->compacting; run by every compaction thread of the round. */
+void ld_zipper_shards(struct listdb *db, struct ld_l0 *t);
+/* gc.c: reclaims fully obsolete chunks; the caller holds compaction_lock. */
+void ld_gc_run(struct listdb *db);
+void ld_gc_recount(struct listdb *db);
+
+/* log.c: per-thread state */
+int ld_tls_init(struct listdb *db);
+void ld_tls_fini(struct listdb *db);
+void ld_tls_retire_all(struct listdb *db);
+
+#endif /* TIPS_LISTDB_INTERNAL_H */

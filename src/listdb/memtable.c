@@ -1,0 +1,142 @@
+/*
+ * memtable.c - the MemTable: an insert-only lock-free skiplist in DRAM whose nodes point
+ * at log entries in PM (papers/002_*, Algorithm 1, line 11).
+ *
+ * Nodes are ordered like entries (key ascending, LSN descending), so a search meets the
+ * newest version of a key first. A node keeps the first 8 key bytes (big-endian, zero
+ * padded) so that most comparisons never touch PM.
+ * Invariant: a node is linked at layer 0 before any upper layer (the bottom list holds
+ * every node); links are published with release CAS and never removed, so readers
+ * traverse without locks while writers insert.
+ */
+#include "listdb/listdb_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <tips/errors.h>
+
+static uint64_t key8_of(const void *k, size_t kl)
+{
+	unsigned char b[8] = { 0 };
+	memcpy(b, k, kl < 8 ? kl : 8);
+	uint64_t v;
+	memcpy(&v, b, 8);
+	return __builtin_bswap64(v);
+}
+
+/* Node against (key, key8, lsn): <0 if the node sorts first. lsn UINT64_MAX sorts a
+ * search key before every version of it. */
+static int node_cmp(const struct ld_mnode *n, const void *k, size_t kl, uint64_t key8,
+		    uint64_t lsn)
+{
+	if (n->key8 != key8)
+		return n->key8 < key8 ? -1 : 1;
+	int c = ld_cmp_entry_key(n->e, k, kl);
+	if (c)
+		return c;
+	return (n->lsn < lsn) - (n->lsn > lsn);
+}
+
+struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity)
+{
+	struct ld_memtable *mt = calloc(1, sizeof(*mt));
+	if (!mt)
+		return NULL;
+	mt->head = calloc(1, sizeof(struct ld_mnode) + LD_MAX_HEIGHT * sizeof(void *));
+	if (!mt->head) {
+		free(mt);
+		return NULL;
+	}
+	mt->head->height = LD_MAX_HEIGHT;
+	mt->seq = seq;
+	mt->capacity = capacity;
+	return mt;
+}
+
+void ld_mt_destroy(struct ld_memtable *mt)
+{
+	if (!mt)
+		return;
+	struct ld_mnode *n = ld_mt_next(mt->head);
+	while (n) {
+		struct ld_mnode *next = ld_mt_next(n);
+		free(n);
+		n = next;
+	}
+	free(mt->head);
+	free(mt);
+}
+
+/* preds/succs at every layer for the position of (k, lsn). */
+static void find(struct ld_memtable *mt, const void *k, size_t kl, uint64_t key8, uint64_t lsn,
+		 struct ld_mnode **preds, struct ld_mnode **succs)
+{
+	struct ld_mnode *x = mt->head;
+	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
+		struct ld_mnode *n = atomic_load_explicit(&x->next[l], memory_order_acquire);
+		while (n && node_cmp(n, k, kl, key8, lsn) < 0) {
+			x = n;
+			n = atomic_load_explicit(&x->next[l], memory_order_acquire);
+		}
+		preds[l] = x;
+		succs[l] = n;
+	}
+}
+
+int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e)
+{
+	unsigned h = e->height;
+	struct ld_mnode *node = malloc(sizeof(*node) + h * sizeof(void *));
+	if (!node)
+		return TIPS_ENOMEM;
+	node->e = e;
+	node->key8 = key8_of(ld_key(e), e->klen);
+	node->lsn = e->lsn;
+	node->height = h;
+	struct ld_mnode *preds[LD_MAX_HEIGHT], *succs[LD_MAX_HEIGHT];
+	const void *k = ld_key(e);
+	find(mt, k, e->klen, node->key8, e->lsn, preds, succs);
+	for (unsigned l = 0; l < h; l++) {
+		for (;;) {
+			atomic_store_explicit(&node->next[l], succs[l], memory_order_relaxed);
+			struct ld_mnode *expect = succs[l];
+			if (atomic_compare_exchange_strong_explicit(&preds[l]->next[l], &expect, node,
+								    memory_order_release,
+								    memory_order_acquire))
+				break;
+			find(mt, k, e->klen, node->key8, e->lsn, preds, succs);
+		}
+	}
+	atomic_fetch_add_explicit(&mt->bytes, sizeof(*node) + h * sizeof(void *),
+				  memory_order_relaxed);
+	return 0;
+}
+
+static struct ld_mnode *seek(struct ld_memtable *mt, const void *k, size_t kl)
+{
+	uint64_t key8 = key8_of(k, kl);
+	struct ld_mnode *x = mt->head, *n = NULL;
+	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
+		n = atomic_load_explicit(&x->next[l], memory_order_acquire);
+		while (n && node_cmp(n, k, kl, key8, UINT64_MAX) < 0) {
+			x = n;
+			n = atomic_load_explicit(&x->next[l], memory_order_acquire);
+		}
+	}
+	return n;
+}
+
+struct ld_entry *ld_mt_get(struct ld_memtable *mt, const void *k, size_t kl)
+{
+	struct ld_mnode *n = seek(mt, k, kl);
+	if (n && ld_cmp_entry_key(n->e, k, kl) == 0)
+		return n->e;
+	return NULL;
+}
+
+struct ld_mnode *ld_mt_seek(struct ld_memtable *mt, const void *k, size_t kl)
+{
+	if (kl == 0)
+		return ld_mt_next(mt->head);
+	return seek(mt, k, kl);
+}

@@ -1,0 +1,145 @@
+/*
+ * zipper.c - Zipper compaction (papers/002_*, §3.4, Algorithm 3): merges one shard of
+ * an L0 table into the same shard of L1 in place, by pointer updates only.
+ *
+ * Scan phase, head to tail: for each L0 element, find its predecessor in L1 at every
+ * layer it has (in its own domain's lists for layers >= 1 when braided; in the bottom
+ * list for layer 0), resuming from the previous element's predecessors, and push them
+ * on a stack. Older versions of the key met in L1 are marked obsolete (§3.4.4); an L0
+ * element that is not the newest of its key in the table, or that is a tombstone, is
+ * marked obsolete too and not linked at all (in L1, the last level, it shadows nothing
+ * that is not already obsolete).
+ * Merge phase, tail to head: each element gets all its next pointers, its IN_L1 flag,
+ * and is persisted (fence 1); then its bottom-layer predecessor points at it and is
+ * persisted (fence 2: the element's linearization point); then the upper layers, flushed
+ * but not fenced (the caller fences once before it records the table as merged).
+ *
+ * Readers are never blocked and never miss a key (§3.4.3): they go head to tail while
+ * the merge goes tail to head, every element stays reachable from some head, and a
+ * pointer to an element is only written after the element's own pointers are in place.
+ */
+#include "listdb/listdb_internal.h"
+
+#include <stdlib.h>
+
+#include "pm/pm.h"
+#include "util/errors_internal.h"
+
+struct push {
+	struct ld_entry *e;
+	struct ld_entry *preds[LD_MAX_HEIGHT];
+};
+
+static inline bool same_key(const struct ld_entry *a, const struct ld_entry *b)
+{
+	return ld_keycmp(ld_key(a), a->klen, ld_key(b), b->klen) == 0;
+}
+
+/* The one of two elements of the same list that comes later (sentinels come first). */
+static struct ld_entry *later(struct ld_entry *a, struct ld_entry *b)
+{
+	if (a->klen == 0)
+		return b;
+	if (b->klen == 0)
+		return a;
+	return ld_cmp_entries(a, b) >= 0 ? a : b;
+}
+
+static void merge_shard(struct listdb *db, struct ld_l0 *t, unsigned s, struct push *stack)
+{
+	struct ld_entry *const *l1 = (struct ld_entry *const *)&db->manifest->l1_heads[s][0];
+	struct ld_entry *l1h[LISTDB_MAX_DOMAINS];
+	for (unsigned d = 0; d < db->domains; d++)
+		l1h[d] = ld_l1_head(db, s, d);
+	(void)l1;
+	struct ld_entry *rightmost[LISTDB_MAX_DOMAINS][LD_MAX_HEIGHT];
+	for (unsigned d = 0; d < db->domains; d++)
+		for (unsigned l = 0; l < LD_MAX_HEIGHT; l++)
+			rightmost[d][l] = l1h[d];
+	struct ld_entry *bottom = l1h[0];
+	size_t top = 0;
+	const struct ld_entry *prev = NULL;
+
+	/* I. scan phase, head to tail */
+	for (struct ld_entry *e = ld_next(t->heads[s][0], 0); e; e = ld_next(e, 0)) {
+		bool dup = prev && same_key(prev, e);
+		prev = e;
+		unsigned u = db->braided ? ld_domain_of(db, e) : 0;
+		struct push *p = &stack[top];
+		struct ld_entry *x = NULL;
+		for (int l = e->height - 1; l >= 1; l--) {
+			x = x ? later(x, rightmost[u][l]) : rightmost[u][l];
+			struct ld_entry *n = ld_next(x, (unsigned)l);
+			while (n && ld_cmp_entries(n, e) < 0) {
+				x = n;
+				n = ld_next(x, (unsigned)l);
+			}
+			rightmost[u][l] = x;
+			p->preds[l] = x;
+		}
+		x = x ? later(x, bottom) : bottom;
+		struct ld_entry *n = ld_next(x, 0);
+		while (n && ld_cmp_entries(n, e) < 0) {
+			x = n;
+			n = ld_next(x, 0);
+		}
+		bottom = x;
+		p->preds[0] = x;
+		if (dup) {
+			ld_mark_obsolete(db, e); /* an older version in the same table */
+			continue;
+		}
+		/* older versions already in L1 */
+		for (; n && same_key(n, e); n = ld_next(n, 0))
+			ld_mark_obsolete(db, n);
+		if (e->op == LD_OP_DELETE) {
+			ld_mark_obsolete(db, e); /* after the versions it deletes */
+			continue;
+		}
+		p->e = e;
+		top++;
+	}
+
+	/* II. merge phase, tail to head */
+	while (top > 0) {
+		struct push *p = &stack[--top];
+		struct ld_entry *e = p->e;
+		unsigned h = e->height;
+		for (unsigned l = 0; l < h; l++)
+			ld_set_next(e, l, ld_next(p->preds[l], l));
+		atomic_fetch_or(&e->flags, LD_F_IN_L1);
+		pm_persist(e, sizeof(*e) + 8u * h);
+		ld_set_next(p->preds[0], 0, e); /* the linearization point */
+		pm_persist((const void *)&p->preds[0]->next[0], 8);
+		for (unsigned l = 1; l < h; l++) {
+			ld_set_next(p->preds[l], l, e);
+			pm_flush((const void *)&p->preds[l]->next[l], 8);
+		}
+		atomic_fetch_add(&db->st.entries_merged, 1);
+		if (db->scache && h >= 3) {
+			pthread_mutex_lock(&db->scache_lock);
+			ld_scache_add(db->scache, e);
+			pthread_mutex_unlock(&db->scache_lock);
+		}
+	}
+}
+
+void ld_zipper_shards(struct listdb *db, struct ld_l0 *t)
+{
+	size_t cap = 0;
+	for (unsigned s = 0; s < db->shards; s++)
+		if (t->nshard[s] > cap)
+			cap = t->nshard[s];
+	struct push *stack = malloc((cap ? cap : 1) * sizeof(*stack));
+	TIPS_INVARIANT(stack != NULL, "out of DRAM for the Zipper stack");
+	for (;;) {
+		unsigned s = atomic_fetch_add(&db->next_shard, 1);
+		if (s >= db->shards)
+			break;
+		if (t->nshard[s])
+			merge_shard(db, t, s, stack);
+		atomic_fetch_add(&db->shards_done, 1);
+	}
+	pm_drain(); /* the flushed upper-layer pointers and obsolete flags */
+	free(stack);
+}
