@@ -125,7 +125,12 @@ struct listdb_stats {
 	uint64_t write_stall_ns;      /* time writers waited for flush or compaction */
 	uint64_t immutable_now, l0_now;
 	uint64_t cache_hits, cache_lookups, second_chance_hits;
-	uint64_t traversals, cross_domain_traversals; /* count_traversals only */
+	uint64_t traversals, cross_domain_traversals; /* count_traversals only: elements
+	                              visited by gets, and those in another domain than the
+	                              reading thread's */
+	uint64_t compaction_traversals, compaction_cross; /* count_traversals only: L1
+	                              elements visited by Zipper's scan phase, and those in
+	                              another domain than the L0 element being placed */
 	double recovery_ms;           /* time open spent recovering (0 after a clean close) */
 	uint64_t recovered_entries;   /* log entries recovery put back into L0 */
 	int recovered;                /* 1 if open found an unclean shutdown */

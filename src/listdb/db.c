@@ -60,15 +60,15 @@ void listdb_config_init(struct listdb_config *cfg)
 /* Publishes the lists as they are now; the caller holds view_lock. */
 static void publish_view(struct listdb *db)
 {
-	struct ld_view *v = calloc(1, sizeof(*v));
+	unsigned n = 0;
+	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
+		n++;
+	struct ld_view *v = calloc(1, sizeof(*v) + n * sizeof(v->l0[0]));
 	TIPS_INVARIANT(v != NULL, "out of DRAM for a table view");
 	v->mutable_mt = atomic_load(&db->mutable_mt);
 	for (unsigned i = 0; i < db->nimm; i++)
 		v->imm[i] = db->imm_oldest[db->nimm - 1 - i];
 	v->nimm = db->nimm;
-	unsigned n = 0;
-	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
-		n++;
 	v->nl0 = n;
 	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
 		v->l0[--n] = t;
@@ -367,7 +367,11 @@ static void source_advance(struct source *src)
 static long scan_shard(struct listdb *db, struct ld_view *v, unsigned s, const void *start,
 		       size_t kl, size_t count, tips_scan_fn fn, void *arg, bool *stop)
 {
-	struct source src[2 + 32 + 64];
+	struct source local[64];
+	size_t nsrc = 1 + v->nimm + v->nl0 + 1;
+	struct source *src = nsrc <= 64 ? local : malloc(nsrc * sizeof(*src));
+	if (!src)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a scan");
 	unsigned n = 0;
 	struct ld_memtable *mts[33];
 	unsigned nmt = 0;
@@ -418,6 +422,8 @@ static long scan_shard(struct listdb *db, struct ld_view *v, unsigned s, const v
 			break;
 		}
 	}
+	if (src != local)
+		free(src);
 	return emitted;
 }
 
@@ -441,7 +447,12 @@ long listdb_scan(struct listdb *db, const void *start, size_t klen, size_t count
 			k = &lo;
 			kl = 1;
 		}
-		total += scan_shard(db, v, s, k, kl, count - (size_t)total, fn, arg, &stop);
+		long got = scan_shard(db, v, s, k, kl, count - (size_t)total, fn, arg, &stop);
+		if (got < 0) {
+			total = got;
+			break;
+		}
+		total += got;
 	}
 	grace_read_exit();
 	return total;
@@ -747,7 +758,8 @@ static int recover(struct listdb *db)
 		free(r.v);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM while recovering the log");
 	}
-	qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
+	if (r.n)
+		qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
 	/* Entries of the table being merged that are already linked in L1 stay there; the
 	 * rest, and every newer table, become L0 tables again. WAL mode: a copy and its log
 	 * entry share an LSN; one is kept. */
@@ -962,6 +974,8 @@ void listdb_stats(struct listdb *db, struct listdb_stats *o)
 	o->second_chance_hits = atomic_load(&db->st.second_chance_hits);
 	o->traversals = atomic_load(&db->st.traversals);
 	o->cross_domain_traversals = atomic_load(&db->st.cross);
+	o->compaction_traversals = atomic_load(&db->st.ctrav);
+	o->compaction_cross = atomic_load(&db->st.ccross);
 	o->recovery_ms = db->recovery_ms;
 	o->recovered_entries = db->recovered_entries;
 	o->recovered = db->recovered;

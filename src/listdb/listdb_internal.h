@@ -181,7 +181,7 @@ struct ld_view {
 	unsigned nimm;
 	struct ld_memtable *imm[32]; /* newest first */
 	unsigned nl0;
-	struct ld_l0 *l0[64];        /* newest first */
+	struct ld_l0 *l0[];          /* [nl0], newest first */
 };
 
 struct ld_tls;
@@ -230,6 +230,7 @@ struct listdb {
 		_Atomic uint64_t write_stall_ns;
 		_Atomic uint64_t cache_hits, cache_lookups, second_chance_hits;
 		_Atomic uint64_t traversals, cross;
+		_Atomic uint64_t ctrav, ccross;
 	} st;
 	double recovery_ms;
 	uint64_t recovered_entries;

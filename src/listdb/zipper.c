@@ -45,8 +45,23 @@ static struct ld_entry *later(struct ld_entry *a, struct ld_entry *b)
 	return ld_cmp_entries(a, b) >= 0 ? a : b;
 }
 
+/* count_traversals: L1 elements visited while placing an element of domain @d. */
+struct visits {
+	uint64_t n, cross;
+};
+
+static inline void visit(struct listdb *db, struct visits *v, const struct ld_entry *n,
+			 unsigned d)
+{
+	if (db->cfg.count_traversals) {
+		v->n++;
+		v->cross += ld_domain_of(db, n) != d;
+	}
+}
+
 static void merge_shard(struct listdb *db, struct ld_l0 *t, unsigned s, struct push *stack)
 {
+	struct visits vis = { 0, 0 };
 	struct ld_entry *const *l1 = (struct ld_entry *const *)&db->manifest->l1_heads[s][0];
 	struct ld_entry *l1h[LISTDB_MAX_DOMAINS];
 	for (unsigned d = 0; d < db->domains; d++)
@@ -64,22 +79,27 @@ static void merge_shard(struct listdb *db, struct ld_l0 *t, unsigned s, struct p
 	for (struct ld_entry *e = ld_next(t->heads[s][0], 0); e; e = ld_next(e, 0)) {
 		bool dup = prev && same_key(prev, e);
 		prev = e;
-		unsigned u = db->braided ? ld_domain_of(db, e) : 0;
+		unsigned de = ld_domain_of(db, e);
+		unsigned u = db->braided ? de : 0;
 		struct push *p = &stack[top];
+		/* Every layer from the top, so each layer's rightmost stays current and the
+		 * next search resumes near its target (O(n0 + log n1) in all). */
 		struct ld_entry *x = NULL;
-		for (int l = e->height - 1; l >= 1; l--) {
-			x = x ? later(x, rightmost[u][l]) : rightmost[u][l];
+		for (int l = LD_MAX_HEIGHT - 1; l >= 1; l--) {
+			struct ld_entry *r = rightmost[u][l];
+			x = !x || x == r ? r : later(x, r);
 			struct ld_entry *n = ld_next(x, (unsigned)l);
-			while (n && ld_cmp_entries(n, e) < 0) {
+			while (n && (visit(db, &vis, n, de), ld_cmp_entries(n, e) < 0)) {
 				x = n;
 				n = ld_next(x, (unsigned)l);
 			}
 			rightmost[u][l] = x;
-			p->preds[l] = x;
+			if ((unsigned)l < e->height)
+				p->preds[l] = x;
 		}
 		x = x ? later(x, bottom) : bottom;
 		struct ld_entry *n = ld_next(x, 0);
-		while (n && ld_cmp_entries(n, e) < 0) {
+		while (n && (visit(db, &vis, n, de), ld_cmp_entries(n, e) < 0)) {
 			x = n;
 			n = ld_next(x, 0);
 		}
@@ -99,6 +119,9 @@ static void merge_shard(struct listdb *db, struct ld_l0 *t, unsigned s, struct p
 		p->e = e;
 		top++;
 	}
+
+	atomic_fetch_add(&db->st.ctrav, vis.n);
+	atomic_fetch_add(&db->st.ccross, vis.cross);
 
 	/* II. merge phase, tail to head */
 	while (top > 0) {
