@@ -114,7 +114,8 @@ TIPS_API long listdb_scan(struct listdb *db, const void *start, size_t klen, siz
 TIPS_API int listdb_thread_domain(struct listdb *db, unsigned domain);
 
 /** listdb_flush() - seal the mutable MemTable and wait until every MemTable is an L0
- * PMTable and (if @merge) every L0 PMTable is merged into L1. For tests and tools. */
+ * PMTable and (if @merge) every L0 PMTable is merged into L1. For tests and tools.
+ * TIPS_EINVAL if @merge is asked of a database opened with compaction off. */
 TIPS_API int listdb_flush(struct listdb *db, int merge);
 
 struct listdb_stats {

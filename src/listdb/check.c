@@ -82,7 +82,21 @@ static int count_block(const struct tips_heap_block *b, void *arg)
 	return 0;
 }
 
+static int check_all(struct listdb *db, struct listdb_report *rp);
+
 int listdb_check(struct listdb *db, struct listdb_report *rep)
+{
+	struct listdb_report r = { 0 };
+	int rc;
+	pthread_mutex_lock(&db->compaction_lock); /* no compaction or gc meanwhile */
+	rc = check_all(db, &r);
+	pthread_mutex_unlock(&db->compaction_lock);
+	if (rc == 0 && rep)
+		*rep = r;
+	return rc;
+}
+
+static int check_all(struct listdb *db, struct listdb_report *rp)
 {
 	struct listdb_report r = { 0 };
 	int rc;
@@ -129,7 +143,6 @@ int listdb_check(struct listdb *db, struct listdb_report *rep)
 		return tips_set_error(TIPS_ECORRUPT, "%llu heap blocks for %llu owned chunks",
 				      (unsigned long long)r.heap_blocks,
 				      (unsigned long long)r.chunks);
-	if (rep)
-		*rep = r;
+	*rp = r;
 	return 0;
 }

@@ -57,15 +57,17 @@ void listdb_config_init(struct listdb_config *cfg)
 
 /* ---- views --------------------------------------------------------------------------- */
 
-/* Publishes the lists as they are now; the caller holds view_lock. */
-static void publish_view(struct listdb *db)
+/* Publishes the lists as they are now, with @mt as the mutable MemTable; the caller
+ * holds view_lock. A new MemTable is published here before writers can find it in
+ * db->mutable_mt, so a reader that starts after a put returned sees the put's table. */
+static void publish_view_with(struct listdb *db, struct ld_memtable *mt)
 {
 	unsigned n = 0;
 	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
 		n++;
 	struct ld_view *v = calloc(1, sizeof(*v) + n * sizeof(v->l0[0]));
 	TIPS_INVARIANT(v != NULL, "out of DRAM for a table view");
-	v->mutable_mt = atomic_load(&db->mutable_mt);
+	v->mutable_mt = mt;
 	for (unsigned i = 0; i < db->nimm; i++)
 		v->imm[i] = db->imm_oldest[db->nimm - 1 - i];
 	v->nimm = db->nimm;
@@ -74,6 +76,11 @@ static void publish_view(struct listdb *db)
 		v->l0[--n] = t;
 	struct ld_view *old = atomic_exchange(&db->view, v);
 	grace_free(old);
+}
+
+static void publish_view(struct listdb *db)
+{
+	publish_view_with(db, atomic_load(&db->mutable_mt));
 }
 
 static unsigned shard_heads(const struct listdb *db, struct ld_l0 *t, unsigned s,
@@ -128,8 +135,8 @@ static int switch_memtable(struct listdb *db, struct ld_memtable *mt)
 	db->next_seq++;
 	mt->sealed_count = atomic_fetch_or(&mt->issued, LD_MT_SEALED) & ~LD_MT_SEALED;
 	db->imm_oldest[db->nimm++] = mt;
+	publish_view_with(db, nmt);
 	atomic_store(&db->mutable_mt, nmt);
-	publish_view(db);
 	pthread_cond_broadcast(&db->stall_cond);
 	pthread_mutex_unlock(&db->view_lock);
 	pthread_mutex_lock(&db->bg_lock);

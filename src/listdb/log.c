@@ -126,6 +126,12 @@ static void unregister_chunk(struct listdb *db, struct ld_chunk *c)
 	atomic_store(&c->state, LD_CS_FREE);
 }
 
+/* The root area listdb creates its pools with; a pool with another one is not ours. */
+static uint64_t ld_root_area_size(void)
+{
+	return (sizeof(struct ld_root) + 65535) & ~(uint64_t)65535;
+}
+
 static uint64_t default_pool_size(const struct listdb_config *cfg)
 {
 	uint64_t per = cfg->expected_keys / (cfg->domains ? cfg->domains : 1);
@@ -145,7 +151,7 @@ int ld_domains_open(struct listdb *db, const char *path, bool create)
 	bool fresh = false;
 	if (rc == TIPS_ENOENT && create) {
 		popts.size = db->cfg.pool_size ? db->cfg.pool_size : default_pool_size(&db->cfg);
-		popts.root_size = (sizeof(struct ld_root) + 65535) & ~(size_t)65535;
+		popts.root_size = ld_root_area_size();
 		rc = tips_pool_create(path, &popts, &db->dom[0].pool);
 		fresh = true;
 	}
@@ -159,11 +165,19 @@ int ld_domains_open(struct listdb *db, const char *path, bool create)
 	if (r0->magic != LD_MAGIC) {
 		/* A pool made by an interrupted create (root never finished) is adopted only
 		 * when creating; anything else is somebody else's pool. */
-		bool blank = true;
+		bool blank = info.root_size == ld_root_area_size();
 		for (size_t i = 0; i < 4096 && blank; i++)
 			blank = ((unsigned char *)r0)[i] == 0;
-		if (!(create && (fresh || blank)))
-			return check_root(db, 0, info.uuid, path);
+		if (blank) {
+			struct tips_heap_stats hs;
+			tips_heap_stats(tips_pool_heap(db->dom[0].pool), &hs);
+			blank = hs.bytes_in_use == 0;
+		}
+		if (!fresh && !(create && blank))
+			return create && r0->magic != LD_MAGIC
+				       ? tips_set_error(TIPS_EEXIST, "%s: a TIPS pool that does not "
+							"hold a ListDB database", path)
+				       : check_root(db, 0, info.uuid, path);
 		fresh = true;
 	} else {
 		db->domains = r0->domains;
@@ -176,7 +190,7 @@ int ld_domains_open(struct listdb *db, const char *path, bool create)
 		if (rc == TIPS_ENOENT && fresh) {
 			popts.size = db->cfg.pool_size ? db->cfg.pool_size
 						       : default_pool_size(&db->cfg);
-			popts.root_size = (sizeof(struct ld_root) + 65535) & ~(size_t)65535;
+			popts.root_size = ld_root_area_size();
 			rc = tips_pool_create(p, &popts, &db->dom[d].pool);
 		}
 		if (rc)
@@ -313,9 +327,11 @@ uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg)
 {
 	char *p = (char *)c->hdr + LD_CHUNK_HDR, *end = (char *)c->hdr + LD_CHUNK_SIZE;
 	uint64_t n = 0, last = 0, floor = c->hdr->created_seq << 32;
+	/* A log chunk is written in LSN order; a copy chunk (WAL flush) in key order. */
+	bool ordered = c->hdr->kind == LD_CHUNK_LOG;
 	while (p + sizeof(struct ld_entry) <= end) {
 		struct ld_entry *e = (struct ld_entry *)p;
-		if (e->lsn < floor || e->lsn <= last || e->height == 0 ||
+		if (e->lsn < floor || (ordered && e->lsn <= last) || e->lsn == 0 || e->height == 0 ||
 		    e->height > LD_MAX_HEIGHT || e->klen == 0 || e->klen > TIPS_MAX_KEY ||
 		    e->vlen > TIPS_MAX_VALUE || (e->op != LD_OP_PUT && e->op != LD_OP_DELETE))
 			break;

@@ -143,7 +143,11 @@ struct ld_entry *ld_list_get(struct listdb *db, struct ld_tls *t, struct ld_entr
 	struct ld_entry *x = find_before(db, t, heads, start, k, kl, stop_at_l1, &stopped);
 	if (!x)
 		return NULL;
+	/* x->next[0] may have changed since find_before compared it (Zipper links an
+	 * element after x, or re-points an L0 element into L1): step past smaller keys. */
 	struct ld_entry *n = ld_next(x, 0);
+	while (n && ld_cmp_entry_key(n, k, kl) < 0)
+		n = ld_next(n, 0);
 	while (n && ld_cmp_entry_key(n, k, kl) == 0) {
 		if (!ld_obsolete(n))
 			return n;
@@ -160,7 +164,10 @@ struct ld_entry *ld_list_seek(struct listdb *db, struct ld_entry *const *heads, 
 		return ld_next(heads[0], 0);
 	bool stopped = false;
 	struct ld_entry *x = find_before(db, NULL, heads, NULL, k, kl, false, &stopped);
-	return ld_next(x, 0);
+	struct ld_entry *n = ld_next(x, 0);
+	while (n && ld_cmp_entry_key(n, k, kl) < 0) /* linked after x meanwhile */
+		n = ld_next(n, 0);
+	return n;
 }
 
 void ld_list_preds(struct listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,

@@ -62,11 +62,12 @@ static inline void visit(struct listdb *db, struct visits *v, const struct ld_en
 static void merge_shard(struct listdb *db, struct ld_l0 *t, unsigned s, struct push *stack)
 {
 	struct visits vis = { 0, 0 };
-	struct ld_entry *const *l1 = (struct ld_entry *const *)&db->manifest->l1_heads[s][0];
+	struct ld_entry **tombs = malloc((t->nshard[s] ? t->nshard[s] : 1) * sizeof(*tombs));
+	TIPS_INVARIANT(tombs != NULL, "out of DRAM for the Zipper tombstones");
+	size_t ntombs = 0;
 	struct ld_entry *l1h[LISTDB_MAX_DOMAINS];
 	for (unsigned d = 0; d < db->domains; d++)
 		l1h[d] = ld_l1_head(db, s, d);
-	(void)l1;
 	struct ld_entry *rightmost[LISTDB_MAX_DOMAINS][LD_MAX_HEIGHT];
 	for (unsigned d = 0; d < db->domains; d++)
 		for (unsigned l = 0; l < LD_MAX_HEIGHT; l++)
@@ -113,13 +114,18 @@ static void merge_shard(struct listdb *db, struct ld_l0 *t, unsigned s, struct p
 		for (; n && same_key(n, e); n = ld_next(n, 0))
 			ld_mark_obsolete(db, n);
 		if (e->op == LD_OP_DELETE) {
-			ld_mark_obsolete(db, e); /* after the versions it deletes */
+			/* Marked at the end of the scan, after every older version of its key
+			 * (in L1 and later in this table): readers skip obsolete elements. */
+			tombs[ntombs++] = e;
 			continue;
 		}
 		p->e = e;
 		top++;
 	}
 
+	for (size_t i = 0; i < ntombs; i++)
+		ld_mark_obsolete(db, tombs[i]);
+	free(tombs);
 	atomic_fetch_add(&db->st.ctrav, vis.n);
 	atomic_fetch_add(&db->st.ccross, vis.cross);
 
