@@ -53,7 +53,7 @@ struct listdb_config {
 	unsigned domains;          /* create: NUMA domains, 1..LISTDB_MAX_DOMAINS (default 1) */
 	int braided;               /* create: 1 braided upper layers (default), 0 oblivious */
 	enum listdb_flush_mode flush_mode; /* default IUL */
-	uint64_t memtable_entries; /* entries per MemTable (default 256K) */
+	uint64_t memtable_entries; /* entries per MemTable (default 64K) */
 	unsigned max_immutable;    /* writers wait while this many MemTables await flush (4) */
 	unsigned max_l0;           /* writers wait while this many L0 tables await merge (8) */
 	unsigned compaction_threads; /* background threads (default 1), each also flushes */
@@ -63,6 +63,8 @@ struct listdb_config {
 	                              default: expected_keys / 8 */
 	uint64_t second_chance_entries; /* skiplist cache of tall L1 elements (0: none);
 	                              default: cache_entries / 16 */
+	unsigned bloom_bits;       /* Bloom filter bits per key for each MemTable and L0
+	                              table (default 10; 0: none). Not in the paper. */
 	int count_traversals;      /* 1: count pointer traversals and cross-domain ones */
 	const struct tips_pool_options *pool; /* NULL: defaults; media SIM for tests */
 };

@@ -45,12 +45,13 @@ void listdb_config_init(struct listdb_config *cfg)
 	cfg->domains = 1;
 	cfg->braided = 1;
 	cfg->flush_mode = LISTDB_FLUSH_IUL;
-	cfg->memtable_entries = 256u << 10;
+	cfg->memtable_entries = 64u << 10;
 	cfg->max_immutable = 4;
 	cfg->max_l0 = 8;
 	cfg->compaction_threads = 1;
 	cfg->shards = 4;
 	cfg->compaction = 1;
+	cfg->bloom_bits = 10;
 	cfg->cache_entries = UINT64_MAX;        /* resolved at open */
 	cfg->second_chance_entries = UINT64_MAX;
 }
@@ -127,7 +128,7 @@ static int switch_memtable(struct listdb *db, struct ld_memtable *mt)
 		pthread_mutex_unlock(&db->view_lock);
 		return 0;
 	}
-	struct ld_memtable *nmt = ld_mt_create(db->next_seq, db->cfg.memtable_entries);
+	struct ld_memtable *nmt = ld_mt_create(db->next_seq, db->cfg.memtable_entries, db->cfg.bloom_bits);
 	if (!nmt) {
 		pthread_mutex_unlock(&db->view_lock);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable");
@@ -145,7 +146,7 @@ static int switch_memtable(struct listdb *db, struct ld_memtable *mt)
 	return 0;
 }
 
-static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
+static int ld_check_kv(const void *key, size_t klen, const void *val, size_t vlen)
 {
 	if (!key || klen == 0 || (vlen && !val))
 		return tips_set_error(TIPS_EINVAL, "NULL or empty key, or NULL value");
@@ -158,7 +159,7 @@ static int check_kv(const void *key, size_t klen, const void *val, size_t vlen)
 static int write_entry(struct listdb *db, uint8_t op, const void *key, size_t klen,
 		       const void *val, size_t vlen)
 {
-	int rc = check_kv(key, klen, val, vlen);
+	int rc = ld_check_kv(key, klen, val, vlen);
 	if (rc)
 		return rc;
 	struct ld_tls *t = ld_tls_get(db);
@@ -231,11 +232,12 @@ static struct ld_entry *find_newest(struct listdb *db, struct ld_tls *t, const v
 				    size_t klen)
 {
 	struct ld_view *v = atomic_load_explicit(&db->view, memory_order_acquire);
-	struct ld_entry *e = ld_mt_get(v->mutable_mt, key, klen);
-	if (e)
+	uint64_t h = ld_bloom_hash(key, klen);
+	struct ld_entry *e;
+	if (ld_bloom_maybe(v->mutable_mt->bloom, h) && (e = ld_mt_get(v->mutable_mt, key, klen)))
 		return e;
 	for (unsigned i = 0; i < v->nimm; i++)
-		if ((e = ld_mt_get(v->imm[i], key, klen)))
+		if (ld_bloom_maybe(v->imm[i]->bloom, h) && (e = ld_mt_get(v->imm[i], key, klen)))
 			return e;
 	if (db->hcache) {
 		atomic_fetch_add_explicit(&db->st.cache_lookups, 1, memory_order_relaxed);
@@ -248,6 +250,8 @@ static struct ld_entry *find_newest(struct listdb *db, struct ld_tls *t, const v
 	unsigned s = ld_shard_of(db, key, klen);
 	struct ld_entry *heads[LISTDB_MAX_DOMAINS];
 	for (unsigned i = 0; i < v->nl0; i++) {
+		if (!ld_bloom_maybe(v->l0[i]->bloom, h))
+			continue;
 		shard_heads(db, v->l0[i], s, heads);
 		if ((e = ld_list_get(db, t, heads, NULL, key, klen, true)))
 			return e;
@@ -318,7 +322,7 @@ static int checked(struct listdb *db, uint8_t op, int want_present, const void *
 {
 	if (!db)
 		return tips_set_error(TIPS_EINVAL, "NULL database");
-	int rc = check_kv(key, klen, val, vlen);
+	int rc = ld_check_kv(key, klen, val, vlen);
 	if (rc)
 		return rc;
 	pthread_mutex_t *m = key_lock(db, key, klen);
@@ -522,6 +526,8 @@ static void flush_one(struct listdb *db)
 	struct ld_l0 *t = calloc(1, sizeof(*t));
 	TIPS_INVARIANT(t != NULL, "out of DRAM for an L0 table");
 	t->seq = mt->seq;
+	t->bloom = mt->bloom; /* the table takes over the MemTable's filter */
+	mt->bloom_lent = true;
 	int rc = 0;
 	if (db->cfg.flush_mode == LISTDB_FLUSH_WAL)
 		rc = copy_out(db, arr, n, mt->seq);
@@ -798,6 +804,9 @@ static int recover(struct listdb *db)
 			return tips_set_error(TIPS_ENOMEM, "out of DRAM while rebuilding L0");
 		}
 		t->seq = LD_SEQ(r.v[i]->lsn);
+		if (db->cfg.bloom_bits && (t->bloom = ld_bloom_create(j - i, db->cfg.bloom_bits)))
+			for (size_t x = i; x < j; x++)
+				ld_bloom_add(t->bloom, ld_bloom_hash(ld_key(r.v[x]), r.v[x]->klen));
 		*tail = t;
 		tail = &t->newer;
 		atomic_fetch_add(&db->nl0, 1);
@@ -912,7 +921,7 @@ int listdb_open(const char *path, const struct listdb_config *cfg_in, struct lis
 	}
 	if (!db->recovered)
 		db->recovery_ms = 0;
-	struct ld_memtable *mt = ld_mt_create(db->next_seq++, cfg.memtable_entries);
+	struct ld_memtable *mt = ld_mt_create(db->next_seq++, cfg.memtable_entries, cfg.bloom_bits);
 	if (!mt) {
 		destroy(db);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable");

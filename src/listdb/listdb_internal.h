@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <tips/listdb.h>
 
+#include "listdb/bloom.h"
 #include "listdb/entry.h"
 #include "listdb/lcache.h"
 
@@ -117,12 +118,14 @@ struct ld_memtable {
 	_Atomic uint64_t issued;   /* slots handed out; LD_MT_SEALED bit once sealed */
 	_Atomic uint64_t done;     /* puts finished inserting */
 	uint64_t sealed_count;     /* slots handed out before the seal */
+	struct ld_bloom *bloom;    /* NULL: none */
+	bool bloom_lent;           /* the L0 table made from this one owns the filter */
 	struct ld_mnode *head;
 	_Atomic uint64_t bytes;
 };
 #define LD_MT_SEALED (1ull << 62)
 
-struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity);
+struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
 void ld_mt_destroy(struct ld_memtable *mt);
 /* Inserts a node for @e (lock-free); 0 or TIPS_ENOMEM. */
 int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e);
@@ -144,6 +147,7 @@ struct ld_tls;
 struct ld_l0 {
 	uint64_t seq;
 	uint64_t entries;
+	struct ld_bloom *bloom; /* of the MemTable it was, or rebuilt at recovery */
 	struct ld_entry *heads[LD_MAX_SHARDS][LISTDB_MAX_DOMAINS]; /* sentinels in DRAM */
 	void *head_mem;
 	size_t nshard[LD_MAX_SHARDS]; /* elements per shard */

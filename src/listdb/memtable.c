@@ -37,13 +37,18 @@ static int node_cmp(const struct ld_mnode *n, const void *k, size_t kl, uint64_t
 	return (n->lsn < lsn) - (n->lsn > lsn);
 }
 
-struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity)
+struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits)
 {
 	struct ld_memtable *mt = calloc(1, sizeof(*mt));
 	if (!mt)
 		return NULL;
+	if (bloom_bits && !(mt->bloom = ld_bloom_create(capacity, bloom_bits))) {
+		free(mt);
+		return NULL;
+	}
 	mt->head = calloc(1, sizeof(struct ld_mnode) + LD_MAX_HEIGHT * sizeof(void *));
 	if (!mt->head) {
+		free(mt->bloom);
 		free(mt);
 		return NULL;
 	}
@@ -64,6 +69,8 @@ void ld_mt_destroy(struct ld_memtable *mt)
 		n = next;
 	}
 	free(mt->head);
+	if (!mt->bloom_lent)
+		free(mt->bloom);
 	free(mt);
 }
 
@@ -95,6 +102,7 @@ int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e)
 	node->height = h;
 	struct ld_mnode *preds[LD_MAX_HEIGHT], *succs[LD_MAX_HEIGHT];
 	const void *k = ld_key(e);
+	ld_bloom_add(mt->bloom, ld_bloom_hash(k, e->klen)); /* before the node is reachable */
 	find(mt, k, e->klen, node->key8, e->lsn, preds, succs);
 	for (unsigned l = 0; l < h; l++) {
 		for (;;) {

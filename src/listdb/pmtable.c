@@ -94,6 +94,7 @@ void ld_l0_free(struct ld_l0 *t)
 {
 	if (!t)
 		return;
+	free(t->bloom);
 	free(t->head_mem);
 	free(t);
 }
