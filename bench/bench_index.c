@@ -1,6 +1,7 @@
 /*
  * bench_index.c - tips-bench's adapter over dram-NAME (ops table, malloc), tips-NAME
- * (facade, pool) and pmdk-hash (libpmemobj baseline) indexes; see bench_index.h.
+ * (facade, pool), pmdk-hash (libpmemobj baseline) indexes and listdb (tips/listdb.h);
+ * see bench_index.h.
  */
 #define _GNU_SOURCE
 #include "bench_index.h"
@@ -9,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <tips/listdb.h>
 
 #ifdef TIPS_HAVE_PMDK_HASH
 #include "baselines/pmdk_hash.h"
@@ -23,13 +26,14 @@ static const char *const *names_list(void)
 	const char *const *tips = tips_index_names();
 	while (tips[n])
 		n++;
-	const char **v = calloc(n + 2, sizeof(*v));
+	const char **v = calloc(n + 3, sizeof(*v));
 	if (!v)
 		return tips;
 	memcpy(v, tips, n * sizeof(*v));
 #ifdef TIPS_HAVE_PMDK_HASH
 	v[n++] = PMDK_HASH_NAME;
 #endif
+	v[n++] = BENCH_LISTDB_NAME;
 	v[n] = NULL;
 	names = v;
 	return names;
@@ -50,8 +54,15 @@ static int is_pmdk(const char *name)
 #endif
 }
 
+static int is_listdb(const char *name)
+{
+	return strcmp(name, BENCH_LISTDB_NAME) == 0;
+}
+
 const char *bench_index_concurrency(const char *name)
 {
+	if (is_listdb(name))
+		return "lock-free MemTable and readers; background flush + Zipper compaction";
 #ifdef TIPS_HAVE_PMDK_HASH
 	if (is_pmdk(name))
 		return PMDK_HASH_CONCURRENCY;
@@ -85,13 +96,54 @@ uint64_t bench_pool_size(uint64_t expected_keys)
 	return ((expected_keys * 160 + (512ull << 20)) >> 21) << 21; /* 2 MiB granules */
 }
 
+uint64_t bench_listdb_pool_size(uint64_t expected_keys)
+{
+	uint64_t bytes = expected_keys * 200 + (256ull << 20);
+	return (bytes + TIPS_POOL_ALIGN - 1) / TIPS_POOL_ALIGN * TIPS_POOL_ALIGN;
+}
+
+/* The knobs of the next listdb open (bench_listdb_configure). */
+static struct tips_listdb_config listdb_knobs;
+static int listdb_knobs_set;
+
+void bench_listdb_configure(const struct tips_listdb_config *cfg)
+{
+	listdb_knobs_set = cfg != NULL;
+	if (cfg)
+		listdb_knobs = *cfg;
+}
+
+/* Removes listdb's pools at @path: @path and every domain pool @path.dN that exists. */
+static void listdb_unlink(const char *path)
+{
+	char d[600];
+	unlink(path);
+	for (unsigned i = 1; i < TIPS_LISTDB_MAX_DOMAINS; i++) {
+		snprintf(d, sizeof(d), "%s.d%u", path, i);
+		unlink(d);
+	}
+}
+
+static int listdb_open_at(struct bench_index *b, uint64_t pool_size, uint64_t expected_keys)
+{
+	struct tips_listdb_config cfg;
+	if (listdb_knobs_set)
+		cfg = listdb_knobs;
+	else
+		tips_listdb_config_init(&cfg);
+	cfg.flags |= TIPS_LISTDB_CREATE;
+	cfg.expected_keys = expected_keys;
+	cfg.pool_size = pool_size ? pool_size : bench_listdb_pool_size(expected_keys);
+	return tips_listdb_open(b->pool, &cfg, &b->ldb);
+}
+
 int bench_index_open(struct bench_index *b, const char *name, const char *pool_path,
 		     uint64_t pool_size, uint64_t expected_keys, int keep)
 {
 	memset(b, 0, sizeof(*b));
 	b->name = name;
 	b->ops = tips_index_find(name);
-	if (!b->ops && !is_pmdk(name)) {
+	if (!b->ops && !is_pmdk(name) && !is_listdb(name)) {
 		fprintf(stderr, "tips-bench: no index named '%s' (see --list)\n", name);
 		return TIPS_EINVAL;
 	}
@@ -105,8 +157,13 @@ int bench_index_open(struct bench_index *b, const char *name, const char *pool_p
 		snprintf(b->pool, sizeof(b->pool), "%s", pool_path);
 	else
 		snprintf(b->pool, sizeof(b->pool), "/dev/shm/tips-bench-%s%d.pool",
-			 b->ops ? "" : "pmdk-", (int)getpid());
+			 b->ops ? "" : is_listdb(name) ? "listdb-" : "pmdk-", (int)getpid());
 	b->remove_pool = !keep;
+	if (is_listdb(name)) {
+		if (!pool_path)
+			listdb_unlink(b->pool); /* a leftover of an earlier run with this pid */
+		return listdb_open_at(b, pool_size, expected_keys);
+	}
 	if (!pool_path)
 		unlink(b->pool); /* a leftover of an earlier run with the same pid */
 #ifdef TIPS_HAVE_PMDK_HASH
@@ -149,7 +206,11 @@ static int collect_block(const void *block, void *arg)
 
 void bench_index_close(struct bench_index *b)
 {
-	if (b->db) {
+	if (b->ldb) {
+		tips_listdb_close(&b->ldb);
+		if (b->remove_pool)
+			listdb_unlink(b->pool);
+	} else if (b->db) {
 		tips_close(&b->db);
 		if (b->remove_pool)
 			unlink(b->pool);
@@ -180,30 +241,55 @@ void bench_index_close(struct bench_index *b)
 int bench_insert(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl)
 {
 	IF_PMDK_RETURN(b, pmdk_hash_insert(b->pmdk, k, kl, v, vl));
+	if (b->ldb)
+		return tips_listdb_insert(b->ldb, k, kl, v, vl);
 	return b->db ? tips_insert(b->db, k, kl, v, vl) : b->ops->insert(b->handle, k, kl, v, vl);
 }
 
 int bench_update(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl)
 {
 	IF_PMDK_RETURN(b, pmdk_hash_update(b->pmdk, k, kl, v, vl));
+	if (b->ldb)
+		return tips_listdb_update(b->ldb, k, kl, v, vl);
 	return b->db ? tips_update(b->db, k, kl, v, vl) : b->ops->update(b->handle, k, kl, v, vl);
 }
 
 int bench_remove(struct bench_index *b, const void *k, size_t kl)
 {
 	IF_PMDK_RETURN(b, pmdk_hash_remove(b->pmdk, k, kl));
+	if (b->ldb)
+		return tips_listdb_remove(b->ldb, k, kl);
 	return b->db ? tips_delete(b->db, k, kl) : b->ops->remove(b->handle, k, kl);
+}
+
+int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl)
+{
+	IF_PMDK_RETURN(b, pmdk_hash_put(b->pmdk, k, kl, v, vl));
+	if (b->ldb)
+		return tips_listdb_put(b->ldb, k, kl, v, vl);
+	if (b->db)
+		return tips_put(b->db, k, kl, v, vl);
+	for (;;) { /* dram-*: no blind write in the ops table */
+		int rc = b->ops->insert(b->handle, k, kl, v, vl);
+		if (rc != TIPS_EKEYEXISTS)
+			return rc;
+		rc = b->ops->update(b->handle, k, kl, v, vl);
+		if (rc != TIPS_ENOTFOUND)
+			return rc; /* else removed since the insert: insert again */
+	}
 }
 
 int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_t cap,
 		 size_t *vl)
 {
 	int rc;
+	if (b->ldb)
+		rc = tips_listdb_get(b->ldb, k, kl, v, cap, vl);
 #ifdef TIPS_HAVE_PMDK_HASH
-	if (b->pmdk)
+	else if (b->pmdk)
 		rc = pmdk_hash_lookup(b->pmdk, k, kl, v, cap, vl);
-	else
 #endif
+	else
 		rc = b->db ? tips_lookup(b->db, k, kl, v, cap, vl)
 			   : b->ops->lookup(b->handle, k, kl, v, cap, vl);
 	return rc == TIPS_ESIZE ? 0 : rc; /* found, longer than the buffer: still found */
@@ -224,6 +310,8 @@ long bench_scan_each(struct bench_index *b, const void *start, size_t kl, size_t
 		     tips_scan_fn fn, void *arg)
 {
 	IF_PMDK_RETURN(b, pmdk_hash_scan(b->pmdk, start, kl, count, fn, arg));
+	if (b->ldb)
+		return tips_listdb_scan(b->ldb, start, kl, count, fn, arg);
 	return b->db ? tips_scan(b->db, start, kl, count, fn, arg)
 		     : b->ops->scan(b->handle, start, kl, count, fn, arg);
 }

@@ -1,11 +1,12 @@
 /*
  * bench_index.h - the one interface through which tips-bench drives an index: a
  * dram-NAME index through its ops table (the volatile original, in DRAM), a tips-NAME
- * index through the TIPS facade on a pool, and pmdk-hash (the baseline of
+ * index through the TIPS facade on a pool, pmdk-hash (the baseline of
  * src/baselines/pmdk_hash.h: hash.c's table on libpmemobj transactions, in a
- * libpmemobj pool; offered when built with it, TIPS_HAVE_PMDK_HASH). The benchmark
- * never reaches further in. All calls but open/close are thread-safe, as the index's
- * own calls are.
+ * libpmemobj pool; offered when built with it, TIPS_HAVE_PMDK_HASH), and listdb (the
+ * ListDB key-value store of tips/listdb.h, on its own pools: one per NUMA domain). The
+ * benchmark never reaches further in. All calls but open/close are thread-safe, as the
+ * index's own calls are.
  */
 #ifndef TIPS_BENCH_INDEX_H
 #define TIPS_BENCH_INDEX_H
@@ -15,6 +16,13 @@
 #include <tips/tips.h>
 
 struct pmdk_hash;
+/* tips/listdb.h is included by bench_index.c, not here: the PiBench plug-in includes
+ * this header from C++, where -Wshadow rejects listdb.h's function tips_listdb_stats() of
+ * the same name as its struct tips_listdb_stats. */
+struct tips_listdb;
+struct tips_listdb_config;
+
+#define BENCH_LISTDB_NAME "listdb"
 
 struct bench_index {
 	const struct tips_index_ops *ops; /* dram, tips: the ops table; pmdk: NULL */
@@ -22,12 +30,14 @@ struct bench_index {
 	void *handle;        /* dram: the index's open handle */
 	struct tips_db *db;  /* tips: the database */
 	struct pmdk_hash *pmdk; /* pmdk-hash: the table */
-	char pool[512];      /* tips, pmdk: the pool file */
-	int remove_pool;     /* tips, pmdk: unlink the pool at close */
+	struct tips_listdb *ldb;  /* listdb: the store */
+	char pool[512];      /* tips, pmdk, listdb: the pool file (listdb: of domain 0) */
+	int remove_pool;     /* tips, pmdk, listdb: unlink the pool(s) at close */
 };
 
 /* Every index bench_index_open() knows, NULL-terminated: tips_index_names(), then the
- * baselines (pmdk-hash). The first call builds the list: make it before threads run. */
+ * baselines (pmdk-hash), then listdb. The first call builds the list: make it before
+ * threads run. */
 const char *const *bench_index_names(void);
 
 /* The concurrency model of index @name in a few words (for listings), or NULL if no
@@ -35,7 +45,7 @@ const char *const *bench_index_names(void);
 const char *bench_index_concurrency(const char *name);
 
 /* 1 if the index's persistence cost shows in the pm counters (tips_pm_counters_*):
- * tips-* (which flush through libtips) and dram-* (nothing to count, truly 0);
+ * tips-* and listdb (which flush through libtips) and dram-* (nothing to count, truly 0);
  * 0 for pmdk-hash, which persists through libpmemobj and libpmem, which those
  * counters do not see: its fences and flushes are unavailable, not 0. */
 int bench_index_pm_counted(const struct bench_index *b);
@@ -49,9 +59,23 @@ uint64_t bench_pool_size(uint64_t expected_keys);
  * is not built. */
 uint64_t bench_pmdk_pool_size(uint64_t expected_keys);
 
-/* Opens @name. tips-*, pmdk-hash: @pool_path (NULL: a fresh file under /dev/shm,
- * removed at close unless @keep), @pool_size (0: the default rule of the kind),
- * @expected_keys as sizing hint. pmdk-hash sets PMEM_IS_PMEM_FORCE=1 (unless set) so
+/* Size of each domain pool of listdb expected to hold @expected_keys keys: its log
+ * entries (48-64 B for small keys and values, in 1 MiB log chunks, several versions of
+ * a key until compaction makes the old ones reclaimable): 200 B a key + 256 MiB,
+ * rounded up to TIPS_POOL_ALIGN. Every domain pool gets the whole amount (one thread
+ * may write every key into its domain). */
+uint64_t bench_listdb_pool_size(uint64_t expected_keys);
+
+/* The ListDB knobs of the next listdb open (copied; cfg->pool, if not NULL, must stay
+ * valid until then). The open still sets flags (TIPS_LISTDB_CREATE), expected_keys and
+ * pool_size (from its arguments). NULL: back to tips_listdb_config_init()'s defaults.
+ * Not thread-safe: call before opening. */
+void bench_listdb_configure(const struct tips_listdb_config *cfg);
+
+/* Opens @name. tips-*, pmdk-hash, listdb: @pool_path (NULL: a fresh file under
+ * /dev/shm, removed at close unless @keep; listdb's domain pools are @pool_path.d1 ...
+ * .d(D-1), removed with it), @pool_size (0: the default rule of the kind; listdb: per
+ * domain pool), @expected_keys as sizing hint. pmdk-hash sets PMEM_IS_PMEM_FORCE=1 (unless set) so
  * that libpmemobj flushes cache lines on /dev/shm as libtips does, instead of msync.
  * Returns 0 or a TIPS_E* code (message in tips_errormsg()). */
 int bench_index_open(struct bench_index *b, const char *name, const char *pool_path,
@@ -61,6 +85,10 @@ void bench_index_close(struct bench_index *b);
 int bench_insert(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
 int bench_update(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
 int bench_remove(struct bench_index *b, const void *k, size_t kl);
+/* A blind write (insert or overwrite): tips_put, pmdk_hash_put, tips_listdb_put; a dram-*
+ * index has none, so it is an insert followed on TIPS_EKEYEXISTS by an update (and
+ * retried if a concurrent remove made the update miss). */
+int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
 int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_t cap,
 		 size_t *vl);
 /* Returns the number of pairs the scan produced, or a negative code. */

@@ -15,10 +15,12 @@
  *    exists); reads, updates and scans draw from the loaded ids (or, for latest, below
  *    the watermark), and a miss is an error unless that id was removed: the error names
  *    the key and the run fails.
+ * With --upsert, the inserts (load and run) and updates are blind puts (bench_put).
  * Counters: operations per thread (the statistics thread samples their sum every
  * --sample-ms for the timeline), latency for a sampled share of operations (with the
  * thread's flush/fence counters around them, which gives fences per read and per
- * write), the pm counters of the whole run, and for tips-* the framework's statistics.
+ * write), the pm counters of the whole run, for tips-* the framework's statistics and
+ * for listdb its own (tips_listdb_stats: flushes, compactions, stalls, caches).
  * pmdk-hash persists through libpmemobj, which those counters do not see: its flushes,
  * fences and PM bytes are reported as unavailable (n/a, JSON null), never as 0.
  * The same seed gives every thread the same sequence of operations and keys.
@@ -206,11 +208,13 @@ static void run_ops(struct bench *b, unsigned t)
 			break;
 		case OP_UPDATE:
 			make_value(o, id, i, v);
-			rc = bench_update(&b->idx, k, o->key_size, v, o->value_size);
+			rc = o->upsert ? bench_put(&b->idx, k, o->key_size, v, o->value_size)
+				       : bench_update(&b->idx, k, o->key_size, v, o->value_size);
 			break;
 		case OP_INSERT:
 			make_value(o, id, i, v);
-			rc = bench_insert(&b->idx, k, o->key_size, v, o->value_size);
+			rc = o->upsert ? bench_put(&b->idx, k, o->key_size, v, o->value_size)
+				       : bench_insert(&b->idx, k, o->key_size, v, o->value_size);
 			atomic_store(&b->slots[t].inflight, UINT64_MAX);
 			break;
 		case OP_REMOVE:
@@ -257,7 +261,8 @@ static void load_ops(struct bench *b, unsigned t)
 	     id++) {
 		make_key(o, id, k);
 		make_value(o, id, 0, v);
-		int rc = bench_insert(&b->idx, k, o->key_size, v, o->value_size);
+		int rc = o->upsert ? bench_put(&b->idx, k, o->key_size, v, o->value_size)
+				   : bench_insert(&b->idx, k, o->key_size, v, o->value_size);
 		if (rc) {
 			report_lost(b, "load insert", id, rc);
 			b->res[t].failed = true;
@@ -338,6 +343,7 @@ struct phase_result {
 	int phase;   /* 0 load, 1 run */
 	bool capped; /* stopped by max_seconds */
 	struct tips_stats st0, st1;
+	struct tips_listdb_stats ls0, ls1; /* listdb */
 	struct tips_pm_counters all0, all1;
 };
 
@@ -356,6 +362,8 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	}
 	if (b->idx.db)
 		tips_stats(b->idx.db, &pr->st0);
+	if (b->idx.ldb)
+		tips_listdb_stats(b->idx.ldb, &pr->ls0);
 	tips_pm_counters_total(&pr->all0);
 	pthread_barrier_init(&b->barrier, NULL, b->o.threads + 1);
 	for (unsigned t = 0; t < b->o.threads; t++) {
@@ -380,6 +388,8 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	tips_pm_counters_total(&pr->all1);
 	if (b->idx.db)
 		tips_stats(b->idx.db, &pr->st1);
+	if (b->idx.ldb)
+		tips_listdb_stats(b->idx.ldb, &pr->ls1);
 	pr->seconds = secs_between(&b->start, &end);
 	pr->ops = total_done(b);
 	pr->ops_per_sec = (double)pr->ops / pr->seconds;
@@ -523,6 +533,87 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 	fprintf(f, "}");
 }
 
+/* listdb: every field of struct tips_listdb_stats (X: name; recovery_ms and recovered apart). */
+#define TIPS_LISTDB_U64_STATS(X)                                                              \
+	X(puts) X(deletes) X(gets) X(memtables_flushed) X(entries_flushed) X(compactions)   \
+	X(entries_merged) X(obsolete_marked) X(chunks_reclaimed) X(chunks_live)            \
+	X(write_stall_ns) X(immutable_now) X(l0_now) X(cache_hits) X(cache_lookups)        \
+	X(second_chance_hits) X(traversals) X(cross_domain_traversals) X(recovered_entries)
+/* The counters of listdb's background work and caches that a phase moves. */
+#define TIPS_LISTDB_PHASE_STATS(X)                                                            \
+	X(memtables_flushed) X(entries_flushed) X(compactions) X(entries_merged)            \
+	X(obsolete_marked) X(chunks_reclaimed) X(write_stall_ns) X(cache_hits)              \
+	X(cache_lookups) X(second_chance_hits)
+
+static void json_listdb_phase(FILE *f, const char *name, const struct phase_result *pr)
+{
+	const struct tips_listdb_stats *a = &pr->ls0, *z = &pr->ls1;
+	const char *sep = "";
+	fprintf(f, "\"%s\":{", name);
+#define X(field)                                                                         \
+	fprintf(f, "%s\"" #field "\":%llu", sep, (unsigned long long)(z->field - a->field));  \
+	sep = ",";
+	TIPS_LISTDB_PHASE_STATS(X)
+#undef X
+	fprintf(f, "}");
+}
+
+static const char *listdb_flush_name(enum tips_listdb_flush_mode m)
+{
+	return m == TIPS_LISTDB_FLUSH_WAL ? "wal" : "iul";
+}
+
+/* The "listdb" object: the knobs, every tips_listdb_stats field after the run phase, and
+ * what each phase's background work did. Cache sizes the user did not set are null:
+ * the engine derives them from expected_keys at open. */
+static void json_listdb(FILE *f, const struct options *o, const struct phase_result *load,
+			const struct phase_result *run)
+{
+	const struct tips_listdb_config *c = &o->listdb;
+	const struct tips_listdb_stats *z = &run->ls1;
+	fprintf(f, ",\"listdb\":{\"config\":{\"memtable_entries\":%llu,\"domains\":%u,"
+		"\"braided\":%s,\"flush\":\"%s\",\"compaction\":%s,\"compaction_threads\":%u,"
+		"\"shards\":%u,\"max_immutable\":%u,\"max_l0\":%u,",
+		(unsigned long long)c->memtable_entries, c->domains, c->braided ? "true" : "false",
+		listdb_flush_name(c->flush_mode), c->compaction ? "true" : "false",
+		c->compaction_threads, c->shards, c->max_immutable, c->max_l0);
+	if (o->listdb_cache_set)
+		fprintf(f, "\"cache_entries\":%llu,", (unsigned long long)c->cache_entries);
+	else
+		fprintf(f, "\"cache_entries\":null,");
+	if (o->listdb_second_chance_set)
+		fprintf(f, "\"second_chance_entries\":%llu,",
+			(unsigned long long)c->second_chance_entries);
+	else
+		fprintf(f, "\"second_chance_entries\":null,");
+	fprintf(f, "\"settle\":%s}", o->listdb_settle ? "true" : "false");
+#define X(field) fprintf(f, ",\"" #field "\":%llu", (unsigned long long)z->field);
+	TIPS_LISTDB_U64_STATS(X)
+#undef X
+	fprintf(f, ",\"recovery_ms\":%.3f,\"recovered\":%d,", z->recovery_ms, z->recovered);
+	json_listdb_phase(f, "load", load);
+	fprintf(f, ",");
+	json_listdb_phase(f, "run", run);
+	fprintf(f, "}");
+}
+
+static void print_listdb(const struct phase_result *pr)
+{
+	const struct tips_listdb_stats *a = &pr->ls0, *z = &pr->ls1;
+	uint64_t looked = z->cache_lookups - a->cache_lookups;
+	printf("listdb: run: %llu MemTables flushed (%llu entries), %llu compactions (%llu "
+	       "entries merged), writers stalled %.1f ms, cache hit ratio %.3f; now %llu "
+	       "immutable MemTables, %llu L0 tables, %llu live log chunks (%llu reclaimed)\n",
+	       (unsigned long long)(z->memtables_flushed - a->memtables_flushed),
+	       (unsigned long long)(z->entries_flushed - a->entries_flushed),
+	       (unsigned long long)(z->compactions - a->compactions),
+	       (unsigned long long)(z->entries_merged - a->entries_merged),
+	       (double)(z->write_stall_ns - a->write_stall_ns) / 1e6,
+	       looked ? (double)(z->cache_hits - a->cache_hits) / (double)looked : 0,
+	       (unsigned long long)z->immutable_now, (unsigned long long)z->l0_now,
+	       (unsigned long long)z->chunks_live, (unsigned long long)z->chunks_reclaimed);
+}
+
 /* ---- options --------------------------------------------------------------------- */
 
 int bench_set_workload(struct options *o, const char *w)
@@ -549,6 +640,8 @@ int bench_set_workload(struct options *o, const char *w)
 
 static void usage(FILE *f)
 {
+	struct tips_listdb_config ldb_defaults;
+	tips_listdb_config_init(&ldb_defaults);
 	fprintf(f,
 		"usage: tips-bench --index NAME [options]      one index, one workload\n"
 		"       tips-bench compare [options]            several, repeated, with ratios\n"
@@ -567,9 +660,29 @@ static void usage(FILE *f)
 		"                     compare: 60); the rate is over the operations done\n"
 		"  --no-settle        tips-*: start the run phase at once, without waiting until\n"
 		"                     replay has applied the load (default: wait, and report it)\n"
+		"  --upsert           inserts (load and run) and updates are blind puts: tips_put,\n"
+		"                     tips_listdb_put, pmdk_hash_put; dram-*: insert, then update if\n"
+		"                     the key exists\n"
 		"  --pool PATH        tips-* pool (default a fresh file in /dev/shm, removed\n"
 		"                     afterwards unless --keep); --pool-size SIZE\n"
 		"  --json FILE        also write the results as one JSON document\n"
+		"listdb (--index listdb; its pools are PATH, PATH.d1 ... for domains):\n"
+		"  --listdb-memtable N          entries per MemTable (default %llu)\n"
+		"  --listdb-cache N             lookup hash cache slots, 0: none (default\n"
+		"                               expected keys / 8 + 1024)\n"
+		"  --listdb-second-chance N     second-chance cache entries, 0: none (default\n"
+		"                               cache slots / 16)\n"
+		"  --listdb-compaction-threads N  background flush/compaction threads (1..8,\n"
+		"                               default 1)\n"
+		"  --listdb-domains N           NUMA domains, one pool each (1..8, default 1)\n"
+		"  --listdb-oblivious           NUMA-oblivious skiplists (default braided)\n"
+		"  --listdb-flush iul|wal       MemTable flush: index-unified logging (default)\n"
+		"                               or copy out of a write-ahead log\n"
+		"  --listdb-no-compaction       keep every L0 table (no Zipper compaction)\n"
+		"  --listdb-settle              between load and run, wait until everything is\n"
+		"                               merged into L1 (without compaction: flushed to\n"
+		"                               L0); default: background work stays live, as\n"
+		"                               the store is measured\n"
 		"compare mode:\n"
 		"  --indexes LIST     comma-separated index names, or all (default)\n"
 		"  --workloads LIST   comma-separated workloads (default a,b,c,d,e)\n"
@@ -577,7 +690,23 @@ static void usage(FILE *f)
 		"  --baseline B       twin (default: tips-X and pmdk-X against dram-X) or an index\n"
 		"                     name\n"
 		"exit codes: 0 ok, 1 an operation failed (e.g. a loaded key not found), 2 usage,\n"
-		"3 setup failed\n");
+		"3 setup failed\n", (unsigned long long)ldb_defaults.memtable_entries);
+}
+
+/* Codes of the long options that have no one-letter code (above every char). */
+enum {
+	OPT_UPSERT = 1000, OPT_LDB_CACHE, OPT_LDB_SECOND, OPT_LDB_MEMTABLE, OPT_LDB_THREADS,
+	OPT_LDB_DOMAINS, OPT_LDB_OBLIVIOUS, OPT_LDB_FLUSH, OPT_LDB_NO_COMPACTION, OPT_LDB_SETTLE,
+};
+
+/* An unsigned number in [lo, hi] (K/M/G suffixes allowed): 0 or -1. */
+static int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	uint64_t v;
+	if (size_arg_parse(arg, &v) || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
 }
 
 static int parse(int argc, char **argv, struct options *o, bool compare, bool *list)
@@ -593,18 +722,30 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		{ "keep", 0, 0, 'e' }, { "json", 1, 0, 'j' }, { "list", 0, 0, 'x' },
 		{ "max-seconds", 1, 0, 't' }, { "indexes", 1, 0, 'X' }, { "workloads", 1, 0, 'W' },
 		{ "repeat", 1, 0, 'R' }, { "baseline", 1, 0, 'B' }, { "no-settle", 0, 0, 'n' },
+		{ "upsert", 0, 0, OPT_UPSERT }, { "listdb-cache", 1, 0, OPT_LDB_CACHE },
+		{ "listdb-second-chance", 1, 0, OPT_LDB_SECOND },
+		{ "listdb-memtable", 1, 0, OPT_LDB_MEMTABLE },
+		{ "listdb-compaction-threads", 1, 0, OPT_LDB_THREADS },
+		{ "listdb-domains", 1, 0, OPT_LDB_DOMAINS },
+		{ "listdb-oblivious", 0, 0, OPT_LDB_OBLIVIOUS },
+		{ "listdb-flush", 1, 0, OPT_LDB_FLUSH },
+		{ "listdb-no-compaction", 0, 0, OPT_LDB_NO_COMPACTION },
+		{ "listdb-settle", 0, 0, OPT_LDB_SETTLE },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
+	struct tips_listdb_config *ldb = &o->listdb;
 	bool mix = false, skew_set = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		uint64_t v = 0;
 		char *end = NULL;
-		if (!compare && strchr("XWRB", c)) {
+		if (c >= OPT_LDB_CACHE && c <= OPT_LDB_SETTLE)
+			o->listdb_knob_set = true;
+		if (c > 0 && c < 256 && !compare && strchr("XWRB", c)) {
 			fprintf(stderr, "tips-bench: %s is an option of compare mode\n", argv[optind - 1]);
 			return -1;
 		}
-		if (compare && strchr("ipewx", c)) {
+		if (c > 0 && c < 256 && compare && strchr("ipewx", c)) {
 			fprintf(stderr, "tips-bench compare: %s does not apply (see --indexes, "
 				"--workloads)\n", argv[optind - 1]);
 			return -1;
@@ -665,12 +806,50 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 			if (*end || o->repeat < 1 || o->repeat > 100) return -1;
 			break;
 		case 'B': o->baseline = optarg; break;
+		case OPT_UPSERT: o->upsert = true; break;
+		case OPT_LDB_CACHE:
+			if (parse_count(optarg, 0, UINT64_MAX, &ldb->cache_entries)) return -1;
+			o->listdb_cache_set = true;
+			break;
+		case OPT_LDB_SECOND:
+			if (parse_count(optarg, 0, UINT64_MAX, &ldb->second_chance_entries))
+				return -1;
+			o->listdb_second_chance_set = true;
+			break;
+		case OPT_LDB_MEMTABLE:
+			if (parse_count(optarg, 1, (1ull << 32) - 1, &ldb->memtable_entries))
+				return -1;
+			break;
+		case OPT_LDB_THREADS:
+			if (parse_count(optarg, 1, 8, &v)) return -1; /* tips_listdb_open's range */
+			ldb->compaction_threads = (unsigned)v;
+			break;
+		case OPT_LDB_DOMAINS:
+			if (parse_count(optarg, 1, TIPS_LISTDB_MAX_DOMAINS, &v)) return -1;
+			ldb->domains = (unsigned)v;
+			break;
+		case OPT_LDB_OBLIVIOUS: ldb->braided = 0; break;
+		case OPT_LDB_FLUSH:
+			if (strcmp(optarg, "iul") == 0)
+				ldb->flush_mode = TIPS_LISTDB_FLUSH_IUL;
+			else if (strcmp(optarg, "wal") == 0)
+				ldb->flush_mode = TIPS_LISTDB_FLUSH_WAL;
+			else
+				return -1;
+			break;
+		case OPT_LDB_NO_COMPACTION: ldb->compaction = 0; break;
+		case OPT_LDB_SETTLE: o->listdb_settle = true; break;
 		case 'h': usage(stdout); exit(EXIT_OK);
 		default: return -1;
 		}
 	}
 	if (optind != argc)
 		return -1;
+	if (!compare && o->listdb_knob_set && o->index &&
+	    strcmp(o->index, BENCH_LISTDB_NAME) != 0) {
+		fprintf(stderr, "tips-bench: the --listdb-* options apply to --index listdb only\n");
+		return -1;
+	}
 	if (!skew_set)
 		o->skew = o->dist == KEYDIST_SELFSIMILAR ? 0.2 : 0.99;
 	double sum = 0;
@@ -694,10 +873,10 @@ static void json_config(FILE *json, const struct options *o)
 	fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
 		"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
-		"\"max_seconds\":%g,\"ratios\":{", o->index, (unsigned long long)o->records,
-		(unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
-		o->skew, o->key_size, o->value_size, o->scan_len, (unsigned long long)o->seed,
-		o->max_seconds);
+		"\"max_seconds\":%g,\"upsert\":%s,\"ratios\":{", o->index,
+		(unsigned long long)o->records, (unsigned long long)o->ops, o->threads, o->workload,
+		keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
+		(unsigned long long)o->seed, o->max_seconds, o->upsert ? "true" : "false");
 	for (int i = 0; i < NOPS; i++)
 		fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
 	fprintf(json, "}},");
@@ -709,9 +888,23 @@ static void json_config(FILE *json, const struct options *o)
  * workload and not the load's backlog. Polls the counter every 2 ms (there is no
  * event to wait on); gives up after 10 minutes. Returns the wait in ms (0 for other
  * indexes).
+ * listdb, only with --listdb-settle: tips_listdb_flush(db, 1), which returns once every
+ * MemTable is flushed and every L0 table merged into L1 (with --listdb-no-compaction,
+ * tips_listdb_flush(db, 0): flushed into L0). By default ListDB is measured with its
+ * background work (flushes and compactions of the load) live in the run.
  */
-static double settle(struct bench_index *idx)
+static double settle(struct bench_index *idx, const struct options *o)
 {
+	if (idx->ldb) {
+		if (!o->listdb_settle)
+			return 0;
+		uint64_t t0 = now_ns();
+		int rc = tips_listdb_flush(idx->ldb, o->listdb.compaction ? 1 : 0);
+		if (rc)
+			fprintf(stderr, "tips-bench: tips_listdb_flush: %s (%s)\n", tips_strerror(rc),
+				tips_errormsg());
+		return (double)(now_ns() - t0) / 1e6;
+	}
 	if (!idx->db)
 		return 0;
 	uint64_t t0 = now_ns();
@@ -773,10 +966,13 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 	summarize(b, &load, ls);
 	if (!o->quiet)
 		print_phase("load", &load, ls);
-	double settle_ms = failed || o->no_settle ? 0 : settle(&b->idx);
+	double settle_ms = failed || o->no_settle ? 0 : settle(&b->idx, o);
 	if (!o->quiet && b->idx.db && !o->no_settle)
 		printf("load: replay applied the backlog %.0f ms after the last insert\n",
 		       settle_ms);
+	if (!o->quiet && b->idx.ldb && o->listdb_settle && !o->no_settle)
+		printf("load: every MemTable flushed%s %.0f ms after the last insert\n",
+		       o->listdb.compaction ? " and merged into L1" : " into L0", settle_ms);
 	if (!failed) {
 		failed = run_phase(b, 1, &run);
 		summarize(b, &run, rs);
@@ -793,6 +989,8 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 			printf("throughput stddev %.1f%% of mean%s\n",
 			       rs->timeline_mean ? 100 * rs->timeline_stddev / rs->timeline_mean : 0,
 			       run.capped ? " (stopped at --max-seconds)" : "");
+			if (b->idx.ldb)
+				print_listdb(&run);
 		}
 	}
 	struct rusage ru;
@@ -802,6 +1000,8 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		json_phase(json, b, "load", &load, ls);
 		fprintf(json, ",");
 		json_phase(json, b, "run", &run, rs);
+		if (b->idx.ldb)
+			json_listdb(json, o, &load, &run);
 		fprintf(json, ",\"settle_ms\":%.1f,\"peak_rss_kib\":%ld}\n", settle_ms,
 			ru.ru_maxrss);
 	}
@@ -831,6 +1031,7 @@ int main(int argc, char **argv)
 			     .value_size = 8, .scan_len = 100, .seed = 1, .sample_ms = 100,
 			     .latency_sample = 0.01, .dist = KEYDIST_UNIFORM, .repeat = 3 };
 	bench_set_workload(&o, "a");
+	tips_listdb_config_init(&o.listdb);
 	bool compare = argc > 1 && strcmp(argv[1], "compare") == 0;
 	if (compare) {
 		argc--, argv++;
@@ -845,6 +1046,7 @@ int main(int argc, char **argv)
 		list_indexes();
 		return EXIT_OK;
 	}
+	bench_listdb_configure(&o.listdb); /* compare's children inherit it through fork */
 	if (compare)
 		return bench_compare(&o);
 	if (!o.index) {

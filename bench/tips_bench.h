@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <tips/listdb.h>
+
 #include "keygen.h"
 
 enum { EXIT_OK = 0, EXIT_LOST = 1, EXIT_USAGE = 2, EXIT_SETUP = 3 };
@@ -27,6 +29,13 @@ struct options {
 	enum keydist dist;
 	bool keep, quiet;
 	bool no_settle; /* start the run phase without waiting for the load's replay */
+	bool upsert;    /* inserts and updates are blind puts (bench_put) */
+	/* listdb (--listdb-*): its knobs, from tips_listdb_config_init() and the options (handed
+	 * to bench_listdb_configure() before any run); which of them the user set, for the
+	 * JSON; and whether to wait between the phases for everything to reach L1. */
+	struct tips_listdb_config listdb;
+	bool listdb_cache_set, listdb_second_chance_set, listdb_knob_set;
+	bool listdb_settle;
 	/* compare mode only */
 	const char *indexes, *workloads, *baseline;
 	unsigned repeat;

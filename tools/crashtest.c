@@ -4,6 +4,7 @@
  *   tips-crashtest --index NAME --pool PATH --crashes N --mode sigkill|sim
  *                  [--evict P] [--seed S] [--keys K] [--ops M] [--threads T]
  *                  [--pool-size BYTES] [--recovery-crash-share F] [--fresh] [--verbose]
+ *                  [--keep-crashed] [--listdb-memtable N] [--listdb-domains D]
  *
  * The claim under test (TIPS §3.1, §4.4): every write the facade acknowledged survives
  * any crash, a write in flight at the crash is either wholly applied or not at all, no
@@ -58,7 +59,8 @@
  *
  * The parent never opens the pool: every open happens in a forked child, so no child
  * inherits an open pool, a mapping or a background thread. Results come back through
- * the message pipe and a shared anonymous mapping made before the first fork.
+ * the message pipe and a shared anonymous mapping made before the first fork. A child
+ * still running after CHILD_TIMEOUT_S (300 s) is ended by SIGALRM and counts as failed.
  *
  * Output: details of each violation on stderr (crash number, key, expected, found),
  * the seed on stderr, and one line on stdout:
@@ -76,6 +78,9 @@
  * errors count as double_free). Only --mode sigkill applies to pmdk-hash: sim mode
  * drops unflushed lines inside libtips's pool layer (src/pm), which libpmemobj does not
  * use (it maps and flushes its pool itself), so sim is refused with a usage error.
+ * With --index listdb, the ListDB store (tips/listdb.h; see listdb_store below for how
+ * its checked writes, its small MemTables and its ownership check map onto the above),
+ * in both modes; its pools are PATH and, with --listdb-domains D, PATH.d1 ... PATH.d(D-1).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -92,6 +97,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <tips/listdb.h>
 #include <tips/tips.h>
 
 #ifdef TIPS_HAVE_PMDK_HASH
@@ -119,6 +125,11 @@ enum {
 #define MAX_DETAILS 20u             /* detail lines per verification, then a count */
 #define MAX_THREADS 64u
 #define MAX_NEW_BLOCKS 1024u        /* newly bad blocks one verification hands back */
+#define TIPS_LISTDB_POOL_SIZE (128ull << 20) /* listdb's default --pool-size (each domain) */
+/* Every child is ended by SIGALRM after this long (a run takes well under a second, a
+ * sanitizer build's tens of seconds): a hung child (a cycle in a damaged list, a lost
+ * wake-up) then fails the campaign with a message instead of stalling it. */
+#define CHILD_TIMEOUT_S 300u
 
 /* ---- options ------------------------------------------------------------------------ */
 
@@ -135,9 +146,13 @@ struct options {
 	uint64_t ops;
 	unsigned threads;
 	uint64_t pool_size;
+	bool pool_size_set;
 	double recovery_share;
+	uint64_t listdb_memtable; /* listdb: entries per MemTable */
+	unsigned listdb_domains;  /* listdb: NUMA domains (pools PATH, PATH.d1, ...) */
 	bool fresh;
 	bool verbose;
+	bool keep_crashed; /* copy the pool after each crash to PATH.crashed */
 	const struct store_kind *store; /* how children reach the index (from --index) */
 };
 
@@ -145,12 +160,13 @@ static const char usage_text[] =
 	"usage: tips-crashtest --index NAME --pool PATH --crashes N --mode sigkill|sim\n"
 	"                      [--evict P] [--seed S] [--keys K] [--ops M] [--threads T]\n"
 	"                      [--pool-size BYTES] [--recovery-crash-share F] [--fresh]\n"
-	"                      [--verbose]\n"
+	"                      [--listdb-memtable N] [--listdb-domains D] [--verbose]\n"
+	"                      [--keep-crashed]\n"
 	"\n"
 	"  Crashes a child running a mixed workload on index NAME (e.g. tips-hash) N times,\n"
 	"  recovers and checks every key against a model of the acknowledged writes, and\n"
 	"  the heap against the blocks the index owns. NAME may also be pmdk-hash (the\n"
-	"  libpmemobj baseline; sigkill mode only).\n"
+	"  libpmemobj baseline; sigkill mode only) or listdb (tips/listdb.h).\n"
 	"  --mode sigkill         SIGKILL after a random number of acknowledged writes\n"
 	"  --mode sim             simulated power failure at a random persist event\n"
 	"  --evict P              sim: share of dirty unflushed lines written back (0.5)\n"
@@ -158,10 +174,19 @@ static const char usage_text[] =
 	"  --keys K               keys 0..K-1 (2000)\n"
 	"  --ops M                operations per child run (3000)\n"
 	"  --threads T            writer threads in the child (2)\n"
-	"  --pool-size BYTES      pool size, K/M/G suffixes allowed (64M)\n"
+	"  --pool-size BYTES      pool size, K/M/G suffixes allowed (64M; listdb: of each\n"
+	"                         domain pool, 128M)\n"
 	"  --recovery-crash-share F  share of crashes whose recovery is crashed too (0.25)\n"
-	"  --fresh                remove PATH first if it exists (else it must not exist)\n"
+	"  --fresh                remove PATH first if it exists (else it must not exist;\n"
+	"                         listdb: also PATH.d1 ...)\n"
+	"  --listdb-memtable N    listdb: entries per MemTable (256: every run flushes\n"
+	"                         MemTables and runs Zipper compactions)\n"
+	"  --listdb-domains D     listdb: NUMA domains, one pool each (1)\n"
 	"  --verbose              one line per run on stderr\n"
+	"  --keep-crashed         after each crash until the first violation, copy the pool\n"
+	"                         as the crash left it to PATH.crashed (listdb: and\n"
+	"                         PATH.crashed.d1 ...); kept if the campaign fails, to\n"
+	"                         replay the recovery that went wrong\n"
 	"\n"
 	"  prints: crashes=N lost=L phantom=P leaked=X double_free=D max_recovery_ms=R\n"
 	"  exit codes: 0 no violation, 1 violations or failure, 2 usage error\n";
@@ -237,6 +262,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->threads = 2;
 	o->pool_size = 64ull << 20;
 	o->recovery_share = 0.25;
+	o->listdb_memtable = 256;
+	o->listdb_domains = 1;
 	bool have_seed = false, have_mode = false, have_crashes = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -246,6 +273,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		}
 		if (strcmp(a, "--fresh") == 0) {
 			o->fresh = true;
+			continue;
+		}
+		if (strcmp(a, "--keep-crashed") == 0) {
+			o->keep_crashed = true;
 			continue;
 		}
 		if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
@@ -283,8 +314,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 			ok = parse_u64(v, &n) && n >= 1 && n <= MAX_THREADS;
 			o->threads = (unsigned)n;
 		} else if (strcmp(a, "--pool-size") == 0)
-			ok = parse_size(v, &o->pool_size);
-		else if (strcmp(a, "--recovery-crash-share") == 0)
+			ok = o->pool_size_set = parse_size(v, &o->pool_size);
+		else if (strcmp(a, "--listdb-memtable") == 0)
+			ok = parse_u64(v, &o->listdb_memtable) && o->listdb_memtable >= 1;
+		else if (strcmp(a, "--listdb-domains") == 0) {
+			ok = parse_u64(v, &n) && n >= 1 && n <= TIPS_LISTDB_MAX_DOMAINS;
+			o->listdb_domains = (unsigned)n;
+		} else if (strcmp(a, "--recovery-crash-share") == 0)
 			ok = parse_share(v, &o->recovery_share);
 		else {
 			fprintf(stderr, "tips-crashtest: unknown option '%s'\n", a);
@@ -405,7 +441,7 @@ struct msg {
 	uint32_t thread;
 	uint32_t op;   /* INTENT: enum op_kind */
 	int32_t rc;    /* ACK: what the facade returned */
-	uint64_t key;  /* INTENT; DONE: reclamations during the run (before close) */
+	uint64_t key;  /* INTENT; DONE: background work during the run (before close) */
 	uint64_t seq;  /* INTENT: the value's sequence number; DONE: persist events */
 	uint32_t vlen; /* INTENT: 8 or 24 (0 for a delete) */
 	uint32_t pad;
@@ -468,6 +504,7 @@ typedef void (*store_problem_fn)(enum tips_block_problem what, uint64_t block,
  */
 struct store_kind {
 	const char *name;  /* for messages */
+	const char *background; /* what stats() counts as background work (plural noun) */
 	bool sim_capable;  /* its persistence goes through libtips's pool layer */
 	int (*open)(const struct options *o, bool create, const struct tips_pool_options *popts,
 		    void **s);
@@ -479,8 +516,9 @@ struct store_kind {
 	int (*lookup)(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl);
 	long (*scan)(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
 		     void *arg);
-	/* reclamations so far, the recovery time its open measured, whether it recovered */
-	void (*stats)(void *s, uint64_t *reclamations, double *recovery_ms, int *recovered);
+	/* background work so far (reclamations; listdb: Zipper compactions), the recovery
+	 * time its open measured, whether it recovered */
+	void (*stats)(void *s, uint64_t *background, double *recovery_ms, int *recovered);
 	/* Ownership: every allocated block owned once. 0, TIPS_ECORRUPT (problems found,
 	 * each passed to @fn), or another code. */
 	int (*check)(void *s, store_problem_fn fn, void *arg, struct store_report *rep);
@@ -587,6 +625,7 @@ static int facade_check(void *s, store_problem_fn fn, void *arg, struct store_re
 
 static const struct store_kind facade_store = {
 	.name = "the TIPS facade",
+	.background = "reclamations",
 	.sim_capable = true,
 	.open = facade_open,
 	.close = facade_close,
@@ -678,6 +717,7 @@ static int pmdk_check_closed(const struct options *o)
 
 static const struct store_kind pmdk_store = {
 	.name = "pmdk-hash (libpmemobj)",
+	.background = "reclamations",
 	.sim_capable = false,
 	.open = pmdk_open,
 	.close = pmdk_close,
@@ -692,6 +732,151 @@ static const struct store_kind pmdk_store = {
 	.check_closed = pmdk_check_closed,
 };
 #endif
+
+/*
+ * listdb (tips/listdb.h). The workload's insert, update and delete go to the checked
+ * calls (tips_listdb_insert/update/remove: a lookup and the write under a per-key lock,
+ * returning TIPS_EKEYEXISTS / TIPS_ENOTFOUND as the facade does, which the model
+ * checks), put to the blind tips_listdb_put. Every child opens with --listdb-memtable
+ * (default 256 entries: a run of 3000 operations seals about a dozen MemTables, which
+ * the background thread flushes into L0 tables and Zipper-merges into L1 while the
+ * writers go on), so crashes land in flushes, compactions and chunk reclamation, and a
+ * crashed recovery in Algorithm 5 itself.
+ * SIM media (cfg.pool) applies to every domain pool; each pool counts its own persist
+ * events, and the power fails when the first of them reaches the armed event (the
+ * calibration counts the events of all pools, so with D domains about 1/D of the runs
+ * crash). The other pools then keep exactly what was flushed and fenced in them (no
+ * eviction): a legal failure, if a narrower one.
+ * Ownership: tips_listdb_check() verifies that every list of L1 and L0 is sorted at every
+ * layer and braided right, that every element lies in a live chunk with a valid
+ * checksum, and that the heap of every domain pool holds exactly the chunks the root
+ * slots own (log chunks are the only blocks ListDB allocates). It reports counts, not
+ * blocks: allocated = heap_blocks (allocated blocks of all domain pools), owned =
+ * chunks (blocks owned by chunk slots); on success the two are equal. A problem is
+ * TIPS_ECORRUPT with one message and no block (and no counts), so it cannot be told
+ * apart as a leak or a double ownership here: it counts as one heap error, which the
+ * caller adds to double_free (this tool's count for every inconsistency of the heap or
+ * of ownership), with the message printed. The problem callback is never called.
+ * Recovery leaves the recovered tables in L0 (and redoes an interrupted compaction);
+ * the background thread merges them at once. The check first waits with
+ * tips_listdb_flush(db, 1) until every table is merged into L1 and chunk reclamation is
+ * done, so that it, and every lookup and the scan after it, judge the recovered
+ * database after the whole merge of what recovery rebuilt (a fixed point, rather than
+ * wherever the background thread happens to be; tips_listdb_check() itself holds the
+ * compaction lock, so it would be safe at any point).
+ */
+static void listdb_unlink_all(const char *path)
+{
+	char p[4096];
+	unlink(path);
+	for (unsigned d = 1; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
+		snprintf(p, sizeof(p), "%s.d%u", path, d);
+		unlink(p);
+	}
+}
+
+static int ldb_open(const struct options *o, bool create, const struct tips_pool_options *popts,
+		    void **s)
+{
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = create ? TIPS_LISTDB_CREATE : 0;
+	cfg.pool_size = o->pool_size;
+	cfg.expected_keys = o->keys;
+	cfg.domains = o->listdb_domains;
+	cfg.memtable_entries = o->listdb_memtable;
+	cfg.pool = popts;
+	struct tips_listdb *db = NULL;
+	int rc = tips_listdb_open(o->pool, &cfg, &db);
+	*s = db;
+	return rc;
+}
+
+static int ldb_close(void **s)
+{
+	struct tips_listdb *db = *s;
+	int rc = tips_listdb_close(&db);
+	*s = db;
+	return rc;
+}
+
+static int ldb_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_listdb_insert(s, k, kl, v, vl);
+}
+
+static int ldb_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_listdb_update(s, k, kl, v, vl);
+}
+
+static int ldb_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_listdb_put(s, k, kl, v, vl);
+}
+
+static int ldb_remove(void *s, const void *k, size_t kl)
+{
+	return tips_listdb_remove(s, k, kl);
+}
+
+static int ldb_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
+{
+	return tips_listdb_get(s, k, kl, v, cap, vl);
+}
+
+static long ldb_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
+		     void *arg)
+{
+	return tips_listdb_scan(s, start, kl, count, fn, arg);
+}
+
+static void ldb_stats(void *s, uint64_t *background, double *recovery_ms, int *recovered)
+{
+	struct tips_listdb_stats st;
+	tips_listdb_stats(s, &st);
+	*background = st.compactions;
+	*recovery_ms = st.recovery_ms;
+	*recovered = st.recovered;
+}
+
+static int ldb_check(void *s, store_problem_fn fn, void *arg, struct store_report *rep)
+{
+	(void)fn, (void)arg; /* tips_listdb_check() names no block (see above) */
+	memset(rep, 0, sizeof(*rep));
+	int rc = tips_listdb_flush(s, 1); /* everything recovered merged into L1 (see above) */
+	if (rc)
+		return rc;
+	struct tips_listdb_report lr;
+	memset(&lr, 0, sizeof(lr));
+	rc = tips_listdb_check(s, &lr);
+	rep->allocated = lr.heap_blocks;
+	rep->owned = lr.chunks;
+	if (rc == TIPS_ECORRUPT) {
+		rep->heap_errors = 1;
+		snprintf(rep->first_error, sizeof(rep->first_error), "tips_listdb_check: %s",
+			 tips_errormsg());
+		return 0; /* counted as a heap error, not a failure of the check itself */
+	}
+	return rc;
+}
+
+static const struct store_kind listdb_store = {
+	.name = "listdb",
+	.background = "Zipper compactions",
+	.sim_capable = true,
+	.open = ldb_open,
+	.close = ldb_close,
+	.insert = ldb_insert,
+	.update = ldb_update,
+	.put = ldb_put,
+	.remove = ldb_remove,
+	.lookup = ldb_lookup,
+	.scan = ldb_scan,
+	.stats = ldb_stats,
+	.check = ldb_check,
+	.check_closed = NULL,
+};
 
 /* ---- the workload child -------------------------------------------------------------- */
 
@@ -1065,10 +1250,12 @@ struct campaign {
 	uint64_t run_events, recovery_events; /* sim: E and the recovery's events */
 	/* results */
 	uint64_t runs, crashes, acks, recovery_crashes, finished_runs;
-	uint64_t reclamations;              /* in finished runs, before their close */
+	uint64_t reclamations;              /* background work (store_kind.background) in
+					       finished runs, before their close */
 	uint64_t lost, phantom, leaked, double_free;
 	double max_recovery_ms;
 	struct known_bad known;             /* blocks counted bad already */
+	uint64_t kept_crash;                /* --keep-crashed: the crash of the copy */
 	bool failed;                        /* a child failed: the campaign stops */
 	unsigned details;                   /* detail lines printed in this verification */
 };
@@ -1284,6 +1471,8 @@ static pid_t fork_or_die(void)
 		perror("tips-crashtest: fork");
 		exit(EXIT_VIOLATION);
 	}
+	if (pid == 0)
+		alarm(CHILD_TIMEOUT_S);
 	return pid;
 }
 
@@ -1457,6 +1646,66 @@ static void verify(struct campaign *c)
 			(unsigned long long)sh->leaked, (unsigned long long)sh->double_free);
 }
 
+/* File @d of the store at @base (0: @base; listdb: @base.dN) into @out. */
+static void store_file(const char *base, unsigned d, char *out, size_t cap)
+{
+	if (d == 0)
+		snprintf(out, cap, "%s", base);
+	else
+		snprintf(out, cap, "%s.d%u", base, d);
+}
+
+static unsigned store_files(const struct options *o)
+{
+	return o->store == &listdb_store ? o->listdb_domains : 1;
+}
+
+/* Copies @from to @to (replaced); false on an error (printed). */
+static bool copy_file(const char *from, const char *to)
+{
+	static char buf[1 << 20];
+	FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+	bool ok = in && out;
+	size_t n;
+	while (ok && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ok = fwrite(buf, 1, n, out) == n;
+	ok = ok && !ferror(in);
+	if (in)
+		fclose(in);
+	if (out && fclose(out) != 0)
+		ok = false;
+	if (!ok)
+		fprintf(stderr, "tips-crashtest: cannot copy %s to %s: %s\n", from, to,
+			strerror(errno));
+	return ok;
+}
+
+/* --keep-crashed: the pool as the crash left it, before any recovery, at PATH.crashed;
+ * only until the first violation, so that the copy is the state whose recovery (or the
+ * run after it) went wrong first. */
+static void keep_crashed_copy(struct campaign *c)
+{
+	char base[4096], from[4200], to[4200];
+	snprintf(base, sizeof(base), "%s.crashed", c->o.pool);
+	for (unsigned d = 0; d < store_files(&c->o); d++) {
+		store_file(c->o.pool, d, from, sizeof(from));
+		store_file(base, d, to, sizeof(to));
+		if (!copy_file(from, to))
+			c->failed = true;
+	}
+	c->kept_crash = c->crashes;
+}
+
+static void remove_crashed_copy(const struct options *o)
+{
+	char base[4096], p[4200];
+	snprintf(base, sizeof(base), "%s.crashed", o->pool);
+	for (unsigned d = 0; d < store_files(o); d++) {
+		store_file(base, d, p, sizeof(p));
+		unlink(p);
+	}
+}
+
 static void campaign_run(struct campaign *c)
 {
 	char buf[64];
@@ -1513,6 +1762,9 @@ static void campaign_run(struct campaign *c)
 				c->o.sim ? "armed at event" : "kill after ack",
 				(unsigned long long)(c->o.sim ? crash_at : kill_after),
 				(unsigned long long)c->acks);
+		if (crashed && c->o.keep_crashed &&
+		    !(c->lost || c->phantom || c->leaked || c->double_free))
+			keep_crashed_copy(c);
 		if (crashed && rng_unit(&c->rng) < c->o.recovery_share)
 			crash_recovery(c);
 		if (!c->failed)
@@ -1535,6 +1787,8 @@ int main(int argc, char **argv)
 		return rc == PARSE_HELP ? EXIT_OK : rc;
 	if (tips_index_find(c.o.index_name))
 		c.o.store = &facade_store;
+	else if (strcmp(c.o.index_name, "listdb") == 0)
+		c.o.store = &listdb_store;
 #ifdef TIPS_HAVE_PMDK_HASH
 	else if (strcmp(c.o.index_name, PMDK_HASH_NAME) == 0)
 		c.o.store = &pmdk_store;
@@ -1547,7 +1801,7 @@ int main(int argc, char **argv)
 #ifdef TIPS_HAVE_PMDK_HASH
 		fprintf(stderr, " %s", PMDK_HASH_NAME);
 #endif
-		fputc('\n', stderr);
+		fprintf(stderr, " listdb\n");
 		return EXIT_USAGE;
 	}
 	if (c.o.sim && !c.o.store->sim_capable) {
@@ -1561,15 +1815,27 @@ int main(int argc, char **argv)
 	if (c.o.store == &pmdk_store)
 		pmdk_hash_force_flushes(); /* cache-line flushes, not msync, as on tips pools */
 #endif
-	struct stat stbuf;
-	if (lstat(c.o.pool, &stbuf) == 0) {
+	bool listdb = c.o.store == &listdb_store;
+	if (listdb && !c.o.pool_size_set)
+		c.o.pool_size = TIPS_LISTDB_POOL_SIZE;
+	/* The files of the store: PATH, and for listdb its domain pools PATH.d1 ... */
+	unsigned nfiles = listdb ? TIPS_LISTDB_MAX_DOMAINS : 1;
+	for (unsigned d = 0; d < nfiles; d++) {
+		char path[4096];
+		struct stat stbuf;
+		if (d == 0)
+			snprintf(path, sizeof(path), "%s", c.o.pool);
+		else
+			snprintf(path, sizeof(path), "%s.d%u", c.o.pool, d);
+		if (lstat(path, &stbuf) != 0)
+			continue;
 		if (!c.o.fresh) {
 			fprintf(stderr, "tips-crashtest: %s exists; remove it or pass --fresh\n",
-				c.o.pool);
+				path);
 			return EXIT_USAGE;
 		}
-		if (unlink(c.o.pool) != 0) {
-			fprintf(stderr, "tips-crashtest: cannot remove %s: %s\n", c.o.pool,
+		if (unlink(path) != 0) {
+			fprintf(stderr, "tips-crashtest: cannot remove %s: %s\n", path,
 				strerror(errno));
 			return EXIT_USAGE;
 		}
@@ -1584,17 +1850,22 @@ int main(int argc, char **argv)
 	c.rng = c.o.seed;
 	c.next_seq = 1;
 	fprintf(stderr, "tips-crashtest: index=%s mode=%s seed=%llu crashes=%llu keys=%llu "
-		"ops=%llu threads=%u evict=%.2f recovery-crash-share=%.2f\n", c.o.index_name,
+		"ops=%llu threads=%u evict=%.2f recovery-crash-share=%.2f", c.o.index_name,
 		c.o.sim ? "sim" : "sigkill", (unsigned long long)c.o.seed,
 		(unsigned long long)c.o.crashes, (unsigned long long)c.o.keys,
 		(unsigned long long)c.o.ops, c.o.threads, c.o.evict, c.o.recovery_share);
+	if (listdb)
+		fprintf(stderr, " memtable=%llu domains=%u",
+			(unsigned long long)c.o.listdb_memtable, c.o.listdb_domains);
+	fputc('\n', stderr);
 	double t0 = now_ms();
 	campaign_run(&c);
 	bool bad = c.failed || c.lost || c.phantom || c.leaked || c.double_free;
 	fprintf(stderr, "tips-crashtest: %llu runs (%llu finished without a crash, with %llu "
-		"reclamations before close), %llu acks, %llu recoveries crashed, %.1f s; "
+		"%s before close), %llu acks, %llu recoveries crashed, %.1f s; "
 		"seed=%llu\n", (unsigned long long)c.runs, (unsigned long long)c.finished_runs,
-		(unsigned long long)c.reclamations, (unsigned long long)c.acks,
+		(unsigned long long)c.reclamations, c.o.store->background,
+		(unsigned long long)c.acks,
 		(unsigned long long)c.recovery_crashes, (now_ms() - t0) / 1e3,
 		(unsigned long long)c.o.seed);
 	printf("crashes=%llu lost=%llu phantom=%llu leaked=%llu double_free=%llu "
@@ -1602,9 +1873,18 @@ int main(int argc, char **argv)
 	       (unsigned long long)c.lost, (unsigned long long)c.phantom,
 	       (unsigned long long)c.leaked, (unsigned long long)c.double_free,
 	       c.max_recovery_ms);
+	if (bad && c.o.keep_crashed && c.kept_crash)
+		fprintf(stderr, "tips-crashtest: the pool as crash %llu left it (before its "
+			"recovery) is kept at %s.crashed%s\n", (unsigned long long)c.kept_crash,
+			c.o.pool, listdb && c.o.listdb_domains > 1 ? " (and .d1 ...)" : "");
+	else if (c.o.keep_crashed)
+		remove_crashed_copy(&c.o);
 	if (bad)
-		fprintf(stderr, "tips-crashtest: FAILED (seed %llu); the pool is kept at %s\n",
-			(unsigned long long)c.o.seed, c.o.pool);
+		fprintf(stderr, "tips-crashtest: FAILED (seed %llu); the pool is kept at %s%s\n",
+			(unsigned long long)c.o.seed, c.o.pool,
+			listdb && c.o.listdb_domains > 1 ? " (and .d1 ...)" : "");
+	else if (listdb)
+		listdb_unlink_all(c.o.pool);
 	else
 		unlink(c.o.pool);
 	free(c.model);

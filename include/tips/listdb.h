@@ -14,7 +14,7 @@
  *
  * Files. A database with D NUMA domains is D pools: @path (domain 0, holding the
  * MANIFEST) and @path.d1 ... @path.d(D-1). Each domain's log entries live in its own
- * pool; a thread writes into the domain listdb_thread_domain() gave it (default: the
+ * pool; a thread writes into the domain tips_listdb_thread_domain() gave it (default: the
  * thread's slot number modulo D). With braided skiplists (the default) the upper layers
  * of the PMTables link only elements of one domain; the bottom layer links all.
  *
@@ -34,25 +34,25 @@
 extern "C" {
 #endif
 
-struct listdb;
+struct tips_listdb;
 
-#define LISTDB_MAX_DOMAINS 8
+#define TIPS_LISTDB_MAX_DOMAINS 8
 
 /** How a full MemTable becomes an L0 PMTable. */
-enum listdb_flush_mode {
-	LISTDB_FLUSH_IUL = 0, /* Index-Unified Logging: link the log entries in place */
-	LISTDB_FLUSH_WAL = 1, /* conventional: copy each entry out of the write-ahead log
+enum tips_listdb_flush_mode {
+	TIPS_LISTDB_FLUSH_IUL = 0, /* Index-Unified Logging: link the log entries in place */
+	TIPS_LISTDB_FLUSH_WAL = 1, /* conventional: copy each entry out of the write-ahead log
 	                         into a new persisted element (for comparison) */
 };
 
-struct listdb_config {
-	size_t struct_size;        /* set by listdb_config_init */
-	unsigned flags;            /* LISTDB_CREATE: create the pools if they do not exist */
+struct tips_listdb_config {
+	size_t struct_size;        /* set by tips_listdb_config_init */
+	unsigned flags;            /* TIPS_LISTDB_CREATE: create the pools if they do not exist */
 	uint64_t pool_size;        /* create: bytes per domain pool (0: from expected_keys) */
 	uint64_t expected_keys;    /* sizing hint (default 1M) */
-	unsigned domains;          /* create: NUMA domains, 1..LISTDB_MAX_DOMAINS (default 1) */
+	unsigned domains;          /* create: NUMA domains, 1..TIPS_LISTDB_MAX_DOMAINS (default 1) */
 	int braided;               /* create: 1 braided upper layers (default), 0 oblivious */
-	enum listdb_flush_mode flush_mode; /* default IUL */
+	enum tips_listdb_flush_mode flush_mode; /* default IUL */
 	uint64_t memtable_entries; /* entries per MemTable (default 64K) */
 	unsigned max_immutable;    /* writers wait while this many MemTables await flush (4) */
 	unsigned max_l0;           /* writers wait while this many L0 tables await merge (8) */
@@ -68,13 +68,13 @@ struct listdb_config {
 	int count_traversals;      /* 1: count pointer traversals and cross-domain ones */
 	const struct tips_pool_options *pool; /* NULL: defaults; media SIM for tests */
 };
-#define LISTDB_CREATE 1u
+#define TIPS_LISTDB_CREATE 1u
 
-/** listdb_config_init() - fill @cfg with the documented defaults. */
-TIPS_API void listdb_config_init(struct listdb_config *cfg);
+/** tips_listdb_config_init() - fill @cfg with the documented defaults. */
+TIPS_API void tips_listdb_config_init(struct tips_listdb_config *cfg);
 
 /**
- * listdb_open() - open (or with LISTDB_CREATE create) the database at @path.
+ * tips_listdb_open() - open (or with TIPS_LISTDB_CREATE create) the database at @path.
  * After a crash, recovery (Alg. 5) finishes an interrupted compaction and rebuilds the
  * L0 PMTables from the log before it returns; the lookup caches start empty.
  * Return: 0, TIPS_ENOENT, TIPS_EEXIST (create over a non-ListDB pool), TIPS_ENOTPOOL,
@@ -82,45 +82,45 @@ TIPS_API void listdb_config_init(struct listdb_config *cfg);
  * together), TIPS_ELOCKED (open elsewhere), TIPS_EINVAL, TIPS_ENOMEM, and the codes of
  * tips_pool_open().
  */
-TIPS_API int listdb_open(const char *path, const struct listdb_config *cfg,
-			 struct listdb **out);
-/** listdb_close() - stop the background threads, close the pools; sets *@db to NULL.
+TIPS_API int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg,
+			 struct tips_listdb **out);
+/** tips_listdb_close() - stop the background threads, close the pools; sets *@db to NULL.
  * MemTables need no flush: their entries are in the log. */
-TIPS_API int listdb_close(struct listdb **db);
+TIPS_API int tips_listdb_close(struct tips_listdb **db);
 
 /* Writes. Durable when they return 0. TIPS_ETOOBIG (key or value too long), TIPS_EINVAL,
  * TIPS_ENOMEM (the pools are full). */
-TIPS_API int listdb_put(struct listdb *db, const void *key, size_t klen, const void *val,
+TIPS_API int tips_listdb_put(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			size_t vlen);
 /* A tombstone; succeeds whether or not the key is present. */
-TIPS_API int listdb_delete(struct listdb *db, const void *key, size_t klen);
+TIPS_API int tips_listdb_delete(struct tips_listdb *db, const void *key, size_t klen);
 /* Checked writes (a lookup and the write under a per-key lock): TIPS_EKEYEXISTS for an
  * insert of a present key, TIPS_ENOTFOUND for update/remove of an absent one. */
-TIPS_API int listdb_insert(struct listdb *db, const void *key, size_t klen, const void *val,
+TIPS_API int tips_listdb_insert(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			   size_t vlen);
-TIPS_API int listdb_update(struct listdb *db, const void *key, size_t klen, const void *val,
+TIPS_API int tips_listdb_update(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			   size_t vlen);
-TIPS_API int listdb_remove(struct listdb *db, const void *key, size_t klen);
+TIPS_API int tips_listdb_remove(struct tips_listdb *db, const void *key, size_t klen);
 
-/** listdb_get() - as tips_lookup(): 0, TIPS_ENOTFOUND, TIPS_ESIZE (value longer than
+/** tips_listdb_get() - as tips_lookup(): 0, TIPS_ENOTFOUND, TIPS_ESIZE (value longer than
  * @cap; *@vlen says how long). */
-TIPS_API int listdb_get(struct listdb *db, const void *key, size_t klen, void *val,
+TIPS_API int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *val,
 			size_t cap, size_t *vlen);
-/** listdb_scan() - as tips_scan(): up to @count pairs with keys >= @start, in order,
+/** tips_listdb_scan() - as tips_scan(): up to @count pairs with keys >= @start, in order,
  * merged over every level (the newest version of each key; deleted keys skipped). */
-TIPS_API long listdb_scan(struct listdb *db, const void *start, size_t klen, size_t count,
+TIPS_API long tips_listdb_scan(struct tips_listdb *db, const void *start, size_t klen, size_t count,
 			  tips_scan_fn fn, void *arg);
 
-/** listdb_thread_domain() - the NUMA domain of the calling thread's writes and reads
+/** tips_listdb_thread_domain() - the NUMA domain of the calling thread's writes and reads
  * (0..domains-1). Return: 0 or TIPS_EINVAL. */
-TIPS_API int listdb_thread_domain(struct listdb *db, unsigned domain);
+TIPS_API int tips_listdb_thread_domain(struct tips_listdb *db, unsigned domain);
 
-/** listdb_flush() - seal the mutable MemTable and wait until every MemTable is an L0
+/** tips_listdb_flush() - seal the mutable MemTable and wait until every MemTable is an L0
  * PMTable and (if @merge) every L0 PMTable is merged into L1. For tests and tools.
  * TIPS_EINVAL if @merge is asked of a database opened with compaction off. */
-TIPS_API int listdb_flush(struct listdb *db, int merge);
+TIPS_API int tips_listdb_flush(struct tips_listdb *db, int merge);
 
-struct listdb_stats {
+struct tips_listdb_stats {
 	uint64_t puts, deletes, gets;
 	uint64_t memtables_flushed, entries_flushed; /* MemTable -> L0 */
 	uint64_t compactions, entries_merged;        /* L0 -> L1 */
@@ -138,15 +138,15 @@ struct listdb_stats {
 	uint64_t recovered_entries;   /* log entries recovery put back into L0 */
 	int recovered;                /* 1 if open found an unclean shutdown */
 };
-TIPS_API void listdb_stats(struct listdb *db, struct listdb_stats *out);
+TIPS_API void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *out);
 
 /** Ownership check (tests): every L1 element lies in a live log chunk, keys are in
  * order, every chunk is an allocated heap block owned by its slot. 0, TIPS_ECORRUPT
  * (first problem in tips_errormsg()). Not concurrent with writes. */
-struct listdb_report {
+struct tips_listdb_report {
 	uint64_t l1_elements, l0_elements, chunks, heap_blocks;
 };
-TIPS_API int listdb_check(struct listdb *db, struct listdb_report *rep);
+TIPS_API int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep);
 
 #ifdef __cplusplus
 }

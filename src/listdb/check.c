@@ -1,8 +1,9 @@
 /*
- * check.c - listdb_check(): the structural and ownership check the tests run after
+ * check.c - tips_listdb_check(): the structural and ownership check the tests run after
  * every crash and recovery.
  *
  * It verifies, with no writer running: every L1 and L0 list is sorted at every layer,
+ * every element of an upper layer is on the bottom layer,
  * each upper layer holds only elements of its own domain (braided) and of enough height;
  * every element lies inside a live chunk of the domain pools and has a valid checksum;
  * L1 elements carry LD_F_IN_L1; and the heap of every domain pool holds exactly the
@@ -15,7 +16,7 @@
 
 #include "util/errors_internal.h"
 
-static int bad_entry(struct listdb *db, const struct ld_entry *e, const char *where)
+static int bad_entry(struct tips_listdb *db, const struct ld_entry *e, const char *where)
 {
 	struct ld_chunk *c = ld_chunk_of(db, e);
 	if (!c || atomic_load(&c->state) == LD_CS_FREE)
@@ -28,7 +29,7 @@ static int bad_entry(struct listdb *db, const struct ld_entry *e, const char *wh
 	return 0;
 }
 
-static int check_list(struct listdb *db, struct ld_entry *const *heads, bool l1,
+static int check_list(struct tips_listdb *db, struct ld_entry *const *heads, bool l1,
 		      const char *where, uint64_t *count)
 {
 	int rc;
@@ -46,6 +47,7 @@ static int check_list(struct listdb *db, struct ld_entry *const *heads, bool l1,
 	for (unsigned d = 0; d < (db->braided ? db->domains : 1u); d++)
 		for (unsigned l = 1; l < LD_MAX_HEIGHT; l++) {
 			prev = NULL;
+			struct ld_entry *bottom = ld_next(heads[0], 0);
 			for (struct ld_entry *e = ld_next(heads[d], l); e; e = ld_next(e, l)) {
 				if ((rc = bad_entry(db, e, where)))
 					return rc;
@@ -58,6 +60,13 @@ static int check_list(struct listdb *db, struct ld_entry *const *heads, bool l1,
 				if (prev && ld_cmp_entries(prev, e) >= 0)
 					return tips_set_error(TIPS_ECORRUPT, "%s: layer %u out of "
 							      "order", where, l);
+				/* the bottom layer must hold it: advance along it (both sorted) */
+				while (bottom && ld_cmp_entries(bottom, e) < 0)
+					bottom = ld_next(bottom, 0);
+				if (bottom != e)
+					return tips_set_error(TIPS_ECORRUPT, "%s: element %p on layer "
+							      "%u is not on the bottom layer", where,
+							      (const void *)e, l);
 				prev = e;
 			}
 		}
@@ -65,7 +74,7 @@ static int check_list(struct listdb *db, struct ld_entry *const *heads, bool l1,
 }
 
 struct heap_count {
-	struct listdb *db;
+	struct tips_listdb *db;
 	unsigned domain;
 	uint64_t blocks, strays;
 };
@@ -82,11 +91,11 @@ static int count_block(const struct tips_heap_block *b, void *arg)
 	return 0;
 }
 
-static int check_all(struct listdb *db, struct listdb_report *rp);
+static int check_all(struct tips_listdb *db, struct tips_listdb_report *rp);
 
-int listdb_check(struct listdb *db, struct listdb_report *rep)
+int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
 {
-	struct listdb_report r = { 0 };
+	struct tips_listdb_report r = { 0 };
 	int rc;
 	pthread_mutex_lock(&db->compaction_lock); /* no compaction or gc meanwhile */
 	rc = check_all(db, &r);
@@ -96,12 +105,12 @@ int listdb_check(struct listdb *db, struct listdb_report *rep)
 	return rc;
 }
 
-static int check_all(struct listdb *db, struct listdb_report *rp)
+static int check_all(struct tips_listdb *db, struct tips_listdb_report *rp)
 {
-	struct listdb_report r = { 0 };
+	struct tips_listdb_report r = { 0 };
 	int rc;
 	char where[64];
-	struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 	for (unsigned s = 0; s < db->shards; s++) {
 		for (unsigned d = 0; d < db->domains; d++)
 			heads[d] = ld_l1_head(db, s, d);

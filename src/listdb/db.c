@@ -37,14 +37,14 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void listdb_config_init(struct listdb_config *cfg)
+void tips_listdb_config_init(struct tips_listdb_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->struct_size = sizeof(*cfg);
 	cfg->expected_keys = 1u << 20;
 	cfg->domains = 1;
 	cfg->braided = 1;
-	cfg->flush_mode = LISTDB_FLUSH_IUL;
+	cfg->flush_mode = TIPS_LISTDB_FLUSH_IUL;
 	cfg->memtable_entries = 64u << 10;
 	cfg->max_immutable = 4;
 	cfg->max_l0 = 8;
@@ -61,7 +61,7 @@ void listdb_config_init(struct listdb_config *cfg)
 /* Publishes the lists as they are now, with @mt as the mutable MemTable; the caller
  * holds view_lock. A new MemTable is published here before writers can find it in
  * db->mutable_mt, so a reader that starts after a put returned sees the put's table. */
-static void publish_view_with(struct listdb *db, struct ld_memtable *mt)
+static void publish_view_with(struct tips_listdb *db, struct ld_memtable *mt)
 {
 	unsigned n = 0;
 	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
@@ -79,12 +79,12 @@ static void publish_view_with(struct listdb *db, struct ld_memtable *mt)
 	grace_free(old);
 }
 
-static void publish_view(struct listdb *db)
+static void publish_view(struct tips_listdb *db)
 {
 	publish_view_with(db, atomic_load(&db->mutable_mt));
 }
 
-static unsigned shard_heads(const struct listdb *db, struct ld_l0 *t, unsigned s,
+static unsigned shard_heads(const struct tips_listdb *db, struct ld_l0 *t, unsigned s,
 			    struct ld_entry **heads)
 {
 	for (unsigned d = 0; d < db->domains; d++)
@@ -111,7 +111,7 @@ static unsigned random_height(struct ld_tls *t)
 
 /* Seals @mt (if it is still the mutable one) and installs a new MemTable; waits while
  * too many tables await flush or merge (the write stall). */
-static int switch_memtable(struct listdb *db, struct ld_memtable *mt)
+static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt)
 {
 	pthread_mutex_lock(&db->view_lock);
 	uint64_t t0 = 0;
@@ -156,7 +156,7 @@ static int ld_check_kv(const void *key, size_t klen, const void *val, size_t vle
 	return 0;
 }
 
-static int write_entry(struct listdb *db, uint8_t op, const void *key, size_t klen,
+static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size_t klen,
 		       const void *val, size_t vlen)
 {
 	int rc = ld_check_kv(key, klen, val, vlen);
@@ -211,14 +211,14 @@ static int write_entry(struct listdb *db, uint8_t op, const void *key, size_t kl
 	return 0;
 }
 
-int listdb_put(struct listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
+int tips_listdb_put(struct tips_listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
 {
 	if (!db)
 		return tips_set_error(TIPS_EINVAL, "NULL database");
 	return write_entry(db, LD_OP_PUT, key, klen, val ? val : "", vlen);
 }
 
-int listdb_delete(struct listdb *db, const void *key, size_t klen)
+int tips_listdb_delete(struct tips_listdb *db, const void *key, size_t klen)
 {
 	if (!db)
 		return tips_set_error(TIPS_EINVAL, "NULL database");
@@ -228,7 +228,7 @@ int listdb_delete(struct listdb *db, const void *key, size_t klen)
 /* ---- reads --------------------------------------------------------------------------- */
 
 /* The newest entry of @key (a tombstone included), or NULL; inside a read section. */
-static struct ld_entry *find_newest(struct listdb *db, struct ld_tls *t, const void *key,
+static struct ld_entry *find_newest(struct tips_listdb *db, struct ld_tls *t, const void *key,
 				    size_t klen)
 {
 	struct ld_view *v = atomic_load_explicit(&db->view, memory_order_acquire);
@@ -248,7 +248,7 @@ static struct ld_entry *find_newest(struct listdb *db, struct ld_tls *t, const v
 		}
 	}
 	unsigned s = ld_shard_of(db, key, klen);
-	struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 	for (unsigned i = 0; i < v->nl0; i++) {
 		if (!ld_bloom_maybe(v->l0[i]->bloom, h))
 			continue;
@@ -265,7 +265,7 @@ static struct ld_entry *find_newest(struct listdb *db, struct ld_tls *t, const v
 	return ld_list_get(db, t, heads, start, key, klen, false);
 }
 
-int listdb_get(struct listdb *db, const void *key, size_t klen, void *val, size_t cap,
+int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *val, size_t cap,
 	       size_t *vlen)
 {
 	if (!db || !key || klen == 0 || (cap && !val))
@@ -299,7 +299,7 @@ int listdb_get(struct listdb *db, const void *key, size_t klen, void *val, size_
 }
 
 /* Checked writes: a per-key lock makes the lookup and the write one step. */
-static pthread_mutex_t *key_lock(struct listdb *db, const void *key, size_t klen)
+static pthread_mutex_t *key_lock(struct tips_listdb *db, const void *key, size_t klen)
 {
 	uint64_t h = 1469598103934665603ull;
 	const unsigned char *p = key;
@@ -308,7 +308,7 @@ static pthread_mutex_t *key_lock(struct listdb *db, const void *key, size_t klen
 	return &db->key_locks[(h ^ (h >> 29)) & 255];
 }
 
-static int present(struct listdb *db, const void *key, size_t klen)
+static int present(struct tips_listdb *db, const void *key, size_t klen)
 {
 	grace_read_enter();
 	struct ld_entry *e = find_newest(db, NULL, key, klen);
@@ -317,7 +317,7 @@ static int present(struct listdb *db, const void *key, size_t klen)
 	return yes;
 }
 
-static int checked(struct listdb *db, uint8_t op, int want_present, const void *key,
+static int checked(struct tips_listdb *db, uint8_t op, int want_present, const void *key,
 		   size_t klen, const void *val, size_t vlen)
 {
 	if (!db)
@@ -335,17 +335,17 @@ static int checked(struct listdb *db, uint8_t op, int want_present, const void *
 	return rc;
 }
 
-int listdb_insert(struct listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
+int tips_listdb_insert(struct tips_listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
 {
 	return checked(db, LD_OP_PUT, 0, key, klen, val ? val : "", vlen);
 }
 
-int listdb_update(struct listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
+int tips_listdb_update(struct tips_listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
 {
 	return checked(db, LD_OP_PUT, 1, key, klen, val ? val : "", vlen);
 }
 
-int listdb_remove(struct listdb *db, const void *key, size_t klen)
+int tips_listdb_remove(struct tips_listdb *db, const void *key, size_t klen)
 {
 	return checked(db, LD_OP_DELETE, 1, key, klen, "", 0);
 }
@@ -375,7 +375,7 @@ static void source_advance(struct source *src)
 }
 
 /* Scans shard @s from @start; returns pairs emitted, or <0 (fn stopped: -1 - n). */
-static long scan_shard(struct listdb *db, struct ld_view *v, unsigned s, const void *start,
+static long scan_shard(struct tips_listdb *db, struct ld_view *v, unsigned s, const void *start,
 		       size_t kl, size_t count, tips_scan_fn fn, void *arg, bool *stop)
 {
 	struct source local[64];
@@ -397,7 +397,7 @@ static long scan_shard(struct listdb *db, struct ld_view *v, unsigned s, const v
 			n++;
 		}
 	}
-	struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 	for (unsigned i = 0; i <= v->nl0; i++) {
 		shard_heads(db, i < v->nl0 ? v->l0[i] : NULL, s, heads);
 		src[n].node = NULL;
@@ -438,7 +438,7 @@ static long scan_shard(struct listdb *db, struct ld_view *v, unsigned s, const v
 	return emitted;
 }
 
-long listdb_scan(struct listdb *db, const void *start, size_t klen, size_t count,
+long tips_listdb_scan(struct tips_listdb *db, const void *start, size_t klen, size_t count,
 		 tips_scan_fn fn, void *arg)
 {
 	if (!db || (klen && !start))
@@ -488,7 +488,7 @@ static struct ld_entry **collect(struct ld_memtable *mt, size_t *n)
 }
 
 /* WAL mode: copy each entry out of the log into a new element, persisted. */
-static int copy_out(struct listdb *db, struct ld_entry **arr, size_t n, uint64_t seq)
+static int copy_out(struct tips_listdb *db, struct ld_entry **arr, size_t n, uint64_t seq)
 {
 	struct ld_tls *t = ld_tls_get(db);
 	unsigned home = t->domain;
@@ -514,7 +514,7 @@ static int copy_out(struct listdb *db, struct ld_entry **arr, size_t n, uint64_t
 	return 0;
 }
 
-static void flush_one(struct listdb *db)
+static void flush_one(struct tips_listdb *db)
 {
 	pthread_mutex_lock(&db->view_lock);
 	struct ld_memtable *mt = db->nimm ? db->imm_oldest[0] : NULL;
@@ -529,12 +529,12 @@ static void flush_one(struct listdb *db)
 	t->bloom = mt->bloom; /* the table takes over the MemTable's filter */
 	mt->bloom_lent = true;
 	int rc = 0;
-	if (db->cfg.flush_mode == LISTDB_FLUSH_WAL)
+	if (db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL)
 		rc = copy_out(db, arr, n, mt->seq);
 	TIPS_INVARIANT(rc == 0, "WAL flush: the pool is full");
 	rc = ld_l0_link(db, t, arr, n, db->hcache);
 	TIPS_INVARIANT(rc == 0, "out of DRAM for L0 heads");
-	if (db->cfg.flush_mode == LISTDB_FLUSH_WAL) {
+	if (db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL) {
 		for (size_t i = 0; i < n; i++)
 			pm_flush((const void *)arr[i]->next, 8u * arr[i]->height);
 		pm_drain(); /* a conventional flush persists the table it built */
@@ -562,7 +562,7 @@ static void flush_one(struct listdb *db)
 }
 
 /* Merges the oldest L0 table into L1 with every idle compaction thread's help. */
-static void compact_one(struct listdb *db)
+static void compact_one(struct tips_listdb *db)
 {
 	pthread_mutex_lock(&db->view_lock);
 	struct ld_l0 *t = db->l0_oldest;
@@ -605,7 +605,7 @@ static void compact_one(struct listdb *db)
 	ld_l0_free(t);
 }
 
-static bool bg_has_work(struct listdb *db)
+static bool bg_has_work(struct tips_listdb *db)
 {
 	if (db->compacting && atomic_load(&db->next_shard) < db->shards)
 		return true; /* shards of a running compaction are free to take */
@@ -618,7 +618,7 @@ static bool bg_has_work(struct listdb *db)
 
 static void *bg_main(void *arg)
 {
-	struct listdb *db = arg;
+	struct tips_listdb *db = arg;
 	pthread_mutex_lock(&db->bg_lock);
 	for (;;) {
 		while (!db->stop && !bg_has_work(db))
@@ -667,7 +667,7 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
-int listdb_flush(struct listdb *db, int merge)
+int tips_listdb_flush(struct tips_listdb *db, int merge)
 {
 	if (!db)
 		return tips_set_error(TIPS_EINVAL, "NULL database");
@@ -687,7 +687,7 @@ int listdb_flush(struct listdb *db, int merge)
 	return 0;
 }
 
-int listdb_thread_domain(struct listdb *db, unsigned domain)
+int tips_listdb_thread_domain(struct tips_listdb *db, unsigned domain)
 {
 	if (!db || domain >= db->domains)
 		return tips_set_error(TIPS_EINVAL, "domain %u of %u", domain, db ? db->domains : 0);
@@ -745,7 +745,7 @@ static int by_seq_then_order(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int recover(struct listdb *db)
+static int recover(struct tips_listdb *db)
 {
 	uint64_t t0 = now_ns();
 	struct recovered r = { .merged = db->manifest->merged_seq };
@@ -783,7 +783,7 @@ static int recover(struct listdb *db)
 			continue;
 		uint8_t f = atomic_load(&e->flags);
 		if (LD_SEQ(e->lsn) == comp && (f & LD_F_IN_L1)) {
-			struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+			struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 			shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
 			if (ld_list_contains(db, heads, e))
 				continue;
@@ -826,7 +826,7 @@ static int recover(struct listdb *db)
 
 /* ---- open / close ------------------------------------------------------------------------- */
 
-static void destroy(struct listdb *db)
+static void destroy(struct tips_listdb *db)
 {
 	ld_tls_retire_all(db);
 	ld_domains_close(db);
@@ -852,33 +852,33 @@ static void destroy(struct listdb *db)
 	free(db);
 }
 
-int listdb_open(const char *path, const struct listdb_config *cfg_in, struct listdb **out)
+int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, struct tips_listdb **out)
 {
 	if (!path || !out)
 		return tips_set_error(TIPS_EINVAL, "NULL path or result");
-	struct listdb_config cfg;
-	listdb_config_init(&cfg);
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg);
 	if (cfg_in) {
 		if (cfg_in->struct_size != sizeof(cfg))
 			return tips_set_error(TIPS_EINVAL, "listdb_config not initialised with "
-					      "listdb_config_init()");
+					      "tips_listdb_config_init()");
 		cfg = *cfg_in;
 	}
 	if (cfg.expected_keys == 0)
 		cfg.expected_keys = 1u << 20;
-	if (cfg.domains == 0 || cfg.domains > LISTDB_MAX_DOMAINS || cfg.shards == 0 ||
+	if (cfg.domains == 0 || cfg.domains > TIPS_LISTDB_MAX_DOMAINS || cfg.shards == 0 ||
 	    cfg.shards > LD_MAX_SHARDS || cfg.memtable_entries == 0 ||
 	    cfg.memtable_entries >= (1ull << 32) || cfg.max_immutable == 0 ||
 	    cfg.max_immutable > 30 || cfg.max_l0 == 0 || cfg.max_l0 > 60 ||
 	    cfg.compaction_threads == 0 || cfg.compaction_threads > 8)
 		return tips_set_error(TIPS_EINVAL, "listdb_config out of range (domains 1..%u, "
 				      "shards 1..%u, max_immutable 1..30, max_l0 1..60, "
-				      "compaction_threads 1..8)", LISTDB_MAX_DOMAINS, LD_MAX_SHARDS);
+				      "compaction_threads 1..8)", TIPS_LISTDB_MAX_DOMAINS, LD_MAX_SHARDS);
 	if (cfg.cache_entries == UINT64_MAX)
 		cfg.cache_entries = cfg.expected_keys / 8 + 1024;
 	if (cfg.second_chance_entries == UINT64_MAX)
 		cfg.second_chance_entries = cfg.cache_entries / 16;
-	struct listdb *db = calloc(1, sizeof(*db));
+	struct tips_listdb *db = calloc(1, sizeof(*db));
 	if (!db)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
 	db->cfg = cfg;
@@ -898,7 +898,7 @@ int listdb_open(const char *path, const struct listdb_config *cfg_in, struct lis
 		free(db);
 		return tips_set_error(rc, "no thread-local key left");
 	}
-	rc = ld_domains_open(db, path, cfg.flags & LISTDB_CREATE);
+	rc = ld_domains_open(db, path, cfg.flags & TIPS_LISTDB_CREATE);
 	if (rc) {
 		int keep = rc;
 		char msg[512];
@@ -947,11 +947,11 @@ int listdb_open(const char *path, const struct listdb_config *cfg_in, struct lis
 	return 0;
 }
 
-int listdb_close(struct listdb **pdb)
+int tips_listdb_close(struct tips_listdb **pdb)
 {
 	if (!pdb || !*pdb)
 		return tips_set_error(TIPS_EINVAL, "NULL database");
-	struct listdb *db = *pdb;
+	struct tips_listdb *db = *pdb;
 	pthread_mutex_lock(&db->bg_lock);
 	db->stop = true;
 	pthread_cond_broadcast(&db->bg_cond);
@@ -966,7 +966,7 @@ int listdb_close(struct listdb **pdb)
 	return 0;
 }
 
-void listdb_stats(struct listdb *db, struct listdb_stats *o)
+void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->puts = atomic_load(&db->st.puts);

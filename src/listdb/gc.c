@@ -6,8 +6,9 @@
  * Steps, for a batch of such chunks:
  *   1. drop their entries from both lookup caches, and wait for a grace period, so no
  *      reader can start a search at one of them;
- *   2. unlink each entry that is linked in L1, top layer first, flushing each store,
- *      then fence: after a crash no durable pointer leads into the chunk;
+ *   2. unlink each entry that is linked in L1, top layer first, each store persisted
+ *      before the next (so an element is always durably on a prefix of its layers, the
+ *      invariant of zipper.c); after a crash no durable pointer leads into the chunk;
  *   3. wait for a grace period, so no reader still stands on an entry; free the chunk.
  * The simple epoch scheme of the paper is replaced by these RCU grace periods.
  * Invariant: the caller holds compaction_lock, so no compaction changes L1 meanwhile.
@@ -37,38 +38,41 @@ static bool in_ranges(const struct ld_entry *e, void *arg)
 static void forget_cached(struct ld_chunk *c, struct ld_entry *e, void *arg)
 {
 	(void)c;
-	struct listdb *db = arg;
+	struct tips_listdb *db = arg;
 	ld_hcache_forget(db->hcache, e);
 }
 
+/* Unlinks @e from its L1 list, top layer first, each store persisted before the next:
+ * an element stays durably linked on a prefix of its layers (0..k), never on a layer
+ * without the ones below it. */
 static void unlink_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
 {
 	(void)c;
-	struct listdb *db = arg;
+	struct tips_listdb *db = arg;
 	if (!(atomic_load(&e->flags) & LD_F_IN_L1))
 		return;
 	unsigned s = ld_shard_of(db, ld_key(e), e->klen);
-	struct ld_entry *heads[LISTDB_MAX_DOMAINS];
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 	for (unsigned d = 0; d < db->domains; d++)
 		heads[d] = ld_l1_head(db, s, d);
 	struct ld_entry *preds[LD_MAX_HEIGHT];
 	ld_list_preds(db, heads, e, ld_domain_of(db, e), preds);
-	for (int l = e->height - 1; l >= 0; l--) {
-		if (ld_next(preds[l], (unsigned)l) != e)
+	for (unsigned l = e->height; l-- > 0;) {
+		if (ld_next(preds[l], l) != e)
 			continue; /* not linked at this layer (an earlier, interrupted unlink) */
-		ld_set_next(preds[l], (unsigned)l, ld_next(e, (unsigned)l));
-		pm_flush((const void *)&preds[l]->next[l], 8);
+		ld_set_next(preds[l], l, ld_next(e, l));
+		pm_persist((const void *)&preds[l]->next[l], 8);
 	}
 }
 
-static bool reclaimable(struct listdb *db, struct ld_chunk *c)
+static bool reclaimable(struct tips_listdb *db, struct ld_chunk *c)
 {
 	return atomic_load(&c->state) == LD_CS_RETIRED &&
 	       atomic_load(&c->obsolete) >= atomic_load(&c->entries) &&
 	       atomic_load(&c->max_seq) < db->manifest->merged_seq;
 }
 
-void ld_gc_run(struct listdb *db)
+void ld_gc_run(struct tips_listdb *db)
 {
 	struct ld_chunk *batch[64];
 	struct range r = { .n = 0 };
@@ -96,10 +100,9 @@ void ld_gc_run(struct listdb *db)
 	/* 2 */
 	for (unsigned i = 0; i < r.n; i++)
 		ld_chunk_parse(batch[i], unlink_entry, db);
-	pm_drain();
 	/* 3 */
 	grace_wait();
-	bool freed[LISTDB_MAX_DOMAINS] = { false };
+	bool freed[TIPS_LISTDB_MAX_DOMAINS] = { false };
 	for (unsigned i = 0; i < r.n; i++)
 		if (ld_chunk_free(db, batch[i]) == 0) {
 			atomic_fetch_add(&db->st.chunks_reclaimed, 1);
@@ -120,7 +123,7 @@ static void count_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
 		atomic_store(&c->max_seq, LD_SEQ(e->lsn));
 }
 
-void ld_gc_recount(struct listdb *db)
+void ld_gc_recount(struct tips_listdb *db)
 {
 	for (unsigned d = 0; d < db->domains; d++)
 		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++) {

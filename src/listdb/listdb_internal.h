@@ -70,7 +70,7 @@ struct ld_root {
 	uint64_t compacting_seq; /* 0, or the table being merged (the micro-log) */
 	uint64_t pad2[4];
 	/* L1 sentinels: [shard][domain], each an entry of LD_MAX_HEIGHT layers, key "" */
-	unsigned char l1_heads[LD_MAX_SHARDS][LISTDB_MAX_DOMAINS][LD_HEAD_BYTES];
+	unsigned char l1_heads[LD_MAX_SHARDS][TIPS_LISTDB_MAX_DOMAINS][LD_HEAD_BYTES];
 	uint64_t chunk_slots[LD_MAX_CHUNKS]; /* heap blocks of this domain's chunks */
 };
 
@@ -140,7 +140,7 @@ static inline struct ld_mnode *ld_mt_next(const struct ld_mnode *n)
 
 /* ---- PMTables (pmtable.c) ------------------------------------------------------------ */
 
-struct listdb;
+struct tips_listdb;
 struct ld_tls;
 
 /* An L0 table: per shard and domain, DRAM heads of its lists. */
@@ -148,35 +148,35 @@ struct ld_l0 {
 	uint64_t seq;
 	uint64_t entries;
 	struct ld_bloom *bloom; /* of the MemTable it was, or rebuilt at recovery */
-	struct ld_entry *heads[LD_MAX_SHARDS][LISTDB_MAX_DOMAINS]; /* sentinels in DRAM */
+	struct ld_entry *heads[LD_MAX_SHARDS][TIPS_LISTDB_MAX_DOMAINS]; /* sentinels in DRAM */
 	void *head_mem;
 	size_t nshard[LD_MAX_SHARDS]; /* elements per shard */
 	struct ld_l0 *newer; /* the next newer L0 table (list, oldest first) */
 };
 
-unsigned ld_shard_of(const struct listdb *db, const void *k, size_t kl);
-unsigned ld_domain_of(const struct listdb *db, const void *p);
+unsigned ld_shard_of(const struct tips_listdb *db, const void *k, size_t kl);
+unsigned ld_domain_of(const struct tips_listdb *db, const void *p);
 /* Builds @t's lists from @n entries sorted by ld_cmp_entries (newest first per key);
  * writes their next pointers (not flushed). Inserts each key's newest into @hc. */
-int ld_l0_link(struct listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
+int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
 	       struct ld_hcache *hc);
 void ld_l0_free(struct ld_l0 *t);
-struct ld_entry *ld_l1_head(const struct listdb *db, unsigned shard, unsigned domain);
+struct ld_entry *ld_l1_head(const struct tips_listdb *db, unsigned shard, unsigned domain);
 /* Newest live (not obsolete) element with key @k in the list headed by @heads (one
  * sentinel per domain), searched as a thread of @t's domain (@t NULL: no counting),
  * from @start (an element of the list with key < k) if not NULL. @stop_at_l1: give up
  * on meeting an element flagged LD_F_IN_L1 (an L0 table being merged). */
-struct ld_entry *ld_list_get(struct listdb *db, struct ld_tls *t, struct ld_entry *const *heads,
+struct ld_entry *ld_list_get(struct tips_listdb *db, struct ld_tls *t, struct ld_entry *const *heads,
 			     struct ld_entry *start, const void *k, size_t kl, bool stop_at_l1);
 /* First element with key >= k (kl 0: the first element) at the bottom layer, or NULL. */
-struct ld_entry *ld_list_seek(struct listdb *db, struct ld_entry *const *heads,
+struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *heads,
 			      const void *k, size_t kl);
 /* The predecessors of @e's position, layer by layer: layers >= 1 in the lists of domain
  * @d (braided) or the shared ones, layer 0 in the bottom list. */
-void ld_list_preds(struct listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
+void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
 		   unsigned d, struct ld_entry **preds);
 /* 1 if @e is linked in the bottom layer of the list. */
-bool ld_list_contains(struct listdb *db, struct ld_entry *const *heads, const struct ld_entry *e);
+bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e);
 
 /* ---- the database ------------------------------------------------------------------ */
 
@@ -190,11 +190,11 @@ struct ld_view {
 
 struct ld_tls;
 
-struct listdb {
-	struct listdb_config cfg;
+struct tips_listdb {
+	struct tips_listdb_config cfg;
 	unsigned domains, shards;
 	bool braided;
-	struct ld_domain dom[LISTDB_MAX_DOMAINS];
+	struct ld_domain dom[TIPS_LISTDB_MAX_DOMAINS];
 	struct ld_root *manifest; /* dom[0].root */
 
 	_Atomic(struct ld_memtable *) mutable_mt;
@@ -244,38 +244,38 @@ struct listdb {
 
 /* Per-thread state (log.c). */
 struct ld_tls {
-	struct listdb *db;
+	struct tips_listdb *db;
 	unsigned domain;
 	uint64_t rng;
-	struct ld_writer w[LISTDB_MAX_DOMAINS][2]; /* [domain][kind-1] */
+	struct ld_writer w[TIPS_LISTDB_MAX_DOMAINS][2]; /* [domain][kind-1] */
 	uint64_t traversals, cross;
 	struct ld_tls *next_all;
 };
-struct ld_tls *ld_tls_get(struct listdb *db);
+struct ld_tls *ld_tls_get(struct tips_listdb *db);
 
 /* log.c */
-int ld_domains_open(struct listdb *db, const char *path, bool create);
-void ld_domains_close(struct listdb *db);
+int ld_domains_open(struct tips_listdb *db, const char *path, bool create);
+void ld_domains_close(struct tips_listdb *db);
 /* Reserves room for an entry of @size bytes in this thread's chunk of @kind in its
  * domain (a new chunk when full); returns the address and its chunk. */
-int ld_log_reserve(struct listdb *db, struct ld_tls *t, enum ld_chunk_kind kind,
+int ld_log_reserve(struct tips_listdb *db, struct ld_tls *t, enum ld_chunk_kind kind,
 		   size_t size, uint64_t seq, struct ld_entry **out, struct ld_chunk **chunk);
-struct ld_chunk *ld_chunk_of(struct listdb *db, const void *p);
+struct ld_chunk *ld_chunk_of(struct tips_listdb *db, const void *p);
 /* Parses the valid entries of a chunk; calls fn for each; returns the count. */
 typedef void (*ld_entry_fn)(struct ld_chunk *c, struct ld_entry *e, void *arg);
 uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg);
-int ld_chunk_free(struct listdb *db, struct ld_chunk *c);
-void ld_mark_obsolete(struct listdb *db, struct ld_entry *e);
+int ld_chunk_free(struct tips_listdb *db, struct ld_chunk *c);
+void ld_mark_obsolete(struct tips_listdb *db, struct ld_entry *e);
 
 /* zipper.c: merges db->compacting; run by every compaction thread of the round. */
-void ld_zipper_shards(struct listdb *db, struct ld_l0 *t);
+void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t);
 /* gc.c: reclaims fully obsolete chunks; the caller holds compaction_lock. */
-void ld_gc_run(struct listdb *db);
-void ld_gc_recount(struct listdb *db);
+void ld_gc_run(struct tips_listdb *db);
+void ld_gc_recount(struct tips_listdb *db);
 
 /* log.c: per-thread state */
-int ld_tls_init(struct listdb *db);
-void ld_tls_fini(struct listdb *db);
-void ld_tls_retire_all(struct listdb *db);
+int ld_tls_init(struct tips_listdb *db);
+void ld_tls_fini(struct tips_listdb *db);
+void ld_tls_retire_all(struct tips_listdb *db);
 
 #endif /* TIPS_LISTDB_INTERNAL_H */

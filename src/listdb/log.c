@@ -41,7 +41,7 @@ static void init_head(unsigned char *mem)
 	h->height = LD_MAX_HEIGHT;
 }
 
-static int init_root(struct listdb *db, unsigned d, const uint8_t *uuid)
+static int init_root(struct tips_listdb *db, unsigned d, const uint8_t *uuid)
 {
 	struct ld_root *r = db->dom[d].root;
 	memset(r, 0, sizeof(*r));
@@ -53,7 +53,7 @@ static int init_root(struct listdb *db, unsigned d, const uint8_t *uuid)
 	memcpy(r->db_uuid, uuid, 16);
 	r->merged_seq = 1;
 	for (unsigned s = 0; s < LD_MAX_SHARDS; s++)
-		for (unsigned x = 0; x < LISTDB_MAX_DOMAINS; x++)
+		for (unsigned x = 0; x < TIPS_LISTDB_MAX_DOMAINS; x++)
 			init_head(r->l1_heads[s][x]);
 	pm_persist(r, sizeof(*r));
 	r->magic = LD_MAGIC; /* last: a root without it was never finished */
@@ -61,7 +61,7 @@ static int init_root(struct listdb *db, unsigned d, const uint8_t *uuid)
 	return 0;
 }
 
-static int check_root(struct listdb *db, unsigned d, const uint8_t *uuid, const char *path)
+static int check_root(struct tips_listdb *db, unsigned d, const uint8_t *uuid, const char *path)
 {
 	struct ld_root *r = db->dom[d].root;
 	if (r->magic != LD_MAGIC)
@@ -73,13 +73,13 @@ static int check_root(struct listdb *db, unsigned d, const uint8_t *uuid, const 
 	if (r->domain != d || memcmp(r->db_uuid, uuid, 16) != 0)
 		return tips_set_error(TIPS_ECORRUPT, "%s: domain pool of another database "
 				      "(or of another domain)", path);
-	if (r->domains == 0 || r->domains > LISTDB_MAX_DOMAINS || r->shards == 0 ||
+	if (r->domains == 0 || r->domains > TIPS_LISTDB_MAX_DOMAINS || r->shards == 0 ||
 	    r->shards > LD_MAX_SHARDS || r->merged_seq == 0)
 		return tips_set_error(TIPS_ECORRUPT, "%s: damaged ListDB root", path);
 	return 0;
 }
 
-static int map_domain(struct listdb *db, unsigned d)
+static int map_domain(struct tips_listdb *db, unsigned d)
 {
 	struct ld_domain *dm = &db->dom[d];
 	struct tips_pool_info info;
@@ -99,7 +99,7 @@ static int map_domain(struct listdb *db, unsigned d)
 	return 0;
 }
 
-static void register_chunk(struct listdb *db, unsigned d, unsigned slot, void *mem)
+static void register_chunk(struct tips_listdb *db, unsigned d, unsigned slot, void *mem)
 {
 	struct ld_domain *dm = &db->dom[d];
 	struct ld_chunk *c = &dm->chunks[slot];
@@ -115,7 +115,7 @@ static void register_chunk(struct listdb *db, unsigned d, unsigned slot, void *m
 		dm->region_chunk[r] = slot + 1;
 }
 
-static void unregister_chunk(struct listdb *db, struct ld_chunk *c)
+static void unregister_chunk(struct tips_listdb *db, struct ld_chunk *c)
 {
 	struct ld_domain *dm = &db->dom[c->domain];
 	uintptr_t a = (uintptr_t)c->hdr - dm->base;
@@ -132,14 +132,14 @@ static uint64_t ld_root_area_size(void)
 	return (sizeof(struct ld_root) + 65535) & ~(uint64_t)65535;
 }
 
-static uint64_t default_pool_size(const struct listdb_config *cfg)
+static uint64_t default_pool_size(const struct tips_listdb_config *cfg)
 {
 	uint64_t per = cfg->expected_keys / (cfg->domains ? cfg->domains : 1);
 	uint64_t sz = per * 200 + (256ull << 20);
 	return (sz + TIPS_POOL_ALIGN - 1) & ~(TIPS_POOL_ALIGN - 1);
 }
 
-int ld_domains_open(struct listdb *db, const char *path, bool create)
+int ld_domains_open(struct tips_listdb *db, const char *path, bool create)
 {
 	char p[4096];
 	struct tips_pool_options popts;
@@ -220,9 +220,9 @@ int ld_domains_open(struct listdb *db, const char *path, bool create)
 	return 0;
 }
 
-void ld_domains_close(struct listdb *db)
+void ld_domains_close(struct tips_listdb *db)
 {
-	for (unsigned d = 0; d < LISTDB_MAX_DOMAINS; d++) {
+	for (unsigned d = 0; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
 		struct ld_domain *dm = &db->dom[d];
 		if (dm->pool)
 			tips_pool_close(&dm->pool);
@@ -233,7 +233,7 @@ void ld_domains_close(struct listdb *db)
 	}
 }
 
-struct ld_chunk *ld_chunk_of(struct listdb *db, const void *p)
+struct ld_chunk *ld_chunk_of(struct tips_listdb *db, const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
 	for (unsigned d = 0; d < db->domains; d++) {
@@ -253,7 +253,7 @@ struct ld_chunk *ld_chunk_of(struct listdb *db, const void *p)
 	return NULL;
 }
 
-static int chunk_new(struct listdb *db, unsigned d, enum ld_chunk_kind kind, uint64_t seq,
+static int chunk_new(struct tips_listdb *db, unsigned d, enum ld_chunk_kind kind, uint64_t seq,
 		     struct ld_chunk **out)
 {
 	struct ld_domain *dm = &db->dom[d];
@@ -296,7 +296,7 @@ static void chunk_retire(struct ld_chunk *c)
 	atomic_store(&c->state, LD_CS_RETIRED);
 }
 
-int ld_log_reserve(struct listdb *db, struct ld_tls *t, enum ld_chunk_kind kind, size_t size,
+int ld_log_reserve(struct tips_listdb *db, struct ld_tls *t, enum ld_chunk_kind kind, size_t size,
 		   uint64_t seq, struct ld_entry **out, struct ld_chunk **chunk)
 {
 	if (size > LD_CHUNK_SIZE - LD_CHUNK_HDR)
@@ -348,7 +348,7 @@ uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg)
 	return n;
 }
 
-int ld_chunk_free(struct listdb *db, struct ld_chunk *c)
+int ld_chunk_free(struct tips_listdb *db, struct ld_chunk *c)
 {
 	struct ld_domain *dm = &db->dom[c->domain];
 	pthread_mutex_lock(&dm->alloc_lock);
@@ -358,7 +358,7 @@ int ld_chunk_free(struct listdb *db, struct ld_chunk *c)
 	return rc;
 }
 
-void ld_mark_obsolete(struct listdb *db, struct ld_entry *e)
+void ld_mark_obsolete(struct tips_listdb *db, struct ld_entry *e)
 {
 	uint8_t old = atomic_fetch_or(&e->flags, LD_F_OBSOLETE);
 	if (old & LD_F_OBSOLETE)
@@ -374,7 +374,7 @@ void ld_mark_obsolete(struct listdb *db, struct ld_entry *e)
 
 static void tls_retire(struct ld_tls *t)
 {
-	for (unsigned d = 0; d < LISTDB_MAX_DOMAINS; d++)
+	for (unsigned d = 0; d < TIPS_LISTDB_MAX_DOMAINS; d++)
 		for (unsigned k = 0; k < 2; k++)
 			if (t->w[d][k].chunk) {
 				chunk_retire(t->w[d][k].chunk);
@@ -389,13 +389,13 @@ static void tls_destructor(void *p)
 	tls_retire(t);
 }
 
-int ld_tls_init(struct listdb *db)
+int ld_tls_init(struct tips_listdb *db)
 {
 	pthread_mutex_init(&db->tls_lock, NULL);
 	return pthread_key_create(&db->tls_key, tls_destructor) ? TIPS_ENOMEM : 0;
 }
 
-void ld_tls_fini(struct listdb *db)
+void ld_tls_fini(struct tips_listdb *db)
 {
 	pthread_key_delete(db->tls_key);
 	struct ld_tls *t = db->tls_all;
@@ -407,7 +407,7 @@ void ld_tls_fini(struct listdb *db)
 	db->tls_all = NULL;
 }
 
-void ld_tls_retire_all(struct listdb *db)
+void ld_tls_retire_all(struct tips_listdb *db)
 {
 	pthread_mutex_lock(&db->tls_lock);
 	for (struct ld_tls *t = db->tls_all; t; t = t->next_all)
@@ -415,7 +415,7 @@ void ld_tls_retire_all(struct listdb *db)
 	pthread_mutex_unlock(&db->tls_lock);
 }
 
-struct ld_tls *ld_tls_get(struct listdb *db)
+struct ld_tls *ld_tls_get(struct tips_listdb *db)
 {
 	struct ld_tls *t = pthread_getspecific(db->tls_key);
 	if (t)

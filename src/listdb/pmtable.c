@@ -19,13 +19,13 @@
 
 #include "util/errors_internal.h"
 
-unsigned ld_shard_of(const struct listdb *db, const void *k, size_t kl)
+unsigned ld_shard_of(const struct tips_listdb *db, const void *k, size_t kl)
 {
 	(void)kl;
 	return (unsigned)(((const unsigned char *)k)[0] * db->shards >> 8);
 }
 
-unsigned ld_domain_of(const struct listdb *db, const void *p)
+unsigned ld_domain_of(const struct tips_listdb *db, const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
 	for (unsigned d = 1; d < db->domains; d++)
@@ -34,17 +34,17 @@ unsigned ld_domain_of(const struct listdb *db, const void *p)
 	return 0;
 }
 
-struct ld_entry *ld_l1_head(const struct listdb *db, unsigned shard, unsigned domain)
+struct ld_entry *ld_l1_head(const struct tips_listdb *db, unsigned shard, unsigned domain)
 {
 	return (struct ld_entry *)db->manifest->l1_heads[shard][domain];
 }
 
-static inline unsigned upper_list(const struct listdb *db, unsigned d)
+static inline unsigned upper_list(const struct tips_listdb *db, unsigned d)
 {
 	return db->braided ? d : 0;
 }
 
-int ld_l0_link(struct listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
+int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
 	       struct ld_hcache *hc)
 {
 	size_t nheads = (size_t)db->shards * db->domains;
@@ -58,7 +58,7 @@ int ld_l0_link(struct listdb *db, struct ld_l0 *t, struct ld_entry **sorted, siz
 			h->height = LD_MAX_HEIGHT;
 			t->heads[s][d] = h;
 		}
-	struct ld_entry *last[LISTDB_MAX_DOMAINS][LD_MAX_HEIGHT];
+	struct ld_entry *last[TIPS_LISTDB_MAX_DOMAINS][LD_MAX_HEIGHT];
 	struct ld_entry *bottom = NULL;
 	unsigned shard = ~0u;
 	const struct ld_entry *prev = NULL;
@@ -99,7 +99,7 @@ void ld_l0_free(struct ld_l0 *t)
 	free(t);
 }
 
-static inline void count(struct listdb *db, struct ld_tls *t, const struct ld_entry *n)
+static inline void count(struct tips_listdb *db, struct ld_tls *t, const struct ld_entry *n)
 {
 	if (t && db->cfg.count_traversals) {
 		t->traversals++;
@@ -110,7 +110,7 @@ static inline void count(struct listdb *db, struct ld_tls *t, const struct ld_en
 
 /* The last element before (k, newest) in the bottom layer, reached through the upper
  * layers of the searcher's domain. *stopped: an IN_L1 element was met (stop_at_l1). */
-static struct ld_entry *find_before(struct listdb *db, struct ld_tls *t,
+static struct ld_entry *find_before(struct tips_listdb *db, struct ld_tls *t,
 				    struct ld_entry *const *heads, struct ld_entry *start,
 				    const void *k, size_t kl, bool stop_at_l1, bool *stopped)
 {
@@ -137,7 +137,7 @@ static struct ld_entry *find_before(struct listdb *db, struct ld_tls *t,
 	return x;
 }
 
-struct ld_entry *ld_list_get(struct listdb *db, struct ld_tls *t, struct ld_entry *const *heads,
+struct ld_entry *ld_list_get(struct tips_listdb *db, struct ld_tls *t, struct ld_entry *const *heads,
 			     struct ld_entry *start, const void *k, size_t kl, bool stop_at_l1)
 {
 	bool stopped = false;
@@ -158,7 +158,7 @@ struct ld_entry *ld_list_get(struct listdb *db, struct ld_tls *t, struct ld_entr
 	return NULL;
 }
 
-struct ld_entry *ld_list_seek(struct listdb *db, struct ld_entry *const *heads, const void *k,
+struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *heads, const void *k,
 			      size_t kl)
 {
 	if (kl == 0)
@@ -171,7 +171,7 @@ struct ld_entry *ld_list_seek(struct listdb *db, struct ld_entry *const *heads, 
 	return n;
 }
 
-void ld_list_preds(struct listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
+void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
 		   unsigned d, struct ld_entry **preds)
 {
 	unsigned u = upper_list(db, d);
@@ -188,7 +188,7 @@ void ld_list_preds(struct listdb *db, struct ld_entry *const *heads, const struc
 	}
 }
 
-bool ld_list_contains(struct listdb *db, struct ld_entry *const *heads, const struct ld_entry *e)
+bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e)
 {
 	struct ld_entry *preds[LD_MAX_HEIGHT];
 	ld_list_preds(db, heads, e, 0, preds);

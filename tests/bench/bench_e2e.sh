@@ -2,7 +2,9 @@
 # bench_e2e.sh - tips-bench end to end on a tiny workload, for every index it lists:
 # YCSB A-E and the insert-only load, a mix with removes, longer keys and values, and a
 # skewed distribution; each run must exit 0 and its JSON must carry the documented
-# fields. Also: usage errors exit 2, and an unknown index exits 3.
+# fields. listdb also with small MemTables (flushes and Zipper compactions during the
+# run), two domains, the WAL flush mode, no compaction, --listdb-settle and --upsert.
+# Also: usage errors exit 2, and an unknown index exits 3.
 #
 # usage: bench_e2e.sh TIPS_BENCH_EXE
 set -euo pipefail
@@ -21,6 +23,7 @@ run_ok() {
 	wait "$pid" || rc=$?
 	# Its default pool is named after its pid; other tests may run tips-bench meanwhile.
 	ls /dev/shm/tips-bench-"$pid".pool /dev/shm/tips-bench-pmdk-"$pid".pool \
+		/dev/shm/tips-bench-listdb-"$pid".pool* \
 		>/dev/null 2>&1 && fail "$name: its pool was left in /dev/shm"
 	if ((rc)); then
 		fail "$name: exit $rc ($(tail -1 "$DIR/$name.err"))"
@@ -34,6 +37,8 @@ run_ok() {
 	case "$*" in
 	*tips-*) grep -qF '"framework":{"cache_hit_ratio":' "$json" ||
 		fail "$name: JSON lacks the framework counters" ;;
+	*listdb*) grep -qF '"listdb":{"config":{"memtable_entries":' "$json" ||
+		fail "$name: JSON lacks the listdb counters" ;;
 	esac
 	echo "ok: $name"
 }
@@ -52,7 +57,30 @@ for idx in $indexes; do
 	run_ok "$idx-zipf" --index "$idx" --records 2000 --ops 2000 --workload b --dist zipfian
 done
 
+if grep -qx listdb <<<"$indexes"; then
+	small=(--records 4000 --ops 4000 --listdb-memtable 300)
+	run_ok listdb-small-a --index listdb "${small[@]}" --workload a --threads 3
+	run_ok listdb-small-mix --index listdb "${small[@]}" --read 0.4 --remove 0.3 \
+		--insert 0.2 --update 0.1 --listdb-compaction-threads 2
+	run_ok listdb-d2 --index listdb "${small[@]}" --workload e --scan-len 20 \
+		--listdb-domains 2 --threads 2
+	run_ok listdb-d2-oblivious --index listdb "${small[@]}" --workload b \
+		--listdb-domains 2 --listdb-oblivious
+	run_ok listdb-wal --index listdb "${small[@]}" --workload a --listdb-flush wal
+	run_ok listdb-no-compaction --index listdb "${small[@]}" --workload d \
+		--listdb-no-compaction
+	run_ok listdb-settle --index listdb "${small[@]}" --workload c --listdb-settle \
+		--listdb-cache 0 --listdb-second-chance 0
+	run_ok listdb-upsert --index listdb "${small[@]}" --workload a --upsert
+fi
+run_ok dram-hash-upsert --index dram-hash --records 3000 --ops 3000 --read 0.3 \
+	--insert 0.3 --update 0.2 --remove 0.2 --upsert --threads 3
+
 set +e
+"$BENCH" --index dram-hash --listdb-memtable 100 --records 10 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "a --listdb-* option with another index must exit 2"
+"$BENCH" --index listdb --listdb-flush xyz --records 10 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "a bad --listdb-flush must exit 2"
 "$BENCH" --index dram-hash --read 0.5 --update 0.4 >/dev/null 2>&1
 [[ $? -eq 2 ]] || fail "ratios not summing to 1 must exit 2"
 "$BENCH" --records 10 >/dev/null 2>&1

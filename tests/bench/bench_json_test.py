@@ -12,6 +12,13 @@ Checks, on tiny workloads:
     through libpmemobj, which the counters do not see: its persist fields are null
     ("counted": false), never 0, and compare shows them null and gives it dram-hash as
     its twin;
+  - listdb: its "listdb" object carries every field of struct tips_listdb_stats, the knobs
+    and per-phase flush/compaction counters; with small MemTables the run flushes and
+    compacts; a write costs one fence (its log entry; a sampled write that also opened
+    a log chunk pays the heap's few more, hence the small tolerance), a read none;
+    --listdb-settle is the only way it waits between the phases;
+  - --upsert: recorded in the config, and tips-hash's blind puts cost what its
+    checked writes do (2 fences, 2 lines);
   - --max-seconds stops the run phase and says so;
   - the same seed gives the same operations, another seed others;
   - the compare schema: medians are the medians of the runs, ratios the ratios of the
@@ -98,6 +105,50 @@ def check_phase(doc, name, tips, counted=True):
         check(0 <= fw["cache_hit_ratio"] <= 1, where + ": hit ratio in [0, 1]")
 
 
+TIPS_LISTDB_STATS = ["puts", "deletes", "gets", "memtables_flushed", "entries_flushed",
+                "compactions", "entries_merged", "obsolete_marked", "chunks_reclaimed",
+                "chunks_live", "write_stall_ns", "immutable_now", "l0_now", "cache_hits",
+                "cache_lookups", "second_chance_hits", "traversals",
+                "cross_domain_traversals", "recovery_ms", "recovered_entries", "recovered"]
+TIPS_LISTDB_PHASE = ["memtables_flushed", "entries_flushed", "compactions", "entries_merged",
+                "obsolete_marked", "chunks_reclaimed", "write_stall_ns", "cache_hits",
+                "cache_lookups", "second_chance_hits"]
+
+
+def check_listdb(doc, memtable, settle=False):
+    ldb = doc.get("listdb")
+    check(isinstance(ldb, dict), "listdb: the JSON has a listdb object")
+    if not isinstance(ldb, dict):
+        return
+    for field in TIPS_LISTDB_STATS:
+        check(isinstance(ldb.get(field), NUMBER), "listdb.%s is a number" % field)
+    for phase in ["load", "run"]:
+        for field in TIPS_LISTDB_PHASE:
+            check(isinstance(ldb.get(phase, {}).get(field), int),
+                  "listdb.%s.%s is an integer" % (phase, field))
+    cfg = ldb.get("config", {})
+    check(cfg.get("memtable_entries") == memtable, "listdb: config echoes the MemTable size")
+    check(cfg.get("settle") is settle, "listdb: config.settle")
+    check(ldb["recovered"] == 0, "listdb: a fresh store did not recover")
+    records, ops = doc["config"]["records"], doc["config"]["ops"]
+    check(ldb["puts"] + ldb["deletes"] >= records, "listdb: every load insert is a put")
+    # With MemTables far smaller than the writes, the background work shows.
+    if records + ops >= 4 * memtable:
+        check(ldb["load"]["memtables_flushed"] + ldb["run"]["memtables_flushed"] +
+              (1 if settle else 0) > 0, "listdb: MemTables were flushed")
+        check(ldb["memtables_flushed"] >= 1, "listdb: flushes counted")
+    if settle:
+        check(doc["settle_ms"] >= 0, "listdb: settle_ms with --listdb-settle")
+    else:
+        check(doc["settle_ms"] == 0, "listdb: no settle wait unless --listdb-settle")
+    p = doc["run"]["persist"]
+    check(p["counted"] is True, "listdb: its persistence is counted")
+    check(p["fences_per_read"] == 0 and p["flushes_per_read"] == 0, "listdb: reads are free")
+    if doc["run"]["op_counts"]["update"] + doc["run"]["op_counts"]["insert"]:
+        check(1.0 <= p["fences_per_write"] <= 1.05,
+              "listdb: one fence per write, got %s" % p["fences_per_write"])
+
+
 def check_single(doc, tips, records, ops, ratios, counted=True):
     check(isinstance(doc.get("index"), str), "index is a string")
     cfg = doc["config"]
@@ -105,9 +156,12 @@ def check_single(doc, tips, records, ops, ratios, counted=True):
     check(isinstance(doc.get("peak_rss_kib"), int) and doc["peak_rss_kib"] > 0, "peak RSS")
     # The wait for the load's replay: only a tips-* index has one.
     check(isinstance(doc.get("settle_ms"), NUMBER) and doc["settle_ms"] >= 0, "settle_ms")
-    check(tips or doc["settle_ms"] == 0, "no replay to wait for outside tips-*")
-    check_phase(doc, "load", tips, counted)
-    check_phase(doc, "run", tips, counted)
+    listdb_settled = doc.get("listdb", {}).get("config", {}).get("settle") is True
+    check(tips or listdb_settled or doc["settle_ms"] == 0,
+          "no replay to wait for outside tips-* (listdb: unless --listdb-settle)")
+    # counted None: listdb, counted (check_listdb() judges its figures)
+    check_phase(doc, "load", tips, counted is not False)
+    check_phase(doc, "run", tips, counted is not False)
     load, run_ = doc["load"], doc["run"]
     check(load["ops"] == records and load["op_counts"]["insert"] == records,
           "the load inserts every record")
@@ -125,6 +179,8 @@ def check_single(doc, tips, records, ops, ratios, counted=True):
         check(load["persist"]["fences_per_write"] == 2.0, "tips: 2 fences per load insert")
         fw = run_["framework"]
         check(fw["replayed"] > 0 and fw["reclamations"] >= 0, "tips: replay ran")
+    elif counted is None:
+        pass  # listdb: check_listdb()
     elif counted:
         for field in PERSIST_FIELDS:
             check(p[field] == 0, "dram: no persistence cost (%s = %s)" % (field, p[field]))
@@ -144,6 +200,31 @@ def main():
                    "--update", "0.1"] + common, path(index + "-mix.json"))
         check_single(doc, tips, records, ops,
                      {"read": 0.4, "insert": 0.3, "remove": 0.2, "update": 0.1})
+
+    # listdb: its counters, with MemTables small enough to flush and compact in the run.
+    listed = subprocess.run([BENCH, "--list"], stdout=subprocess.PIPE, text=True).stdout
+    if any(line.split()[:1] == ["listdb"] for line in listed.splitlines()):
+        doc = run(["--index", "listdb", "--workload", "a", "--listdb-memtable", "1000"] +
+                  common, path("listdb.json"))
+        check_single(doc, False, records, ops, {"read": 0.5, "update": 0.5}, counted=None)
+        check_listdb(doc, 1000)
+        check(doc["listdb"]["run"]["memtables_flushed"] > 0, "listdb: the run flushed")
+        doc = run(["--index", "listdb", "--read", "0.4", "--insert", "0.3", "--remove", "0.2",
+                   "--update", "0.1", "--listdb-memtable", "2000", "--listdb-settle"] + common,
+                  path("listdb-mix.json"))
+        check_single(doc, False, records, ops,
+                     {"read": 0.4, "insert": 0.3, "remove": 0.2, "update": 0.1}, counted=None)
+        check_listdb(doc, 2000, settle=True)
+        # After the settle, the load is wholly in L1: nothing left in L0 when the run began.
+        check(doc["listdb"]["compactions"] >= 1, "listdb: the settle merged into L1")
+
+    # --upsert: blind puts, same cost on tips-hash.
+    doc = run(["--index", "tips-hash", "--workload", "a", "--upsert"] + common,
+              path("upsert.json"))
+    check(doc["config"].get("upsert") is True, "upsert: in the config")
+    check_single(doc, True, records, ops, {"read": 0.5, "update": 0.5})
+    doc = run(["--index", "dram-hash", "--workload", "a"] + common, path("noupsert.json"))
+    check(doc["config"].get("upsert") is False, "upsert: false by default")
 
     # The time limit stops the run phase.
     doc = run(["--index", "dram-hash", "--records", "1000", "--ops", "1000000000",

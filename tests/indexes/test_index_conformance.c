@@ -2,9 +2,13 @@
  * test_index_conformance.c - the conformance suite every index passes, in every build,
  * through the benchmark's index interface (bench/bench_index.h): dram-NAME through its
  * ops table, tips-NAME through the TIPS facade on a /dev/shm pool, pmdk-hash (the
- * libpmemobj baseline) on its own pool.
+ * libpmemobj baseline) on its own pool, listdb (tips/listdb.h) on its pools.
  *
- * Usage: test_index_conformance NAME...   (e.g. dram-bptree tips-bptree)
+ * Usage: test_index_conformance [listdb options] NAME...   (e.g. dram-bptree tips-bptree)
+ *   listdb options: --listdb-memtable N (default here 1000, so that every part goes
+ *   through MemTable flushes into L0 and Zipper compactions into L1, and lookups and
+ *   scans merge all three levels), --listdb-domains D, --listdb-oblivious,
+ *   --listdb-flush iul|wal.
  *
  * The same checks for all indexes, each against a reference model:
  *  - empty index: every read misses, update/remove report ENOTFOUND, scans return 0;
@@ -22,9 +26,11 @@
  *  - random operations against the model: RANDOM_OPS (60000; 20000 under sanitizers)
  *    operations over 3000 keys of 1..40 bytes and values of 0..300 bytes, with lookups
  *    and scans from random start keys checked throughout;
- *  - tips-* and pmdk-hash: after every part, close and reopen the pool; the contents
- *    must be the model's, and the block check (tips_db_check(), pmdk_hash_check()) must
- *    find no leaked or doubly owned block.
+ *  - tips-*, pmdk-hash and listdb: after every part, close and reopen the pool; the
+ *    contents must be the model's, and the block check (tips_db_check(),
+ *    pmdk_hash_check(), tips_listdb_check(): every log chunk an allocated heap block and
+ *    every allocated block a chunk, L1 in order) must find no leaked or doubly owned
+ *    block.
  * Concurrency is covered elsewhere: test_index_dram (4 threads on the ops tables) and
  * test_framework_stress (facade) for every index.
  */
@@ -32,6 +38,7 @@
 #include "test_util.h"
 
 #include "bench_index.h"
+#include <tips/listdb.h>
 #ifdef TIPS_HAVE_PMDK_HASH
 #include "baselines/pmdk_hash.h"
 #endif
@@ -178,6 +185,21 @@ static void subject_check_blocks(struct subject *s)
 		return;
 	}
 #endif
+	if (s->b.ldb) {
+		/* Check at a fixed point: every table merged into L1, reclamation done. */
+		CHECK_RC(tips_listdb_flush(s->b.ldb, 1), 0);
+		struct tips_listdb_report lr;
+		int lrc = tips_listdb_check(s->b.ldb, &lr);
+		if (lrc)
+			fprintf(stderr, "%s: tips_listdb_check: %s\n", s->name, tips_errormsg());
+		CHECK_RC(lrc, 0);
+		if (lrc == 0 && lr.heap_blocks != lr.chunks)
+			fprintf(stderr, "%s: %llu heap blocks allocated, %llu owned as log chunks\n",
+				s->name, (unsigned long long)lr.heap_blocks,
+				(unsigned long long)lr.chunks);
+		CHECK(lrc != 0 || lr.heap_blocks == lr.chunks);
+		return;
+	}
 	if (!s->b.db)
 		return;
 	struct tips_db_report rep;
@@ -205,9 +227,15 @@ static void subject_reopen(struct subject *s)
 static void subject_close(struct subject *s)
 {
 	subject_check_blocks(s);
+	int listdb = s->b.ldb != NULL;
 	bench_index_close(&s->b);
 	if (s->persistent)
 		unlink(s->pool);
+	for (unsigned d = 1; listdb && d < TIPS_LISTDB_MAX_DOMAINS; d++) {
+		char p[sizeof(s->pool) + 8];
+		snprintf(p, sizeof(p), "%s.d%u", s->pool, d);
+		unlink(p);
+	}
 }
 
 /* ---- checks against the model -------------------------------------------------------- */
@@ -239,7 +267,22 @@ struct scan_out {
 	size_t next;  /* model index the next pair must match */
 	size_t seen;
 	int bad;
+	char first_bad[80]; /* the first wrong pair, for the message */
 };
+
+/* Describes the wrong pair (k, kl, vl) of a scan into o->first_bad: its first key bytes
+ * in hex and the value's length. */
+static void note_bad_pair(struct scan_out *o, const void *k, size_t kl, size_t vl)
+{
+	if (o->bad)
+		return;
+	int n = snprintf(o->first_bad, sizeof(o->first_bad), "key %zu B ", kl);
+	for (size_t i = 0; i < kl && i < 16 && n > 0 && (size_t)n + 3 < sizeof(o->first_bad); i++)
+		n += snprintf(o->first_bad + n, sizeof(o->first_bad) - (size_t)n, "%02x",
+			      ((const unsigned char *)k)[i]);
+	if (n > 0 && (size_t)n < sizeof(o->first_bad))
+		snprintf(o->first_bad + n, sizeof(o->first_bad) - (size_t)n, ", value %zu B", vl);
+}
 
 /* Each pair must be the next present model key, with its value. */
 static int scan_check_fn(const void *k, size_t kl, const void *v, size_t vl, void *arg)
@@ -249,13 +292,16 @@ static int scan_check_fn(const void *k, size_t kl, const void *v, size_t vl, voi
 	while (o->next < m->n && !m->e[o->next].present)
 		o->next++;
 	if (o->next >= m->n) {
+		note_bad_pair(o, k, kl, vl);
 		o->bad = 1;
 		return 1;
 	}
 	const struct mkey *e = &m->e[o->next++];
 	if (key_cmp(k, kl, e->k, e->klen) != 0 || vl != e->vlen ||
-	    (vl && memcmp(v, e->v, vl) != 0))
+	    (vl && memcmp(v, e->v, vl) != 0)) {
+		note_bad_pair(o, k, kl, vl);
 		o->bad = 1;
+	}
 	o->seen++;
 	return o->bad;
 }
@@ -281,9 +327,10 @@ static void check_scan(struct subject *s, const struct model *m, const void *sta
 		want += (size_t)m->e[i].present;
 	long got = bench_scan_each(&s->b, start, start ? klen : 0, count, scan_check_fn, &o);
 	if (o.bad || got != (long)want)
-		fprintf(stderr, "%s: scan of %zu from a %zu-byte key: got %ld pairs, want %zu%s\n",
+		fprintf(stderr, "%s: scan of %zu from a %zu-byte key: got %ld pairs, want %zu%s%s\n",
 			s->name, count, start ? klen : 0, got, want,
-			o.bad ? " (wrong pair or order)" : "");
+			o.bad ? " (wrong pair or order), first wrong pair: " : "",
+			o.bad ? o.first_bad : "");
 	CHECK(!o.bad);
 	CHECK(got == (long)want);
 }
@@ -635,11 +682,35 @@ static void run_suite(const char *name)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s INDEX...\n", argv[0]);
+	struct tips_listdb_config ldb;
+	tips_listdb_config_init(&ldb);
+	ldb.memtable_entries = 1000;
+	int i = 1;
+	for (; i + 1 < argc && strncmp(argv[i], "--listdb-", 9) == 0; i++) {
+		const char *opt = argv[i];
+		if (strcmp(opt, "--listdb-oblivious") == 0) {
+			ldb.braided = 0;
+			continue;
+		}
+		const char *v = argv[++i];
+		if (strcmp(opt, "--listdb-memtable") == 0)
+			ldb.memtable_entries = strtoull(v, NULL, 10);
+		else if (strcmp(opt, "--listdb-domains") == 0)
+			ldb.domains = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(opt, "--listdb-flush") == 0 && strcmp(v, "wal") == 0)
+			ldb.flush_mode = TIPS_LISTDB_FLUSH_WAL;
+		else if (strcmp(opt, "--listdb-flush") != 0 || strcmp(v, "iul") != 0) {
+			fprintf(stderr, "%s: bad option %s %s\n", argv[0], opt, v);
+			return 2;
+		}
+	}
+	if (i >= argc) {
+		fprintf(stderr, "usage: %s [--listdb-memtable N] [--listdb-domains D] "
+			"[--listdb-oblivious] [--listdb-flush iul|wal] INDEX...\n", argv[0]);
 		return 2;
 	}
-	for (int i = 1; i < argc; i++)
+	bench_listdb_configure(&ldb);
+	for (; i < argc; i++)
 		run_suite(argv[i]);
 	return test_finish("test_index_conformance");
 }

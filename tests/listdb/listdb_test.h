@@ -54,7 +54,7 @@ static inline void ld_remove(const char *path)
 {
 	char p[512];
 	unlink(path);
-	for (unsigned d = 1; d < LISTDB_MAX_DOMAINS; d++) {
+	for (unsigned d = 1; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
 		snprintf(p, sizeof(p), "%s.d%u", path, d);
 		unlink(p);
 	}

@@ -12,11 +12,11 @@
  *     ETOOBIG beyond TIPS_MAX_KEY / TIPS_MAX_VALUE, EINVAL for empty keys and bad domains;
  *     keys of 1..1024 bytes that are prefixes of each other; values of 0..64 KiB;
  *   - WAL mode with copy chunks whose LSNs decrease (keys put in descending order),
- *     overwritten, reopened and garbage-collected: listdb_check and every key;
+ *     overwritten, reopened and garbage-collected: tips_listdb_check and every key;
  *   - the random workload (puts, overwrites, deletes, re-puts, checked writes, gets and
  *     scans), compared with the model while the background runs, after
- *     listdb_flush(db, 0), after listdb_flush(db, 1), after close+reopen and after more
- *     writes and another reopen; listdb_check() == 0 each time; the statistics must show
+ *     tips_listdb_flush(db, 0), after tips_listdb_flush(db, 1), after close+reopen and after more
+ *     writes and another reopen; tips_listdb_check() == 0 each time; the statistics must show
  *     MemTable flushes and Zipper compactions. For every combination of: domains 1, 2, 4
  *     x braided/oblivious x IUL/WAL x 1 or 2 compaction threads (4 shards) x lookup
  *     caches on/off, with memtable_entries from 64 to 512;
@@ -127,11 +127,11 @@ static int mismatches; /* printed ones; the rest only counted */
 		test_failures++;                                                         \
 	} while (0)
 
-static void verify_get(struct listdb *db, const struct model *m, uint32_t id)
+static void verify_get(struct tips_listdb *db, const struct model *m, uint32_t id)
 {
 	unsigned char k[8 + LONG_SUFFIX];
 	size_t kl = mkey(id, k), vl = 12345;
-	int rc = listdb_get(db, k, kl, valbuf, MAXVAL, &vl);
+	int rc = tips_listdb_get(db, k, kl, valbuf, MAXVAL, &vl);
 	if (!m->present[id]) {
 		if (rc != TIPS_ENOTFOUND)
 			MISMATCH("get id %u (klen %zu): %d (%s), wanted ENOTFOUND (deleted or never "
@@ -188,11 +188,11 @@ static int scan_cb(const void *key, size_t klen, const void *val, size_t vlen, v
 
 /* Scans @count keys from position @pos of order[] (start key @start, @klen; klen 0:
  * from the first key) and compares them with the model. */
-static void verify_scan(struct listdb *db, const struct model *m, const void *start,
+static void verify_scan(struct tips_listdb *db, const struct model *m, const void *start,
 			size_t klen, uint32_t pos, size_t count)
 {
 	struct scan_ctx c = { m, pos, 0, 0 };
-	long n = listdb_scan(db, start, klen, count, scan_cb, &c);
+	long n = tips_listdb_scan(db, start, klen, count, scan_cb, &c);
 	if (c.bad)
 		return;
 	long want = 0;
@@ -205,7 +205,7 @@ static void verify_scan(struct listdb *db, const struct model *m, const void *st
 }
 
 /* A scan from a random start key (a key of the model, possibly cut short). */
-static void verify_random_scan(struct listdb *db, const struct model *m, uint64_t r1,
+static void verify_random_scan(struct tips_listdb *db, const struct model *m, uint64_t r1,
 			       uint64_t r2)
 {
 	unsigned char k[8 + LONG_SUFFIX];
@@ -215,7 +215,7 @@ static void verify_random_scan(struct listdb *db, const struct model *m, uint64_
 	verify_scan(db, m, k, kl, lower_bound(k, kl), 1 + r2 % 24);
 }
 
-static void verify_all(struct listdb *db, const struct model *m, const char *phase)
+static void verify_all(struct tips_listdb *db, const struct model *m, const char *phase)
 {
 	ld_phase = phase;
 	int before = test_failures;
@@ -232,14 +232,14 @@ static void verify_all(struct listdb *db, const struct model *m, const char *pha
 		fprintf(stderr, "  ... %d mismatch(es) in phase %s\n", test_failures - before, phase);
 }
 
-static void check_db(struct listdb *db, struct listdb_report *rep, const char *phase)
+static void check_db(struct tips_listdb *db, struct tips_listdb_report *rep, const char *phase)
 {
-	struct listdb_report r;
+	struct tips_listdb_report r;
 	memset(&r, 0, sizeof(r));
 	ld_phase = phase;
-	int rc = listdb_check(db, &r);
+	int rc = tips_listdb_check(db, &r);
 	if (rc != 0) {
-		fprintf(stderr, "listdb_check failed in phase %s: %d (%s: %s)\n", phase, rc,
+		fprintf(stderr, "tips_listdb_check failed in phase %s: %d (%s: %s)\n", phase, rc,
 			tips_strerror(rc), tips_errormsg());
 		test_failures++;
 	}
@@ -255,13 +255,13 @@ static void check_db(struct listdb *db, struct listdb_report *rep, const char *p
  * workload this way), and the random draws are the same as with a database.
  * With @blind only put and delete (no checked writes, gets or scans).
  */
-static void run_ops(struct listdb *db, struct model *m, uint64_t *rng, long nops,
+static void run_ops(struct tips_listdb *db, struct model *m, uint64_t *rng, long nops,
 		    unsigned domains, int blind)
 {
 	unsigned char k[8 + LONG_SUFFIX];
 	for (long op = 0; op < nops; op++) {
 		if (domains > 1 && op % 97 == 0 && db)
-			CHECK_RC(listdb_thread_domain(db, (unsigned)(op / 97) % domains), 0);
+			CHECK_RC(tips_listdb_thread_domain(db, (unsigned)(op / 97) % domains), 0);
 		uint64_t a = rnd(rng), b = rnd(rng);
 		uint32_t id = (uint32_t)(a % NKEYS);
 		unsigned kind = (unsigned)((a >> 32) % 100);
@@ -279,9 +279,9 @@ static void run_ops(struct listdb *db, struct model *m, uint64_t *rng, long nops
 				want = TIPS_ENOTFOUND, apply = 0;
 			if (db) {
 				mval(id, nver, vlen, valbuf);
-				int rc = kind < 45 ? listdb_put(db, k, kl, valbuf, vlen)
-					 : kind < 70 ? listdb_insert(db, k, kl, valbuf, vlen)
-						     : listdb_update(db, k, kl, valbuf, vlen);
+				int rc = kind < 45 ? tips_listdb_put(db, k, kl, valbuf, vlen)
+					 : kind < 70 ? tips_listdb_insert(db, k, kl, valbuf, vlen)
+						     : tips_listdb_update(db, k, kl, valbuf, vlen);
 				if (rc != want)
 					MISMATCH("op %ld: %s of id %u (present %d): %d (%s: %s), wanted %d",
 						 op, kind < 45 ? "put" : kind < 70 ? "insert" : "update",
@@ -298,7 +298,7 @@ static void run_ops(struct listdb *db, struct model *m, uint64_t *rng, long nops
 			int checked = kind >= 80;
 			int want = checked && !m->present[id] ? TIPS_ENOTFOUND : 0;
 			if (db) {
-				int rc = checked ? listdb_remove(db, k, kl) : listdb_delete(db, k, kl);
+				int rc = checked ? tips_listdb_remove(db, k, kl) : tips_listdb_delete(db, k, kl);
 				if (rc != want)
 					MISMATCH("op %ld: %s of id %u (present %d): %d (%s: %s), wanted %d",
 						 op, checked ? "remove" : "delete", id, m->present[id], rc,
@@ -320,16 +320,16 @@ static void run_ops(struct listdb *db, struct model *m, uint64_t *rng, long nops
 struct run_cfg {
 	unsigned domains;
 	int braided;
-	enum listdb_flush_mode flush_mode;
+	enum tips_listdb_flush_mode flush_mode;
 	unsigned compaction_threads;
 	int caches;
 	uint64_t memtable_entries;
 };
 
-static void cfg_for(struct listdb_config *cfg, const struct run_cfg *rc)
+static void cfg_for(struct tips_listdb_config *cfg, const struct run_cfg *rc)
 {
-	listdb_config_init(cfg);
-	cfg->flags = LISTDB_CREATE;
+	tips_listdb_config_init(cfg);
+	cfg->flags = TIPS_LISTDB_CREATE;
 	cfg->pool_size = 64ull << 20;
 	cfg->domains = rc->domains;
 	cfg->braided = rc->braided;
@@ -347,22 +347,22 @@ static void run_config(const struct run_cfg *rc, long nops, uint64_t seed)
 {
 	static struct model m;
 	char path[256], name[160];
-	struct listdb_config cfg;
-	struct listdb *db = NULL;
-	struct listdb_stats st;
-	struct listdb_report rep;
+	struct tips_listdb_config cfg;
+	struct tips_listdb *db = NULL;
+	struct tips_listdb_stats st;
+	struct tips_listdb_report rep;
 	double t0 = ld_now();
 	int failures0 = test_failures;
 
 	snprintf(name, sizeof(name), "domains=%u %s %s compaction_threads=%u caches=%s "
 		 "memtable=%llu", rc->domains, rc->braided ? "braided" : "oblivious",
-		 rc->flush_mode == LISTDB_FLUSH_IUL ? "IUL" : "WAL", rc->compaction_threads,
+		 rc->flush_mode == TIPS_LISTDB_FLUSH_IUL ? "IUL" : "WAL", rc->compaction_threads,
 		 rc->caches ? "on" : "off", (unsigned long long)rc->memtable_entries);
 	ld_path(path, sizeof(path));
 	cfg_for(&cfg, rc);
 	memset(&m, 0, sizeof(m));
 	ld_phase = name;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 
 	uint64_t rng = seed;
 	ld_phase = "random ops";
@@ -372,18 +372,18 @@ static void run_config(const struct run_cfg *rc, long nops, uint64_t seed)
 	verify_all(db, &m, "live, background running (2)");
 
 	ld_phase = "flush(0)";
-	CHECK_RC(listdb_flush(db, 0), 0);
-	verify_all(db, &m, "after listdb_flush(db, 0)");
+	CHECK_RC(tips_listdb_flush(db, 0), 0);
+	verify_all(db, &m, "after tips_listdb_flush(db, 0)");
 	check_db(db, NULL, "check after flush(0)");
 
 	ld_phase = "flush(1)";
-	CHECK_RC(listdb_flush(db, 1), 0);
-	verify_all(db, &m, "after listdb_flush(db, 1)");
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
+	verify_all(db, &m, "after tips_listdb_flush(db, 1)");
 	check_db(db, &rep, "check after flush(1)");
 	CHECK(rep.l0_elements == 0);
 	CHECK(rep.l1_elements > 0);
 
-	listdb_stats(db, &st);
+	tips_listdb_stats(db, &st);
 	CHECK(st.memtables_flushed > 0);
 	CHECK(st.entries_flushed > 0);
 	CHECK(st.compactions > 0); /* the test is void if Zipper compaction never ran */
@@ -398,12 +398,12 @@ static void run_config(const struct run_cfg *rc, long nops, uint64_t seed)
 	uint64_t flushed = st.memtables_flushed, compactions = st.compactions;
 
 	ld_phase = "close";
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	CHECK(db == NULL);
 	cfg.flags = 0;
 	ld_phase = "reopen";
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
-	listdb_stats(db, &st);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+	tips_listdb_stats(db, &st);
 	CHECK(st.recovered == 0);
 	verify_all(db, &m, "after close + reopen");
 	check_db(db, NULL, "check after reopen");
@@ -412,16 +412,16 @@ static void run_config(const struct run_cfg *rc, long nops, uint64_t seed)
 	ld_phase = "random ops after reopen";
 	run_ops(db, &m, &rng, nops / 8, rc->domains, 0);
 	verify_all(db, &m, "after reopen, more writes");
-	CHECK_RC(listdb_close(&db), 0);
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
-	listdb_stats(db, &st);
+	CHECK_RC(tips_listdb_close(&db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+	tips_listdb_stats(db, &st);
 	CHECK(st.recovered == 0);
 	verify_all(db, &m, "second reopen");
-	CHECK_RC(listdb_flush(db, 1), 0);
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
 	verify_all(db, &m, "second reopen, flush(1)");
 	check_db(db, &rep, "check after second reopen");
 	CHECK(rep.l0_elements == 0);
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 
 	printf("  %-72s %5.2fs  flushes %llu compactions %llu%s\n", name, ld_now() - t0,
@@ -447,7 +447,7 @@ static void test_matrix(long nops, int quick)
 						    (only_mode >= 0 && fm != only_mode))
 							continue;
 						struct run_cfg rc = {
-							domains[di], braided, (enum listdb_flush_mode)fm,
+							domains[di], braided, (enum tips_listdb_flush_mode)fm,
 							ct, caches, memtables[(n + n / 2) % 4],
 						};
 						run_config(&rc, nops, 1000 + n);
@@ -457,34 +457,34 @@ static void test_matrix(long nops, int quick)
 
 /* ==== codes, sizes and limits ========================================================= */
 
-static struct listdb *open_small(const char *path, uint64_t memtable)
+static struct tips_listdb *open_small(const char *path, uint64_t memtable)
 {
-	struct listdb_config cfg;
-	listdb_config_init(&cfg);
-	cfg.flags = LISTDB_CREATE;
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
 	cfg.pool_size = 64ull << 20;
 	cfg.memtable_entries = memtable;
-	struct listdb *db = NULL;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+	struct tips_listdb *db = NULL;
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	return db;
 }
 
-static struct listdb *reopen(struct listdb **db, const char *path)
+static struct tips_listdb *reopen(struct tips_listdb **db, const char *path)
 {
-	CHECK_RC(listdb_close(db), 0);
-	struct listdb_config cfg;
-	listdb_config_init(&cfg);
+	CHECK_RC(tips_listdb_close(db), 0);
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg);
 	cfg.memtable_entries = 64;
-	REQUIRE_RC(listdb_open(path, &cfg, db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, db), 0);
 	return *db;
 }
 
 /* get must return exactly (@val, @vlen). */
-static void expect_value(struct listdb *db, const void *k, size_t kl, const void *val,
+static void expect_value(struct tips_listdb *db, const void *k, size_t kl, const void *val,
 			 size_t vlen, int line)
 {
 	size_t got = 999999;
-	int rc = listdb_get(db, k, kl, valbuf, MAXVAL, &got);
+	int rc = tips_listdb_get(db, k, kl, valbuf, MAXVAL, &got);
 	if (rc != 0 || got != vlen || memcmp(valbuf, val, vlen) != 0) {
 		fprintf(stderr, "%s:%d: [%s] get (klen %zu): rc %d (%s), %zu bytes; wanted 0, %zu "
 			"bytes\n", __FILE__, line, ld_phase, kl, rc, tips_strerror(rc), got, vlen);
@@ -493,10 +493,10 @@ static void expect_value(struct listdb *db, const void *k, size_t kl, const void
 }
 #define EXPECT_VALUE(db, k, kl, v, vl) expect_value(db, k, kl, v, vl, __LINE__)
 
-static int expect_absent(struct listdb *db, const void *k, size_t kl)
+static int expect_absent(struct tips_listdb *db, const void *k, size_t kl)
 {
 	size_t got;
-	return listdb_get(db, k, kl, valbuf, MAXVAL, &got);
+	return tips_listdb_get(db, k, kl, valbuf, MAXVAL, &got);
 }
 
 static void test_codes(void)
@@ -504,78 +504,78 @@ static void test_codes(void)
 	char path[256];
 	ld_phase = "codes";
 	ld_path(path, sizeof(path));
-	struct listdb *db = open_small(path, 64);
+	struct tips_listdb *db = open_small(path, 64);
 	const char *k = "alpha";
 	size_t vl = 0;
 	unsigned char small[4];
 
 	CHECK_RC(expect_absent(db, k, 5), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_put(db, k, 5, "one", 3), 0);
+	CHECK_RC(tips_listdb_put(db, k, 5, "one", 3), 0);
 	EXPECT_VALUE(db, k, 5, "one", 3);
-	CHECK_RC(listdb_put(db, k, 5, "second", 6), 0); /* blind overwrite */
+	CHECK_RC(tips_listdb_put(db, k, 5, "second", 6), 0); /* blind overwrite */
 	EXPECT_VALUE(db, k, 5, "second", 6);
 
 	/* ESIZE with the real length; the buffer is not overrun. */
 	memset(small, 0xee, sizeof(small));
-	CHECK_RC(listdb_get(db, k, 5, small, 3, &vl), TIPS_ESIZE);
+	CHECK_RC(tips_listdb_get(db, k, 5, small, 3, &vl), TIPS_ESIZE);
 	CHECK(vl == 6);
 	CHECK(small[3] == 0xee);
 	vl = 0;
-	CHECK_RC(listdb_get(db, k, 5, small, 0, &vl), TIPS_ESIZE);
+	CHECK_RC(tips_listdb_get(db, k, 5, small, 0, &vl), TIPS_ESIZE);
 	CHECK(vl == 6);
 	vl = 0;
-	CHECK_RC(listdb_get(db, k, 5, small, 6 - 1, &vl), TIPS_ESIZE);
+	CHECK_RC(tips_listdb_get(db, k, 5, small, 6 - 1, &vl), TIPS_ESIZE);
 	CHECK(vl == 6);
 	unsigned char exact[6];
-	CHECK_RC(listdb_get(db, k, 5, exact, 6, &vl), 0);
+	CHECK_RC(tips_listdb_get(db, k, 5, exact, 6, &vl), 0);
 	CHECK(vl == 6 && memcmp(exact, "second", 6) == 0);
 
 	/* Empty values. */
-	CHECK_RC(listdb_put(db, "empty", 5, NULL, 0), 0);
+	CHECK_RC(tips_listdb_put(db, "empty", 5, NULL, 0), 0);
 	vl = 99;
-	CHECK_RC(listdb_get(db, "empty", 5, small, 0, &vl), 0);
+	CHECK_RC(tips_listdb_get(db, "empty", 5, small, 0, &vl), 0);
 	CHECK(vl == 0);
 
 	/* Blind delete, present and absent. */
-	CHECK_RC(listdb_delete(db, "nothing", 7), 0);
-	CHECK_RC(listdb_delete(db, k, 5), 0);
+	CHECK_RC(tips_listdb_delete(db, "nothing", 7), 0);
+	CHECK_RC(tips_listdb_delete(db, k, 5), 0);
 	CHECK_RC(expect_absent(db, k, 5), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_delete(db, k, 5), 0);
+	CHECK_RC(tips_listdb_delete(db, k, 5), 0);
 
 	/* Checked writes. */
-	CHECK_RC(listdb_update(db, k, 5, "x", 1), TIPS_ENOTFOUND); /* deleted */
-	CHECK_RC(listdb_remove(db, k, 5), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_insert(db, k, 5, "ins", 3), 0);
-	CHECK_RC(listdb_insert(db, k, 5, "dup", 3), TIPS_EKEYEXISTS);
+	CHECK_RC(tips_listdb_update(db, k, 5, "x", 1), TIPS_ENOTFOUND); /* deleted */
+	CHECK_RC(tips_listdb_remove(db, k, 5), TIPS_ENOTFOUND);
+	CHECK_RC(tips_listdb_insert(db, k, 5, "ins", 3), 0);
+	CHECK_RC(tips_listdb_insert(db, k, 5, "dup", 3), TIPS_EKEYEXISTS);
 	EXPECT_VALUE(db, k, 5, "ins", 3);
-	CHECK_RC(listdb_update(db, k, 5, "upd", 3), 0);
+	CHECK_RC(tips_listdb_update(db, k, 5, "upd", 3), 0);
 	EXPECT_VALUE(db, k, 5, "upd", 3);
-	CHECK_RC(listdb_remove(db, k, 5), 0);
-	CHECK_RC(listdb_remove(db, k, 5), TIPS_ENOTFOUND);
+	CHECK_RC(tips_listdb_remove(db, k, 5), 0);
+	CHECK_RC(tips_listdb_remove(db, k, 5), TIPS_ENOTFOUND);
 	CHECK_RC(expect_absent(db, k, 5), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_update(db, "never", 5, "x", 1), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_remove(db, "never", 5), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_insert(db, "never", 5, "x", 1), 0);
+	CHECK_RC(tips_listdb_update(db, "never", 5, "x", 1), TIPS_ENOTFOUND);
+	CHECK_RC(tips_listdb_remove(db, "never", 5), TIPS_ENOTFOUND);
+	CHECK_RC(tips_listdb_insert(db, "never", 5, "x", 1), 0);
 
 	/* Tombstones must hide older versions in every level, also from checked writes. */
 	ld_phase = "codes: tombstones across levels";
-	CHECK_RC(listdb_put(db, "tomb", 4, "L1", 2), 0);
-	CHECK_RC(listdb_flush(db, 1), 0); /* "tomb" in L1 */
-	CHECK_RC(listdb_delete(db, "tomb", 4), 0); /* tombstone in the MemTable */
+	CHECK_RC(tips_listdb_put(db, "tomb", 4, "L1", 2), 0);
+	CHECK_RC(tips_listdb_flush(db, 1), 0); /* "tomb" in L1 */
+	CHECK_RC(tips_listdb_delete(db, "tomb", 4), 0); /* tombstone in the MemTable */
 	CHECK_RC(expect_absent(db, "tomb", 4), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_update(db, "tomb", 4, "x", 1), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_flush(db, 0), 0); /* tombstone in L0, value in L1 */
+	CHECK_RC(tips_listdb_update(db, "tomb", 4, "x", 1), TIPS_ENOTFOUND);
+	CHECK_RC(tips_listdb_flush(db, 0), 0); /* tombstone in L0, value in L1 */
 	CHECK_RC(expect_absent(db, "tomb", 4), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_remove(db, "tomb", 4), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_flush(db, 1), 0); /* both in L1 */
+	CHECK_RC(tips_listdb_remove(db, "tomb", 4), TIPS_ENOTFOUND);
+	CHECK_RC(tips_listdb_flush(db, 1), 0); /* both in L1 */
 	CHECK_RC(expect_absent(db, "tomb", 4), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_update(db, "tomb", 4, "x", 1), TIPS_ENOTFOUND);
-	CHECK_RC(listdb_insert(db, "tomb", 4, "back", 4), 0); /* re-put over a tombstone */
+	CHECK_RC(tips_listdb_update(db, "tomb", 4, "x", 1), TIPS_ENOTFOUND);
+	CHECK_RC(tips_listdb_insert(db, "tomb", 4, "back", 4), 0); /* re-put over a tombstone */
 	EXPECT_VALUE(db, "tomb", 4, "back", 4);
-	CHECK_RC(listdb_flush(db, 0), 0);
+	CHECK_RC(tips_listdb_flush(db, 0), 0);
 	EXPECT_VALUE(db, "tomb", 4, "back", 4);
-	CHECK_RC(listdb_insert(db, "tomb", 4, "dup", 3), TIPS_EKEYEXISTS);
-	CHECK_RC(listdb_flush(db, 1), 0);
+	CHECK_RC(tips_listdb_insert(db, "tomb", 4, "dup", 3), TIPS_EKEYEXISTS);
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
 	EXPECT_VALUE(db, "tomb", 4, "back", 4);
 	db = reopen(&db, path);
 	EXPECT_VALUE(db, "tomb", 4, "back", 4);
@@ -588,31 +588,31 @@ static void test_codes(void)
 	static unsigned char big[TIPS_MAX_KEY + 2];
 	memset(big, 'K', sizeof(big));
 	memset(valbuf2, 'V', TIPS_MAX_VALUE + 1);
-	CHECK_RC(listdb_put(db, big, TIPS_MAX_KEY + 1, "v", 1), TIPS_ETOOBIG);
-	CHECK_RC(listdb_insert(db, big, TIPS_MAX_KEY + 1, "v", 1), TIPS_ETOOBIG);
-	CHECK_RC(listdb_update(db, big, TIPS_MAX_KEY + 1, "v", 1), TIPS_ETOOBIG);
-	CHECK_RC(listdb_delete(db, big, TIPS_MAX_KEY + 1), TIPS_ETOOBIG);
-	CHECK_RC(listdb_remove(db, big, TIPS_MAX_KEY + 1), TIPS_ETOOBIG);
-	CHECK_RC(listdb_put(db, "kv", 2, valbuf2, TIPS_MAX_VALUE + 1), TIPS_ETOOBIG);
-	CHECK_RC(listdb_insert(db, "kv", 2, valbuf2, TIPS_MAX_VALUE + 1), TIPS_ETOOBIG);
-	CHECK_RC(listdb_put(db, "kv", 2, "v", 1), 0);
-	CHECK_RC(listdb_update(db, "kv", 2, valbuf2, TIPS_MAX_VALUE + 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_put(db, big, TIPS_MAX_KEY + 1, "v", 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_insert(db, big, TIPS_MAX_KEY + 1, "v", 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_update(db, big, TIPS_MAX_KEY + 1, "v", 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_delete(db, big, TIPS_MAX_KEY + 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_remove(db, big, TIPS_MAX_KEY + 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_put(db, "kv", 2, valbuf2, TIPS_MAX_VALUE + 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_insert(db, "kv", 2, valbuf2, TIPS_MAX_VALUE + 1), TIPS_ETOOBIG);
+	CHECK_RC(tips_listdb_put(db, "kv", 2, "v", 1), 0);
+	CHECK_RC(tips_listdb_update(db, "kv", 2, valbuf2, TIPS_MAX_VALUE + 1), TIPS_ETOOBIG);
 	EXPECT_VALUE(db, "kv", 2, "v", 1);
-	int rc = listdb_get(db, big, TIPS_MAX_KEY + 1, valbuf, MAXVAL, &vl);
+	int rc = tips_listdb_get(db, big, TIPS_MAX_KEY + 1, valbuf, MAXVAL, &vl);
 	CHECK(rc == TIPS_ETOOBIG || rc == TIPS_ENOTFOUND);
-	CHECK_RC(listdb_put(db, big, TIPS_MAX_KEY, valbuf2, TIPS_MAX_VALUE), 0); /* both at max */
+	CHECK_RC(tips_listdb_put(db, big, TIPS_MAX_KEY, valbuf2, TIPS_MAX_VALUE), 0); /* both at max */
 	EXPECT_VALUE(db, big, TIPS_MAX_KEY, valbuf2, TIPS_MAX_VALUE);
-	CHECK_RC(listdb_put(db, "", 0, "v", 1), TIPS_EINVAL);
-	CHECK_RC(listdb_put(db, NULL, 3, "v", 1), TIPS_EINVAL);
-	CHECK_RC(listdb_insert(db, "", 0, "v", 1), TIPS_EINVAL);
-	CHECK_RC(listdb_delete(db, "", 0), TIPS_EINVAL);
-	CHECK_RC(listdb_thread_domain(db, 0), 0);
-	CHECK_RC(listdb_thread_domain(db, 1), TIPS_EINVAL); /* one domain */
-	CHECK_RC(listdb_thread_domain(db, LISTDB_MAX_DOMAINS), TIPS_EINVAL);
-	CHECK_RC(listdb_flush(db, 1), 0);
+	CHECK_RC(tips_listdb_put(db, "", 0, "v", 1), TIPS_EINVAL);
+	CHECK_RC(tips_listdb_put(db, NULL, 3, "v", 1), TIPS_EINVAL);
+	CHECK_RC(tips_listdb_insert(db, "", 0, "v", 1), TIPS_EINVAL);
+	CHECK_RC(tips_listdb_delete(db, "", 0), TIPS_EINVAL);
+	CHECK_RC(tips_listdb_thread_domain(db, 0), 0);
+	CHECK_RC(tips_listdb_thread_domain(db, 1), TIPS_EINVAL); /* one domain */
+	CHECK_RC(tips_listdb_thread_domain(db, TIPS_LISTDB_MAX_DOMAINS), TIPS_EINVAL);
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
 	EXPECT_VALUE(db, big, TIPS_MAX_KEY, valbuf2, TIPS_MAX_VALUE);
 	check_db(db, NULL, "codes: check");
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 }
 
@@ -648,25 +648,25 @@ static int prefix_cb(const void *key, size_t klen, const void *val, size_t vlen,
 	return 0;
 }
 
-static void verify_prefixes(struct listdb *db, const char *phase)
+static void verify_prefixes(struct tips_listdb *db, const char *phase)
 {
 	ld_phase = phase;
 	for (unsigned L = 1; L <= TIPS_MAX_KEY; L++) {
 		prefix_value(L, valbuf);
 		size_t got = 0;
-		int rc = listdb_get(db, prefix_base, L, valbuf2 + 1024, MAXVAL - 1024, &got);
+		int rc = tips_listdb_get(db, prefix_base, L, valbuf2 + 1024, MAXVAL - 1024, &got);
 		if (rc != 0 || got != prefix_vlen(L) || memcmp(valbuf2 + 1024, valbuf, got) != 0) {
 			MISMATCH("prefix key of %u bytes: rc %d, %zu bytes", L, rc, got);
 		}
 	}
 	struct prefix_scan p = { 1, 0 };
-	long n = listdb_scan(db, NULL, 0, 5000, prefix_cb, &p);
+	long n = tips_listdb_scan(db, NULL, 0, 5000, prefix_cb, &p);
 	CHECK(!p.bad);
 	CHECK(n == TIPS_MAX_KEY);
 	/* From the middle: the start key itself first. */
 	for (unsigned L = 1; L <= TIPS_MAX_KEY; L += 97) {
 		struct prefix_scan q = { L, 0 };
-		n = listdb_scan(db, prefix_base, L, 3, prefix_cb, &q);
+		n = tips_listdb_scan(db, prefix_base, L, 3, prefix_cb, &q);
 		CHECK(!q.bad);
 		CHECK(n == (long)(L + 3 <= TIPS_MAX_KEY + 1 ? 3 : TIPS_MAX_KEY + 1 - L));
 	}
@@ -675,7 +675,7 @@ static void verify_prefixes(struct listdb *db, const char *phase)
 	memcpy(between, prefix_base, 7);
 	between[6] = (unsigned char)(prefix_base[6] + 1); /* > every key of 7+ bytes */
 	struct prefix_scan q = { TIPS_MAX_KEY + 1, 0 };
-	n = listdb_scan(db, between, 7, 10, prefix_cb, &q);
+	n = tips_listdb_scan(db, between, 7, 10, prefix_cb, &q);
 	CHECK(n == 0);
 }
 
@@ -684,7 +684,7 @@ static void test_prefixes(void)
 	char path[256];
 	ld_phase = "prefix keys";
 	ld_path(path, sizeof(path));
-	struct listdb *db = open_small(path, 128);
+	struct tips_listdb *db = open_small(path, 128);
 	uint64_t s = 5;
 	for (unsigned i = 0; i < TIPS_MAX_KEY; i++)
 		prefix_base[i] = (unsigned char)(rnd(&s) | 1);
@@ -693,15 +693,15 @@ static void test_prefixes(void)
 	for (unsigned i = 0; i < TIPS_MAX_KEY; i++) {
 		unsigned L = 1 + (i * 7u) % TIPS_MAX_KEY;
 		prefix_value(L, valbuf);
-		CHECK_RC(listdb_put(db, prefix_base, L, valbuf, prefix_vlen(L)), 0);
+		CHECK_RC(tips_listdb_put(db, prefix_base, L, valbuf, prefix_vlen(L)), 0);
 	}
 	verify_prefixes(db, "prefix keys: live");
-	CHECK_RC(listdb_flush(db, 1), 0);
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
 	verify_prefixes(db, "prefix keys: after flush(1)");
 	check_db(db, NULL, "prefix keys: check");
 	db = reopen(&db, path);
 	verify_prefixes(db, "prefix keys: after reopen");
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 }
 
@@ -719,18 +719,18 @@ static void test_values(void)
 	char path[256], key[32];
 	ld_phase = "values 0..64 KiB";
 	ld_path(path, sizeof(path));
-	struct listdb *db = open_small(path, 64);
+	struct tips_listdb *db = open_small(path, 64);
 	for (int round = 0; round < 2; round++) {
 		/* round 1 overwrites each key with the size of its neighbour */
 		for (unsigned i = 0; i < NS; i++) {
 			size_t len = sizes[(i + round) % NS];
 			snprintf(key, sizeof(key), "value-%02u", i);
 			big_value(i + 100u * round, len, valbuf);
-			CHECK_RC(listdb_put(db, key, strlen(key), valbuf, len), 0);
+			CHECK_RC(tips_listdb_put(db, key, strlen(key), valbuf, len), 0);
 		}
 		for (int phase = 0; phase < 3; phase++) {
 			if (phase == 1)
-				CHECK_RC(listdb_flush(db, 1), 0);
+				CHECK_RC(tips_listdb_flush(db, 1), 0);
 			if (phase == 2)
 				db = reopen(&db, path);
 			ld_phase = phase == 0 ? "values: live" : phase == 1 ? "values: flush(1)"
@@ -744,7 +744,7 @@ static void test_values(void)
 		}
 	}
 	check_db(db, NULL, "values: check");
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 }
 
@@ -758,47 +758,47 @@ static void test_values(void)
 static void test_wal_order(void)
 {
 	char path[256], k[16];
-	struct listdb_config cfg;
-	struct listdb *db = NULL;
+	struct tips_listdb_config cfg;
+	struct tips_listdb *db = NULL;
 	ld_phase = "WAL: descending keys";
 	ld_path(path, sizeof(path));
-	listdb_config_init(&cfg);
-	cfg.flags = LISTDB_CREATE;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
 	cfg.pool_size = 64ull << 20;
-	cfg.flush_mode = LISTDB_FLUSH_WAL;
+	cfg.flush_mode = TIPS_LISTDB_FLUSH_WAL;
 	cfg.memtable_entries = 64;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	for (int i = 999; i >= 0; i--) {
 		snprintf(k, sizeof(k), "key%04d", i);
-		CHECK_RC(listdb_put(db, k, 7, "v", 1), 0);
+		CHECK_RC(tips_listdb_put(db, k, 7, "v", 1), 0);
 	}
-	CHECK_RC(listdb_flush(db, 1), 0);
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
 	for (int i = 936; i >= 0; i -= 64) { /* the smallest key of each MemTable */
 		snprintf(k, sizeof(k), "key%04d", i);
-		CHECK_RC(listdb_put(db, k, 7, "w", 1), 0);
+		CHECK_RC(tips_listdb_put(db, k, 7, "w", 1), 0);
 	}
-	CHECK_RC(listdb_flush(db, 1), 0);
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
 	check_db(db, NULL, "WAL: check before close");
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	cfg.flags = 0;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	ld_phase = "WAL: reopened, more writes";
 	for (int i = 0; i < 300; i++) { /* flushes, compactions and garbage collection */
 		snprintf(k, sizeof(k), "other%04d", i);
-		CHECK_RC(listdb_put(db, k, 9, "v", 1), 0);
+		CHECK_RC(tips_listdb_put(db, k, 9, "v", 1), 0);
 	}
-	CHECK_RC(listdb_flush(db, 1), 0);
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
 	check_db(db, NULL, "WAL: check after reopen");
 	long missing = 0;
 	for (int i = 0; i < 1000; i++) {
 		char v[4];
 		size_t vl = 0;
 		snprintf(k, sizeof(k), "key%04d", i);
-		int rc = listdb_get(db, k, 7, v, sizeof(v), &vl);
+		int rc = tips_listdb_get(db, k, 7, v, sizeof(v), &vl);
 		missing += rc != 0 || vl != 1 || v[0] != (i % 64 == 936 % 64 ? 'w' : 'v');
 	}
 	CHECK(missing == 0);
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 }
 
@@ -852,25 +852,25 @@ static int is_one_of(int rc, int a, int b) { return rc == a || rc == b; }
 static void test_bad_input(void)
 {
 	char path[256], path2[256], p1[300], p2[300];
-	struct listdb_config cfg;
-	struct listdb *db = NULL, *db2 = NULL;
+	struct tips_listdb_config cfg;
+	struct tips_listdb *db = NULL, *db2 = NULL;
 	int rc;
 
 	ld_phase = "bad input: missing path";
 	ld_path(path, sizeof(path));
-	listdb_config_init(&cfg);
-	CHECK_RC(listdb_open(path, &cfg, &db), TIPS_ENOENT);
+	tips_listdb_config_init(&cfg);
+	CHECK_RC(tips_listdb_open(path, &cfg, &db), TIPS_ENOENT);
 	CHECK(db == NULL);
 	CHECK(access(path, F_OK) != 0); /* nothing created */
 
 	ld_phase = "bad input: invalid config";
-	listdb_config_init(&cfg);
-	cfg.flags = LISTDB_CREATE;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
 	cfg.pool_size = 16ull << 20;
-	cfg.domains = LISTDB_MAX_DOMAINS + 1;
-	CHECK_RC(listdb_open(path, &cfg, &db), TIPS_EINVAL);
+	cfg.domains = TIPS_LISTDB_MAX_DOMAINS + 1;
+	CHECK_RC(tips_listdb_open(path, &cfg, &db), TIPS_EINVAL);
 	CHECK(db == NULL);
-	CHECK_RC(listdb_open(NULL, &cfg, &db), TIPS_EINVAL);
+	CHECK_RC(tips_listdb_open(NULL, &cfg, &db), TIPS_EINVAL);
 	ld_remove(path);
 
 	/* Garbage of several sizes: not a pool, never overwritten (also with CREATE). */
@@ -881,19 +881,19 @@ static void test_bad_input(void)
 		write_garbage(path, gsizes[i], 99 + i);
 		size_t l0, l1;
 		unsigned char *before = read_file(path, &l0);
-		listdb_config_init(&cfg);
-		rc = listdb_open(path, &cfg, &db);
+		tips_listdb_config_init(&cfg);
+		rc = tips_listdb_open(path, &cfg, &db);
 		if (!is_one_of(rc, TIPS_ENOTPOOL, TIPS_ECORRUPT)) {
 			fprintf(stderr, "open of %zu bytes of garbage: %d (%s: %s), wanted ENOTPOOL or "
 				"ECORRUPT\n", gsizes[i], rc, tips_strerror(rc), tips_errormsg());
 			test_failures++;
 		}
-		cfg.flags = LISTDB_CREATE;
+		cfg.flags = TIPS_LISTDB_CREATE;
 		cfg.pool_size = 16ull << 20;
-		rc = listdb_open(path, &cfg, &db);
+		rc = tips_listdb_open(path, &cfg, &db);
 		CHECK(rc != 0);
 		if (rc == 0)
-			listdb_close(&db);
+			tips_listdb_close(&db);
 		unsigned char *after = read_file(path, &l1);
 		CHECK(l0 == l1 && memcmp(before, after, l0) == 0);
 		free(before);
@@ -915,42 +915,42 @@ static void test_bad_input(void)
 		unsigned char *before = read_file(path, &l0);
 		unsigned char *ref1 = open_close_image(before, l0, 1);
 		unsigned char *ref2 = open_close_image(before, l0, 2);
-		listdb_config_init(&cfg);
-		rc = listdb_open(path, &cfg, &db);
+		tips_listdb_config_init(&cfg);
+		rc = tips_listdb_open(path, &cfg, &db);
 		if (!is_one_of(rc, TIPS_ECORRUPT, TIPS_EMISMATCH)) {
 			fprintf(stderr, "open of a plain TIPS pool: %d (%s: %s), wanted ECORRUPT or "
 				"EMISMATCH\n", rc, tips_strerror(rc), tips_errormsg());
 			test_failures++;
 		}
 		if (db)
-			listdb_close(&db);
+			tips_listdb_close(&db);
 		unsigned char *after = read_file(path, &l1);
 		CHECK(l0 == l1);
 		if (l0 == l1 && memcmp(ref1, after, l0) != 0) {
 			size_t first = 0;
 			while (ref1[first] == after[first])
 				first++;
-			fprintf(stderr, "listdb_open changed the plain TIPS pool beyond an open and "
+			fprintf(stderr, "tips_listdb_open changed the plain TIPS pool beyond an open and "
 				"close (first byte at offset %zu)\n", first);
 			test_failures++;
 		}
-		cfg.flags = LISTDB_CREATE;
+		cfg.flags = TIPS_LISTDB_CREATE;
 		cfg.pool_size = 8ull << 20;
-		rc = listdb_open(path, &cfg, &db);
+		rc = tips_listdb_open(path, &cfg, &db);
 		if (rc != TIPS_EEXIST) {
 			fprintf(stderr, "create over a plain TIPS pool: %d (%s: %s), wanted EEXIST\n",
 				rc, tips_strerror(rc), tips_errormsg());
 			test_failures++;
 		}
 		if (db)
-			listdb_close(&db);
+			tips_listdb_close(&db);
 		unsigned char *after2 = read_file(path, &l2);
 		CHECK(l0 == l2);
 		if (l0 == l2 && memcmp(ref2, after2, l0) != 0) {
 			size_t first = 0;
 			while (ref2[first] == after2[first])
 				first++;
-			fprintf(stderr, "listdb_open with CREATE changed the plain TIPS pool beyond "
+			fprintf(stderr, "tips_listdb_open with CREATE changed the plain TIPS pool beyond "
 				"an open and close (first byte at offset %zu)\n", first);
 			test_failures++;
 		}
@@ -969,23 +969,23 @@ static void test_bad_input(void)
 	for (unsigned domains = 1; domains <= 3; domains += 2) {
 		ld_phase = "bad input: second open";
 		ld_path(path, sizeof(path));
-		listdb_config_init(&cfg);
-		cfg.flags = LISTDB_CREATE;
+		tips_listdb_config_init(&cfg);
+		cfg.flags = TIPS_LISTDB_CREATE;
 		cfg.pool_size = 16ull << 20;
 		cfg.domains = domains;
 		cfg.memtable_entries = 64;
-		REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
-		CHECK_RC(listdb_put(db, "k", 1, "v", 1), 0);
-		CHECK_RC(listdb_open(path, &cfg, &db2), TIPS_ELOCKED);
+		REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+		CHECK_RC(tips_listdb_put(db, "k", 1, "v", 1), 0);
+		CHECK_RC(tips_listdb_open(path, &cfg, &db2), TIPS_ELOCKED);
 		CHECK(db2 == NULL);
 		cfg.flags = 0;
-		CHECK_RC(listdb_open(path, &cfg, &db2), TIPS_ELOCKED);
+		CHECK_RC(tips_listdb_open(path, &cfg, &db2), TIPS_ELOCKED);
 		CHECK(db2 == NULL);
 		EXPECT_VALUE(db, "k", 1, "v", 1); /* the first handle still works */
-		CHECK_RC(listdb_close(&db), 0);
-		REQUIRE_RC(listdb_open(path, &cfg, &db), 0); /* and the lock is released */
+		CHECK_RC(tips_listdb_close(&db), 0);
+		REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0); /* and the lock is released */
 		EXPECT_VALUE(db, "k", 1, "v", 1);
-		CHECK_RC(listdb_close(&db), 0);
+		CHECK_RC(tips_listdb_close(&db), 0);
 		ld_remove(path);
 	}
 
@@ -993,35 +993,35 @@ static void test_bad_input(void)
 	ld_phase = "bad input: mixed domain pools";
 	ld_path(path, sizeof(path));
 	ld_path(path2, sizeof(path2));
-	listdb_config_init(&cfg);
-	cfg.flags = LISTDB_CREATE;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
 	cfg.pool_size = 16ull << 20;
 	cfg.domains = 2;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
-	CHECK_RC(listdb_put(db, "a", 1, "1", 1), 0);
-	CHECK_RC(listdb_close(&db), 0);
-	REQUIRE_RC(listdb_open(path2, &cfg, &db), 0);
-	CHECK_RC(listdb_put(db, "b", 1, "2", 1), 0);
-	CHECK_RC(listdb_close(&db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+	CHECK_RC(tips_listdb_put(db, "a", 1, "1", 1), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
+	REQUIRE_RC(tips_listdb_open(path2, &cfg, &db), 0);
+	CHECK_RC(tips_listdb_put(db, "b", 1, "2", 1), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	snprintf(p1, sizeof(p1), "%s.d1", path);
 	snprintf(p2, sizeof(p2), "%s.d1", path2);
 	REQUIRE(rename(p2, p1) == 0); /* path's domain 1 is now path2's */
 	cfg.flags = 0;
-	rc = listdb_open(path, &cfg, &db);
+	rc = tips_listdb_open(path, &cfg, &db);
 	if (rc != TIPS_ECORRUPT) {
 		fprintf(stderr, "open with another database's domain pool: %d (%s: %s), wanted "
 			"ECORRUPT\n", rc, tips_strerror(rc), tips_errormsg());
 		test_failures++;
 		if (rc == 0)
-			listdb_close(&db);
+			tips_listdb_close(&db);
 	}
-	rc = listdb_open(path2, &cfg, &db); /* path2.d1 is missing now */
+	rc = tips_listdb_open(path2, &cfg, &db); /* path2.d1 is missing now */
 	if (rc == 0 || rc == TIPS_EINVAL) {
 		fprintf(stderr, "open with a missing domain pool: %d (%s: %s), wanted an error "
 			"such as ENOENT or ECORRUPT\n", rc, tips_strerror(rc), tips_errormsg());
 		test_failures++;
 		if (rc == 0)
-			listdb_close(&db);
+			tips_listdb_close(&db);
 	}
 	ld_remove(path);
 	ld_remove(path2);
@@ -1034,22 +1034,22 @@ static void test_full_pool(void)
 	static uint8_t acked[MAXPUTS];
 	char path[256];
 	unsigned char key[8];
-	struct listdb_config cfg;
-	struct listdb *db = NULL;
+	struct tips_listdb_config cfg;
+	struct tips_listdb *db = NULL;
 
 	ld_phase = "full pool";
 	ld_path(path, sizeof(path));
-	listdb_config_init(&cfg);
-	cfg.flags = LISTDB_CREATE;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
 	cfg.pool_size = 8ull << 20;
 	cfg.memtable_entries = 512;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	memset(acked, 0, sizeof(acked));
 	long n_ok = 0, n_fail = 0, first_fail = -1, i;
 	for (i = 0; i < MAXPUTS && n_fail < 8; i++) {
 		be64(key, (uint64_t)i * 0x9e3779b97f4a7c15ull);
 		big_value((unsigned)i, VLEN, valbuf);
-		int rc = listdb_put(db, key, 8, valbuf, VLEN);
+		int rc = tips_listdb_put(db, key, 8, valbuf, VLEN);
 		if (rc == 0) {
 			acked[i] = 1;
 			n_ok++;
@@ -1075,7 +1075,7 @@ static void test_full_pool(void)
 		for (i = 0; i < tried; i++) {
 			be64(key, (uint64_t)i * 0x9e3779b97f4a7c15ull);
 			size_t vl = 0;
-			int rc = listdb_get(db, key, 8, valbuf2, MAXVAL, &vl);
+			int rc = tips_listdb_get(db, key, 8, valbuf2, MAXVAL, &vl);
 			if (acked[i]) {
 				big_value((unsigned)i, VLEN, valbuf);
 				if (rc != 0 || vl != VLEN || memcmp(valbuf, valbuf2, VLEN) != 0) {
@@ -1093,13 +1093,13 @@ static void test_full_pool(void)
 		CHECK(ghost == 0);
 		if (phase == 0) {
 			check_db(db, NULL, "full pool: check");
-			CHECK_RC(listdb_close(&db), 0);
+			CHECK_RC(tips_listdb_close(&db), 0);
 			cfg.flags = 0;
-			REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+			REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 		}
 	}
 	check_db(db, NULL, "full pool: check after reopen");
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 }
 
@@ -1110,7 +1110,7 @@ static void test_full_pool(void)
 #define TR_READS 20000u
 
 struct tr_arg {
-	struct listdb *db;
+	struct tips_listdb *db;
 	unsigned domain;
 	int reader;
 	_Atomic long *errors;
@@ -1121,7 +1121,7 @@ static void *tr_thread(void *p)
 	struct tr_arg *a = p;
 	unsigned char key[8], val[16];
 	size_t vl;
-	if (listdb_thread_domain(a->db, a->domain) != 0)
+	if (tips_listdb_thread_domain(a->db, a->domain) != 0)
 		atomic_fetch_add(a->errors, 1);
 	if (!a->reader) {
 		/* keys scrambled from j*4 + domain: the domains interleave in key order
@@ -1130,14 +1130,14 @@ static void *tr_thread(void *p)
 			be64(key, (j * TR_DOMAINS + a->domain) * 0x9e3779b97f4a7c15ull);
 			memcpy(val, key, 8);
 			memcpy(val + 8, key, 8);
-			if (listdb_put(a->db, key, 8, val, 16) != 0)
+			if (tips_listdb_put(a->db, key, 8, val, 16) != 0)
 				atomic_fetch_add(a->errors, 1);
 		}
 	} else {
 		uint64_t s = 1234 + a->domain;
 		for (unsigned i = 0; i < TR_READS; i++) {
 			be64(key, (rnd(&s) % TR_KEYS) * 0x9e3779b97f4a7c15ull);
-			if (listdb_get(a->db, key, 8, val, sizeof(val), &vl) != 0 || vl != 16 ||
+			if (tips_listdb_get(a->db, key, 8, val, sizeof(val), &vl) != 0 || vl != 16 ||
 			    memcmp(val, key, 8) != 0)
 				atomic_fetch_add(a->errors, 1);
 		}
@@ -1145,7 +1145,7 @@ static void *tr_thread(void *p)
 	return NULL;
 }
 
-static void tr_phase(struct listdb *db, int reader, _Atomic long *errors)
+static void tr_phase(struct tips_listdb *db, int reader, _Atomic long *errors)
 {
 	pthread_t t[TR_DOMAINS];
 	struct tr_arg a[TR_DOMAINS];
@@ -1161,15 +1161,15 @@ static void tr_phase(struct listdb *db, int reader, _Atomic long *errors)
 static double traversal_share(int braided)
 {
 	char path[256];
-	struct listdb_config cfg;
-	struct listdb *db = NULL;
-	struct listdb_stats s0, s1;
+	struct tips_listdb_config cfg;
+	struct tips_listdb *db = NULL;
+	struct tips_listdb_stats s0, s1;
 	_Atomic long errors = 0;
 
 	ld_phase = braided ? "traversals: braided" : "traversals: oblivious";
 	ld_path(path, sizeof(path));
-	listdb_config_init(&cfg);
-	cfg.flags = LISTDB_CREATE;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
 	cfg.pool_size = 32ull << 20;
 	cfg.domains = TR_DOMAINS;
 	cfg.braided = braided;
@@ -1177,12 +1177,12 @@ static double traversal_share(int braided)
 	cfg.cache_entries = 0; /* every read searches the skiplists */
 	cfg.second_chance_entries = 0;
 	cfg.count_traversals = 1;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	tr_phase(db, 0, &errors);
-	CHECK_RC(listdb_flush(db, 1), 0); /* all in L1 */
-	listdb_stats(db, &s0);
+	CHECK_RC(tips_listdb_flush(db, 1), 0); /* all in L1 */
+	tips_listdb_stats(db, &s0);
 	tr_phase(db, 1, &errors);
-	listdb_stats(db, &s1);
+	tips_listdb_stats(db, &s1);
 	CHECK(atomic_load(&errors) == 0);
 	CHECK(s0.compactions > 0);
 	uint64_t tr = s1.traversals - s0.traversals;
@@ -1196,7 +1196,7 @@ static double traversal_share(int braided)
 	       braided ? "braided" : "oblivious",
 	       (unsigned long long)(tr / (TR_DOMAINS * TR_READS)), 100 * share);
 	check_db(db, NULL, "traversals: check");
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 	return share;
 }
@@ -1222,17 +1222,17 @@ struct rec_case {
 	int braided;
 	int compaction;
 	unsigned compaction_threads;
-	enum listdb_flush_mode flush_mode;
+	enum tips_listdb_flush_mode flush_mode;
 	uint64_t memtable_entries;
 	long nops;
 	long tail;   /* after a flush(1): this many blind puts that stay in the MemTable */
 	uint64_t seed;
 };
 
-static void rec_cfg(struct listdb_config *cfg, const struct rec_case *c)
+static void rec_cfg(struct tips_listdb_config *cfg, const struct rec_case *c)
 {
-	listdb_config_init(cfg);
-	cfg->flags = LISTDB_CREATE;
+	tips_listdb_config_init(cfg);
+	cfg->flags = TIPS_LISTDB_CREATE;
 	cfg->pool_size = 64ull << 20;
 	cfg->domains = c->domains;
 	cfg->braided = c->braided;
@@ -1244,12 +1244,12 @@ static void rec_cfg(struct listdb_config *cfg, const struct rec_case *c)
 }
 
 /* The child's writes; with @db NULL the same writes on the model only. */
-static void rec_workload(struct listdb *db, struct model *m, const struct rec_case *c)
+static void rec_workload(struct tips_listdb *db, struct model *m, const struct rec_case *c)
 {
 	uint64_t rng = c->seed;
 	run_ops(db, m, &rng, c->nops, c->domains, 0);
 	if (c->tail) {
-		if (db && listdb_flush(db, c->compaction) != 0) {
+		if (db && tips_listdb_flush(db, c->compaction) != 0) {
 			fprintf(stderr, "child: flush failed: %s\n", tips_errormsg());
 			test_failures++;
 		}
@@ -1260,27 +1260,27 @@ static void rec_workload(struct listdb *db, struct model *m, const struct rec_ca
 /* The crashes: each runs in a child process (see test_recovery_case). */
 static const struct rec_case rec_cases[] = {
 	/* L0 certainly non-empty: no compaction */
-	{ 1, 1, 0, 1, LISTDB_FLUSH_IUL, 256, 5000, 0, 11 },
+	{ 1, 1, 0, 1, TIPS_LISTDB_FLUSH_IUL, 256, 5000, 0, 11 },
 	/* all merged, then a tail of MemTable entries */
-	{ 1, 1, 1, 1, LISTDB_FLUSH_IUL, 128, 8000, 100, 12 },
-	{ 2, 1, 1, 2, LISTDB_FLUSH_IUL, 128, 6000, 100, 13 },
+	{ 1, 1, 1, 1, TIPS_LISTDB_FLUSH_IUL, 128, 8000, 100, 12 },
+	{ 2, 1, 1, 2, TIPS_LISTDB_FLUSH_IUL, 128, 6000, 100, 13 },
 	/* killed while flushes and compactions are under way */
-	{ 1, 1, 1, 1, LISTDB_FLUSH_IUL, 64, 10000, 0, 14 },
-	{ 2, 1, 1, 2, LISTDB_FLUSH_IUL, 64, 10000, 0, 15 },
-	{ 4, 0, 1, 2, LISTDB_FLUSH_WAL, 64, 8000, 0, 16 },
-	{ 4, 1, 1, 1, LISTDB_FLUSH_IUL, 64, 8000, 0, 17 },
-	{ 2, 0, 0, 1, LISTDB_FLUSH_WAL, 128, 5000, 0, 18 },
+	{ 1, 1, 1, 1, TIPS_LISTDB_FLUSH_IUL, 64, 10000, 0, 14 },
+	{ 2, 1, 1, 2, TIPS_LISTDB_FLUSH_IUL, 64, 10000, 0, 15 },
+	{ 4, 0, 1, 2, TIPS_LISTDB_FLUSH_WAL, 64, 8000, 0, 16 },
+	{ 4, 1, 1, 1, TIPS_LISTDB_FLUSH_IUL, 64, 8000, 0, 17 },
+	{ 2, 0, 0, 1, TIPS_LISTDB_FLUSH_WAL, 128, 5000, 0, 18 },
 };
 
 /* The child: writes case @ci into a new database at @path and exits without closing. */
 static int recovery_child(unsigned ci, const char *path)
 {
 	static struct model m;
-	struct listdb_config cfg;
-	struct listdb *db = NULL;
+	struct tips_listdb_config cfg;
+	struct tips_listdb *db = NULL;
 	REQUIRE(ci < sizeof(rec_cases) / sizeof(rec_cases[0]));
 	rec_cfg(&cfg, &rec_cases[ci]);
-	int rc = listdb_open(path, &cfg, &db);
+	int rc = tips_listdb_open(path, &cfg, &db);
 	if (rc != 0) {
 		fprintf(stderr, "child: open: %s\n", tips_errormsg());
 		_exit(1);
@@ -1294,12 +1294,12 @@ static void test_recovery_case(unsigned ci)
 	const struct rec_case *c = &rec_cases[ci];
 	static struct model m;
 	char path[256], name[160];
-	struct listdb_config cfg;
-	struct listdb *db = NULL;
-	struct listdb_stats st;
+	struct tips_listdb_config cfg;
+	struct tips_listdb *db = NULL;
+	struct tips_listdb_stats st;
 	snprintf(name, sizeof(name), "recovery: domains=%u%s compaction=%d/%u %s memtable=%llu "
 		 "ops=%ld tail=%ld", c->domains, c->braided ? "" : " oblivious", c->compaction,
-		 c->compaction_threads, c->flush_mode == LISTDB_FLUSH_IUL ? "IUL" : "WAL",
+		 c->compaction_threads, c->flush_mode == TIPS_LISTDB_FLUSH_IUL ? "IUL" : "WAL",
 		 (unsigned long long)c->memtable_entries, c->nops, c->tail);
 	ld_phase = name;
 	ld_path(path, sizeof(path));
@@ -1324,27 +1324,27 @@ static void test_recovery_case(unsigned ci)
 
 	double t0 = ld_now();
 	cfg.flags = 0;
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	double open_s = ld_now() - t0;
-	listdb_stats(db, &st);
+	tips_listdb_stats(db, &st);
 	CHECK(st.recovered == 1);
 	CHECK(st.recovery_ms > 0);
 	if (c->tail || !c->compaction)
 		CHECK(st.recovered_entries > 0); /* entries outside L1 at the crash */
 	verify_all(db, &m, "recovery: right after open");
-	CHECK_RC(listdb_flush(db, c->compaction), 0);
+	CHECK_RC(tips_listdb_flush(db, c->compaction), 0);
 	verify_all(db, &m, "recovery: after a flush");
 	check_db(db, NULL, "recovery: check");
 	ld_phase = "recovery: more writes";
 	/* The recovered database takes writes and closes cleanly. */
 	uint64_t rng = c->seed ^ 0xabcdef;
 	run_ops(db, &m, &rng, 1000, c->domains, 0);
-	CHECK_RC(listdb_close(&db), 0);
-	REQUIRE_RC(listdb_open(path, &cfg, &db), 0);
-	listdb_stats(db, &st);
+	CHECK_RC(tips_listdb_close(&db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+	tips_listdb_stats(db, &st);
 	CHECK(st.recovered == 0);
 	verify_all(db, &m, "recovery: clean reopen");
-	CHECK_RC(listdb_close(&db), 0);
+	CHECK_RC(tips_listdb_close(&db), 0);
 	ld_remove(path);
 	printf("  %-72s recovered %llu entries, open %.1f ms\n", name,
 	       (unsigned long long)st.recovered_entries, open_s * 1e3);
@@ -1383,7 +1383,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
 			only = argv[++i];
 		else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
-			only_mode = !strcmp(argv[++i], "wal") ? LISTDB_FLUSH_WAL : LISTDB_FLUSH_IUL;
+			only_mode = !strcmp(argv[++i], "wal") ? TIPS_LISTDB_FLUSH_WAL : TIPS_LISTDB_FLUSH_IUL;
 		else if (!strcmp(argv[i], "--quick"))
 			quick = 1;
 		else {
@@ -1402,7 +1402,7 @@ int main(int argc, char **argv)
 		test_prefixes();
 	if (wanted(only, "values"))
 		test_values();
-	if (wanted(only, "wal") && only_mode != LISTDB_FLUSH_IUL)
+	if (wanted(only, "wal") && only_mode != TIPS_LISTDB_FLUSH_IUL)
 		test_wal_order();
 	if (wanted(only, "bad"))
 		test_bad_input();

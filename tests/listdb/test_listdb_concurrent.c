@@ -16,10 +16,10 @@
  *   - a key whose delete was published is not found;
  *   - a short scan from a never-deleted key returns that key first, and keys in strictly
  *     increasing order whose values belong to them.
- * After the writers finish, listdb_flush(db, 1) runs while the readers still read, so
+ * After the writers finish, tips_listdb_flush(db, 1) runs while the readers still read, so
  * Zipper compactions certainly overlap them; the statistics must show flushes and
  * compactions both during the writes and during the reader phase. Then every key is
- * compared with its final state, listdb_check() must pass, and again after reopen.
+ * compared with its final state, tips_listdb_check() must pass, and again after reopen.
  * Round 1: one domain, compaction_threads = 1; round 2: two domains (a writer in each),
  * compaction_threads = 2, shards = 4. The total is kept small enough for TSan.
  */
@@ -37,7 +37,7 @@
 #define MAXV 64
 
 struct shared {
-	struct listdb *db;
+	struct tips_listdb *db;
 	long nops;                        /* operations per writer */
 	_Atomic uint64_t acked[WRITERS];  /* keys 0..acked-1 of a writer were put */
 	_Atomic uint64_t *ver[WRITERS];   /* [key] published version, or DELETED */
@@ -115,7 +115,7 @@ static void *writer_main(void *p)
 	unsigned w = a->w;
 	unsigned char k[MAXK], v[MAXV];
 	uint64_t s = a->seed, count = 0, del_cursor = 7;
-	if (listdb_thread_domain(sh->db, a->domain) != 0)
+	if (tips_listdb_thread_domain(sh->db, a->domain) != 0)
 		atomic_fetch_add(&sh->errors, 1);
 	for (long op = 0; op < sh->nops; op++) {
 		uint64_t r = rnd(&s);
@@ -127,7 +127,7 @@ static void *writer_main(void *p)
 				i--;
 			uint64_t ver = atomic_load_explicit(&sh->ver[w][i], memory_order_relaxed) + 1;
 			size_t kl = key_of(w, i, k), vl = val_of(w, i, ver, v);
-			int rc = listdb_put(sh->db, k, kl, v, vl);
+			int rc = tips_listdb_put(sh->db, k, kl, v, vl);
 			if (rc != 0) {
 				fprintf(stderr, "writer %u: put (overwrite): %s\n", w, tips_errormsg());
 				atomic_fetch_add(&sh->errors, 1);
@@ -141,14 +141,14 @@ static void *writer_main(void *p)
 			uint64_t i = del_cursor;
 			del_cursor += 8;
 			size_t kl = key_of(w, i, k), vl = val_of(w, i, 2, v);
-			int rc = listdb_put(sh->db, k, kl, v, vl);
+			int rc = tips_listdb_put(sh->db, k, kl, v, vl);
 			if (rc != 0) {
 				fprintf(stderr, "writer %u: put (before delete): %s\n", w, tips_errormsg());
 				atomic_fetch_add(&sh->errors, 1);
 				continue;
 			}
 			atomic_store_explicit(&sh->ver[w][i], 2, memory_order_release);
-			rc = (op & 1) ? listdb_delete(sh->db, k, kl) : listdb_remove(sh->db, k, kl);
+			rc = (op & 1) ? tips_listdb_delete(sh->db, k, kl) : tips_listdb_remove(sh->db, k, kl);
 			if (rc != 0) {
 				fprintf(stderr, "writer %u: %s of key %llu: %d (%s)\n", w,
 					(op & 1) ? "delete" : "remove", (unsigned long long)i, rc,
@@ -161,8 +161,8 @@ static void *writer_main(void *p)
 			/* a new key, version 1 */
 			uint64_t i = count;
 			size_t kl = key_of(w, i, k), vl = val_of(w, i, 1, v);
-			int rc = (op & 1) ? listdb_put(sh->db, k, kl, v, vl)
-					  : listdb_insert(sh->db, k, kl, v, vl);
+			int rc = (op & 1) ? tips_listdb_put(sh->db, k, kl, v, vl)
+					  : tips_listdb_insert(sh->db, k, kl, v, vl);
 			if (rc != 0) {
 				fprintf(stderr, "writer %u: put of new key %llu: %d (%s)\n", w,
 					(unsigned long long)i, rc, tips_errormsg());
@@ -239,7 +239,7 @@ static void *reader_main(void *p)
 	unsigned char k[MAXK], v[MAXV + 8];
 	uint64_t s = 0x5eed + a->id, printed = 0;
 	unsigned long iter = 0;
-	listdb_thread_domain(sh->db, a->id % 2 ? 1 : 0); /* EINVAL with one domain: ignored */
+	tips_listdb_thread_domain(sh->db, a->id % 2 ? 1 : 0); /* EINVAL with one domain: ignored */
 	while (!atomic_load_explicit(&sh->stop, memory_order_acquire)) {
 		iter++;
 		uint64_t r = rnd(&s);
@@ -262,7 +262,7 @@ static void *reader_main(void *p)
 			c.first_len = kl;
 			c.min_ver = v0;
 			size_t count = 1 + (size_t)(r >> 40) % 12;
-			long got = listdb_scan(sh->db, k, kl, count, rscan_cb, &c);
+			long got = tips_listdb_scan(sh->db, k, kl, count, rscan_cb, &c);
 			atomic_fetch_add_explicit(&sh->scans, 1, memory_order_relaxed);
 			if (c.bad || got < 1 || got != c.n) {
 				if (printed++ < 5) {
@@ -282,7 +282,7 @@ static void *reader_main(void *p)
 			continue;
 		}
 
-		int rc = listdb_get(sh->db, k, kl, v, sizeof(v), &vl);
+		int rc = tips_listdb_get(sh->db, k, kl, v, sizeof(v), &vl);
 		atomic_fetch_add_explicit(&sh->reads, 1, memory_order_relaxed);
 		if (v0 == DELETED) {
 			if (rc != TIPS_ENOTFOUND) {
@@ -361,7 +361,7 @@ static void verify_final(struct shared *sh, const char *phase)
 		for (uint64_t i = 0; i < n; i++) {
 			uint64_t want = atomic_load(&sh->ver[w][i]);
 			size_t kl = key_of(w, i, k), vl = 0;
-			int rc = listdb_get(sh->db, k, kl, v, sizeof(v), &vl);
+			int rc = tips_listdb_get(sh->db, k, kl, v, sizeof(v), &vl);
 			if (want == DELETED) {
 				if (rc != TIPS_ENOTFOUND && wrong++ < 5)
 					fprintf(stderr, "[%s] deleted key %llu of writer %u: get %d\n",
@@ -380,7 +380,7 @@ static void verify_final(struct shared *sh, const char *phase)
 	struct fscan c;
 	memset(&c, 0, sizeof(c));
 	c.sh = sh;
-	long got = listdb_scan(sh->db, NULL, 0, (size_t)live + 100, fscan_cb, &c);
+	long got = tips_listdb_scan(sh->db, NULL, 0, (size_t)live + 100, fscan_cb, &c);
 	CHECK(!c.bad);
 	CHECK(got == live && c.n == live);
 }
@@ -390,9 +390,9 @@ static void verify_final(struct shared *sh, const char *phase)
 static void run_round(unsigned domains, unsigned compaction_threads, long nops)
 {
 	char path[256];
-	struct listdb_config cfg;
+	struct tips_listdb_config cfg;
 	struct shared sh;
-	struct listdb_stats s0, s_mid, s1;
+	struct tips_listdb_stats s0, s_mid, s1;
 	pthread_t wt[WRITERS], rt[READERS];
 	struct writer_arg wa[WRITERS];
 	struct reader_arg ra[READERS];
@@ -406,16 +406,16 @@ static void run_round(unsigned domains, unsigned compaction_threads, long nops)
 	}
 	ld_phase = "open";
 	ld_path(path, sizeof(path));
-	listdb_config_init(&cfg);
-	cfg.flags = LISTDB_CREATE;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
 	cfg.pool_size = 64ull << 20;
 	cfg.domains = domains;
 	cfg.memtable_entries = 256;
 	cfg.compaction = 1;
 	cfg.compaction_threads = compaction_threads;
 	cfg.shards = 4;
-	REQUIRE_RC(listdb_open(path, &cfg, &sh.db), 0);
-	listdb_stats(sh.db, &s0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &sh.db), 0);
+	tips_listdb_stats(sh.db, &s0);
 
 	ld_phase = "readers and writers";
 	for (unsigned r = 0; r < READERS; r++) {
@@ -428,13 +428,13 @@ static void run_round(unsigned domains, unsigned compaction_threads, long nops)
 	}
 	for (unsigned w = 0; w < WRITERS; w++)
 		pthread_join(wt[w], NULL);
-	listdb_stats(sh.db, &s_mid);
+	tips_listdb_stats(sh.db, &s_mid);
 	ld_phase = "flush(1) while readers read";
-	CHECK_RC(listdb_flush(sh.db, 1), 0);
+	CHECK_RC(tips_listdb_flush(sh.db, 1), 0);
 	atomic_store_explicit(&sh.stop, 1, memory_order_release);
 	for (unsigned r = 0; r < READERS; r++)
 		pthread_join(rt[r], NULL);
-	listdb_stats(sh.db, &s1);
+	tips_listdb_stats(sh.db, &s1);
 
 	printf("round: domains=%u compaction_threads=%u: %llu+%llu keys, %llu gets, %llu "
 	       "scans; flushes %llu, compactions %llu (%llu while writing), %.2f s\n", domains,
@@ -460,14 +460,14 @@ static void run_round(unsigned domains, unsigned compaction_threads, long nops)
 
 	verify_final(&sh, "final state");
 	ld_phase = "check";
-	CHECK_RC(listdb_check(sh.db, NULL), 0);
+	CHECK_RC(tips_listdb_check(sh.db, NULL), 0);
 	ld_phase = "close";
-	CHECK_RC(listdb_close(&sh.db), 0);
+	CHECK_RC(tips_listdb_close(&sh.db), 0);
 	cfg.flags = 0;
-	REQUIRE_RC(listdb_open(path, &cfg, &sh.db), 0);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &sh.db), 0);
 	verify_final(&sh, "final state after reopen");
-	CHECK_RC(listdb_check(sh.db, NULL), 0);
-	CHECK_RC(listdb_close(&sh.db), 0);
+	CHECK_RC(tips_listdb_check(sh.db, NULL), 0);
+	CHECK_RC(tips_listdb_close(&sh.db), 0);
 	ld_remove(path);
 	for (unsigned w = 0; w < WRITERS; w++)
 		free(sh.ver[w]);

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""listdb_bench_smoke.py - tips-listdb-bench end to end at tiny sizes (docs/listdb.md).
+
+Runs each mode once and checks that every stdout line is a JSON object and that the
+invariants the measurements rest on hold:
+  flush-timeline  every put is flushed; the per-interval series add up to the puts; IUL's
+                  background thread flushes (almost) no cache line while WAL's flushes at
+                  least one per entry (the point of Index-Unified Logging);
+  numa            every get found its value, every key is in L1, an oblivious layout has
+                  about (D-1)/D of its visits in another domain, a braided one fewer;
+  recovery        every acknowledged key is found after SIGKILL (recovered = 1) and after a
+                  clean close (recovered = 0); a paced writer keeps to its rate;
+and that a pool path that exists is refused (exit 2).
+Usage: listdb_bench_smoke.py PATH-TO-tips-listdb-bench
+"""
+import json
+import os
+import subprocess
+import sys
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(tool, args, pool):
+    cmd = [tool] + args + ["--pool", pool]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    sys.stderr.write(p.stderr)
+    objs = []
+    for line in p.stdout.splitlines():
+        try:
+            objs.append(json.loads(line))
+        except ValueError as e:
+            check(False, "%s: not JSON (%s): %r" % (args[0], e, line[:200]))
+    return p.returncode, objs
+
+
+def main():
+    tool = sys.argv[1]
+    pool = "/dev/shm/tips-test-listdb-bench-%d" % os.getpid()
+
+    # flush-timeline, both flush modes in one invocation.
+    keys = 60000
+    rc, objs = run(tool, ["flush-timeline", "--both", "--keys", str(keys), "--memtable",
+                          "6000", "--sample-ms", "10", "--pool-size", "64M"], pool)
+    check(rc == 0, "flush-timeline exit %d" % rc)
+    check([o.get("flush") for o in objs] == ["iul", "wal"], "flush-timeline: iul then wal")
+    for o in objs:
+        f = o["flush"]
+        check(o["keys"] == keys and o["entries_flushed"] == keys,
+              "%s: %d of %d entries flushed" % (f, o["entries_flushed"], keys))
+        check(0 <= o["lag_at_put_end"] <= keys, "%s: lag %d" % (f, o["lag_at_put_end"]))
+        check(o["memtables_flushed"] == keys // 6000, "%s: %d MemTables flushed"
+              % (f, o["memtables_flushed"]))
+        n = o["samples"]
+        series = ["t_s", "put_mops_series", "flush_mops_series", "immutable_series",
+                  "stall_ms_series"]
+        check(n > 0 and all(len(o[s]) == n for s in series), "%s: series lengths" % f)
+        t_prev, puts, flushed = 0.0, 0.0, 0.0
+        for t, p, fl in zip(o["t_s"], o["put_mops_series"], o["flush_mops_series"]):
+            puts += p * 1e6 * (t - t_prev)
+            flushed += fl * 1e6 * (t - t_prev)
+            t_prev = t
+        # The series are printed with 4 significant digits.
+        check(abs(puts - keys) <= 0.01 * keys + 10, "%s: series add up to %.0f puts" % (f, puts))
+        check(abs(flushed - keys) <= 0.01 * keys + 10,
+              "%s: series add up to %.0f flushed" % (f, flushed))
+        check(max(o["immutable_series"]) <= o["max_immutable"] + 1, "%s: immutable bound" % f)
+        check(o["put_mops"] > 0 and o["write_stall_s"] >= 0, "%s: totals" % f)
+        # Sampled: a flush shorter than a sampling interval may never be seen busy.
+        check(0 <= o["flush_busy_s"] <= o["total_s"] + 0.001, "%s: flush busy %.3f s of %.3f"
+              % (f, o["flush_busy_s"], o["total_s"]))
+    if len(objs) == 2:
+        iul, wal = objs
+        check(wal["background_lines_flushed"] >= keys,
+              "WAL background flushed %d lines for %d entries"
+              % (wal["background_lines_flushed"], keys))
+        check(iul["background_lines_flushed"] * 10 < wal["background_lines_flushed"],
+              "IUL background flushed %d lines (WAL %d)"
+              % (iul["background_lines_flushed"], wal["background_lines_flushed"]))
+
+    # numa, braided then oblivious.
+    keys = 40000
+    rc, objs = run(tool, ["numa", "--keys", str(keys), "--memtable", "4096", "--domains", "4",
+                          "--threads", "4", "--pool-size", "32M"], pool)
+    check(rc == 0, "numa exit %d" % rc)
+    check([o.get("layout") for o in objs] == ["braided", "oblivious"], "numa: both layouts")
+    for o in objs:
+        lay = o["layout"]
+        check(o["ok"] and o["get_errors"] == 0 and o["put_errors"] == 0, "%s: errors" % lay)
+        check(o["l1_elements"] == keys, "%s: %d in L1" % (lay, o["l1_elements"]))
+        check(o["traversals"] > o["gets"] and
+              o["cross_domain_traversals"] < o["traversals"], "%s: traversals" % lay)
+        check(0 < o["compaction_cross"] < o["compaction_traversals"],
+              "%s: compaction traversals" % lay)
+    if len(objs) == 2:
+        br, ob = objs
+        check(0.65 < ob["cross_share"] < 0.85,
+              "oblivious cross share %.3f, expected about 0.75" % ob["cross_share"])
+        check(br["cross_share"] < ob["cross_share"] * 0.8,
+              "braided cross share %.3f not below oblivious %.3f"
+              % (br["cross_share"], ob["cross_share"]))
+
+    # recovery: a paced and an unpaced crash, then the clean close.
+    rc, objs = run(tool, ["recovery", "--rates", "20k,unlimited", "--seconds", "0.4",
+                          "--memtable", "4096", "--pool-size", "128M"], pool)
+    check(rc == 0, "recovery exit %d" % rc)
+    check([o.get("shutdown") for o in objs] == ["sigkill", "sigkill", "clean"],
+          "recovery: two crashes and a clean close")
+    for o in objs:
+        what = "recovery %s %s" % (o["shutdown"], o["rate_target"])
+        check(o["ok"] and o["missing"] == 0 and o["wrong"] == 0 and o["check_rc"] == 0,
+              "%s: missing %d wrong %d" % (what, o["missing"], o["wrong"]))
+        check(o["acked"] > 0 and o["l1_elements"] >= o["acked"], "%s: acked" % what)
+        check(o["recovered"] == (1 if o["shutdown"] == "sigkill" else 0), "%s: recovered" % what)
+        check(o["open_ms"] > 0, "%s: open time" % what)
+        if o["shutdown"] == "sigkill":
+            check(o["recovery_ms"] > 0, "%s: recovery time" % what)
+    if objs:
+        paced = objs[0]
+        check(paced["rate_achieved"] <= 20000 * 1.05,
+              "paced writer ran at %.0f ops/s (target 20000)" % paced["rate_achieved"])
+
+    # An existing pool is refused, not overwritten.
+    with open(pool, "w") as f:
+        f.write("not a pool")
+    try:
+        p = subprocess.run([tool, "numa", "--keys", "1000", "--pool", pool],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 2, "existing pool: exit %d" % p.returncode)
+        with open(pool) as f:
+            check(f.read() == "not a pool", "existing pool was touched")
+    finally:
+        os.unlink(pool)
+
+    for d in range(8):
+        path = pool if d == 0 else "%s.d%d" % (pool, d)
+        check(not os.path.exists(path), "%s left behind" % path)
+    if failures:
+        print("%d failure(s)" % len(failures), file=sys.stderr)
+        return 1
+    print("listdb_bench_smoke: ok", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
