@@ -5,8 +5,11 @@
 #    (500K records, 500K operations, 2 threads, uniform 8-byte keys and values, medians
 #    of 3 runs), the table of throughputs and ratios on stdout, the JSON and the plots
 #    under build/main-job/;
-#  - a short crash check: a tips-hash pool crashed 20 times as a simulated power
-#    failure (unflushed lines dropped) and verified after each crash.
+#  - ListDB against the two tips trees (tips-bptree, tips-art) on YCSB A and C (500K,
+#    medians of 3, ratios against tips-art);
+#  - a short crash check: a tips-hash pool and a listdb database crashed 20 times each
+#    as a simulated power failure (unflushed lines dropped) and verified after each
+#    crash.
 # About ten minutes on 2 cores after the build. Pools live under /dev/shm. The
 # paper-size measurement (8M records, 8M operations) is in docs/indexes.md.
 set -euo pipefail
@@ -16,7 +19,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build"
 out="$root/build/main-job"
 crash_pool="/dev/shm/tips-main-job-crash-$$.pool"
-trap 'rm -f "$crash_pool"' EXIT
+ld_pool="/dev/shm/tips-main-job-listdb-$$.pool"
+trap 'rm -f "$crash_pool" "$ld_pool"' EXIT
 mkdir -p "$out"
 
 echo "== tips-bench compare: tips-* and pmdk-hash against dram-* on YCSB A-E"
@@ -26,5 +30,11 @@ echo "== tips-bench compare: tips-* and pmdk-hash against dram-* on YCSB A-E"
 echo "== plots"
 "$root/.venv/bin/python" "$root/scripts/plot_bench.py" "$out/compare.json" \
 	--out "$out/plots" --log
+echo "== ListDB against tips-bptree and tips-art (ratios to tips-art)"
+"$bin/tips-bench" compare --indexes listdb,tips-bptree,tips-art --baseline tips-art \
+	--workloads a,c --records 500K --ops 500K --threads 2 --repeat 3 --max-seconds 10 \
+	--json "$out/listdb-compare.json"
+echo "== crash a listdb database 20 times (simulated power failure) and verify it each time"
+"$bin/tips-crashtest" --index listdb --pool "$ld_pool" --crashes 20 --mode sim --seed 1 --fresh
 echo "== crash a tips-hash pool 20 times (simulated power failure) and verify it each time"
 "$bin/tips-crashtest" --index tips-hash --pool "$crash_pool" --crashes 20 --mode sim --seed 1 --fresh
