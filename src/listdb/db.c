@@ -775,21 +775,67 @@ static int recover(struct tips_listdb *db)
 		qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
 	/* Entries of the table being merged that are already linked in L1 stay there; the
 	 * rest, and every newer table, become L0 tables again. WAL mode: a copy and its log
-	 * entry share an LSN; one is kept. */
+	 * entry share an LSN (adjacent after the sort); exactly one of them is kept.
+	 * Fixes (dbg):
+	 *  - WAL twins: the dedupe used to keep the lower-addressed twin, and an in-L1 twin
+	 *    left the other one behind as a new entry: when the interrupted compaction had
+	 *    linked the copy into L1, its log entry was rebuilt into L0 and the redone
+	 *    merge linked it next to the copy, an equal (key, LSN) pair that breaks L1's
+	 *    order ("bottom layer out of order"). Now the twin in L1 wins; else the copy
+	 *    (what compaction merges in WAL mode).
+	 *  - Superseded versions: an older version (or tombstone) of a key whose newest
+	 *    version in the same table is already in L1 was rebuilt into L0 with its flags
+	 *    cleared, as the only version of the key in that L0 table, so a get found it
+	 *    there before looking in L1 (a stale value, or a tombstone: "not found") until
+	 *    the redone merge; that merge then linked an older put into L1 as live. The
+	 *    interrupted merge had marked it obsolete in its scan phase: it stays so.
+	 * What is dropped is marked obsolete and counted in its chunk (its flag may already
+	 * be set, and the parse counts nothing for seq >= merged_seq), so that the chunk can
+	 * still be reclaimed. */
 	size_t w = 0;
-	for (size_t i = 0; i < r.n; i++) {
-		struct ld_entry *e = r.v[i];
-		if (w && r.v[w - 1]->lsn == e->lsn)
-			continue;
-		uint8_t f = atomic_load(&e->flags);
-		if (LD_SEQ(e->lsn) == comp && (f & LD_F_IN_L1)) {
-			struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
-			shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
-			if (ld_list_contains(db, heads, e))
-				continue;
+	const struct ld_entry *l1_last = NULL; /* the last entry of table comp kept in L1 */
+	for (size_t i = 0; i < r.n;) {
+		size_t j = i + 1;
+		while (j < r.n && r.v[j]->lsn == r.v[i]->lsn)
+			j++;
+		struct ld_entry *keep = NULL;
+		bool in_l1 = false, superseded = false;
+		if (LD_SEQ(r.v[i]->lsn) == comp && l1_last &&
+		    ld_keycmp(ld_key(l1_last), l1_last->klen, ld_key(r.v[i]), r.v[i]->klen) == 0)
+			superseded = true; /* sorted newest first: l1_last is newer */
+		for (size_t x = i; x < j && !in_l1 && !superseded; x++) {
+			struct ld_entry *e = r.v[x];
+			if (LD_SEQ(e->lsn) == comp && (atomic_load(&e->flags) & LD_F_IN_L1)) {
+				struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
+				shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
+				if (ld_list_contains(db, heads, e)) {
+					keep = e;
+					in_l1 = true;
+					l1_last = e;
+				}
+			}
 		}
-		atomic_store(&e->flags, 0); /* a redone compaction marks it again */
-		r.v[w++] = e;
+		for (size_t x = i; x < j && !keep && !superseded; x++) {
+			struct ld_chunk *c = ld_chunk_of(db, r.v[x]);
+			if (c && c->hdr->kind == LD_CHUNK_COPY)
+				keep = r.v[x];
+		}
+		if (!keep && !superseded)
+			keep = r.v[i];
+		for (size_t x = i; x < j; x++) {
+			if (r.v[x] == keep)
+				continue;
+			atomic_fetch_or(&r.v[x]->flags, LD_F_OBSOLETE);
+			pm_flush((const void *)&r.v[x]->flags, 1);
+			struct ld_chunk *c = ld_chunk_of(db, r.v[x]);
+			if (c)
+				atomic_fetch_add(&c->obsolete, 1);
+		}
+		if (keep && !in_l1) {
+			atomic_store(&keep->flags, 0); /* a redone compaction marks it again */
+			r.v[w++] = keep;
+		}
+		i = j;
 	}
 	r.n = w;
 	struct ld_l0 **tail = &db->l0_oldest;
