@@ -84,7 +84,6 @@ struct ld_chunk {
 	_Atomic int state;
 	_Atomic uint32_t entries, obsolete; /* valid entries; of which obsolete */
 	_Atomic uint64_t max_seq;
-	uint32_t used; /* bytes written (the writer's, or found by parsing) */
 };
 
 struct ld_domain {
@@ -121,7 +120,6 @@ struct ld_memtable {
 	struct ld_bloom *bloom;    /* NULL: none */
 	bool bloom_lent;           /* the L0 table made from this one owns the filter */
 	struct ld_mnode *head;
-	_Atomic uint64_t bytes;
 };
 #define LD_MT_SEALED (1ull << 62)
 
@@ -146,7 +144,6 @@ struct ld_tls;
 /* An L0 table: per shard and domain, DRAM heads of its lists. */
 struct ld_l0 {
 	uint64_t seq;
-	uint64_t entries;
 	struct ld_bloom *bloom; /* of the MemTable it was, or rebuilt at recovery */
 	struct ld_entry *heads[LD_MAX_SHARDS][TIPS_LISTDB_MAX_DOMAINS]; /* sentinels in DRAM */
 	void *head_mem;

@@ -109,7 +109,6 @@ static void register_chunk(struct tips_listdb *db, unsigned d, unsigned slot, vo
 	atomic_store(&c->entries, 0);
 	atomic_store(&c->obsolete, 0);
 	atomic_store(&c->max_seq, 0);
-	c->used = LD_CHUNK_HDR;
 	uintptr_t a = (uintptr_t)mem - dm->base;
 	for (uintptr_t r = a >> REGION_SHIFT; r <= (a + LD_CHUNK_SIZE - 1) >> REGION_SHIFT; r++)
 		dm->region_chunk[r] = slot + 1;
@@ -304,7 +303,6 @@ int ld_log_reserve(struct tips_listdb *db, struct ld_tls *t, enum ld_chunk_kind 
 	struct ld_writer *w = &t->w[t->domain][kind - 1];
 	if (!w->chunk || w->cur + size > w->end) {
 		if (w->chunk) {
-			w->chunk->used = (uint32_t)(w->cur - (char *)w->chunk->hdr);
 			chunk_retire(w->chunk);
 			w->chunk = NULL;
 		}
@@ -319,7 +317,6 @@ int ld_log_reserve(struct tips_listdb *db, struct ld_tls *t, enum ld_chunk_kind 
 	*out = (struct ld_entry *)w->cur;
 	*chunk = w->chunk;
 	w->cur += size;
-	w->chunk->used = (uint32_t)(w->cur - (char *)w->chunk->hdr);
 	return 0;
 }
 
@@ -344,7 +341,6 @@ uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg)
 			fn(c, e, arg);
 		p += sz;
 	}
-	c->used = (uint32_t)(p - (char *)c->hdr);
 	return n;
 }
 

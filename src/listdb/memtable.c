@@ -115,8 +115,6 @@ int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e)
 			find(mt, k, e->klen, node->key8, e->lsn, preds, succs);
 		}
 	}
-	atomic_fetch_add_explicit(&mt->bytes, sizeof(*node) + h * sizeof(void *),
-				  memory_order_relaxed);
 	return 0;
 }
 

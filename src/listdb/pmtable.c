@@ -86,7 +86,6 @@ int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted
 			ld_hcache_insert(hc, e); /* the newest version of each key */
 		prev = e;
 	}
-	t->entries = n;
 	return 0;
 }
 
