@@ -168,11 +168,18 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 	struct ld_memtable *mt;
 	uint64_t slot;
 	for (;;) {
+		/* The read section keeps the MemTable alive between the load and the slot: a
+		 * flushed MemTable is freed only after a grace period. A valid slot keeps it
+		 * alive from then on (the flush waits for every slot's insert); a full or sealed
+		 * one is left before switch_memtable, which may wait for the flusher. */
+		grace_read_enter();
 		mt = atomic_load(&db->mutable_mt);
 		slot = atomic_fetch_add(&mt->issued, 1);
-		if (!(slot & LD_MT_SEALED) && slot < mt->capacity)
+		bool ok = !(slot & LD_MT_SEALED) && slot < mt->capacity;
+		grace_read_exit();
+		if (ok)
 			break;
-		if ((rc = switch_memtable(db, mt)))
+		if ((rc = switch_memtable(db, mt))) /* compares the pointer only */
 			return rc;
 	}
 	unsigned h = random_height(t);
