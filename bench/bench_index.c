@@ -113,17 +113,6 @@ void bench_listdb_configure(const struct tips_listdb_config *cfg)
 		listdb_knobs = *cfg;
 }
 
-/* Removes listdb's pools at @path: @path and every domain pool @path.dN that exists. */
-static void listdb_unlink(const char *path)
-{
-	char d[600];
-	unlink(path);
-	for (unsigned i = 1; i < TIPS_LISTDB_MAX_DOMAINS; i++) {
-		snprintf(d, sizeof(d), "%s.d%u", path, i);
-		unlink(d);
-	}
-}
-
 static int listdb_open_at(struct bench_index *b, uint64_t pool_size, uint64_t expected_keys)
 {
 	struct tips_listdb_config cfg;
@@ -161,7 +150,7 @@ int bench_index_open(struct bench_index *b, const char *name, const char *pool_p
 	b->remove_pool = !keep;
 	if (is_listdb(name)) {
 		if (!pool_path)
-			listdb_unlink(b->pool); /* a leftover of an earlier run with this pid */
+			tips_listdb_destroy(b->pool); /* a leftover of an earlier run with this pid */
 		return listdb_open_at(b, pool_size, expected_keys);
 	}
 	if (!pool_path)
@@ -209,7 +198,7 @@ void bench_index_close(struct bench_index *b)
 	if (b->ldb) {
 		tips_listdb_close(&b->ldb);
 		if (b->remove_pool)
-			listdb_unlink(b->pool);
+			tips_listdb_destroy(b->pool);
 	} else if (b->db) {
 		tips_close(&b->db);
 		if (b->remove_pool)

@@ -765,16 +765,6 @@ static const struct store_kind pmdk_store = {
  * wherever the background thread happens to be; tips_listdb_check() itself holds the
  * compaction lock, so it would be safe at any point).
  */
-static void listdb_unlink_all(const char *path)
-{
-	char p[4096];
-	unlink(path);
-	for (unsigned d = 1; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
-		snprintf(p, sizeof(p), "%s.d%u", path, d);
-		unlink(p);
-	}
-}
-
 static int ldb_open(const struct options *o, bool create, const struct tips_pool_options *popts,
 		    void **s)
 {
@@ -1649,10 +1639,7 @@ static void verify(struct campaign *c)
 /* File @d of the store at @base (0: @base; listdb: @base.dN) into @out. */
 static void store_file(const char *base, unsigned d, char *out, size_t cap)
 {
-	if (d == 0)
-		snprintf(out, cap, "%s", base);
-	else
-		snprintf(out, cap, "%s.d%u", base, d);
+	tips_listdb_pool_path(base, d, out, cap);
 }
 
 static unsigned store_files(const struct options *o)
@@ -1823,10 +1810,7 @@ int main(int argc, char **argv)
 	for (unsigned d = 0; d < nfiles; d++) {
 		char path[4096];
 		struct stat stbuf;
-		if (d == 0)
-			snprintf(path, sizeof(path), "%s", c.o.pool);
-		else
-			snprintf(path, sizeof(path), "%s.d%u", c.o.pool, d);
+		tips_listdb_pool_path(c.o.pool, d, path, sizeof(path));
 		if (lstat(path, &stbuf) != 0)
 			continue;
 		if (!c.o.fresh) {
@@ -1884,7 +1868,7 @@ int main(int argc, char **argv)
 			(unsigned long long)c.o.seed, c.o.pool,
 			listdb && c.o.listdb_domains > 1 ? " (and .d1 ...)" : "");
 	else if (listdb)
-		listdb_unlink_all(c.o.pool);
+		tips_listdb_destroy(c.o.pool);
 	else
 		unlink(c.o.pool);
 	free(c.model);

@@ -328,30 +328,13 @@ static uint64_t xorshift(uint64_t *s)
 	return *s = x;
 }
 
-static void domain_file(char *buf, size_t cap, const char *path, unsigned d)
-{
-	if (d == 0)
-		snprintf(buf, cap, "%s", path);
-	else
-		snprintf(buf, cap, "%s.d%u", path, d);
-}
-
-/* Removes the pools of a database at @path (every domain's file that exists). */
-static void remove_pools(const char *path)
-{
-	char p[4200];
-	for (unsigned d = 0; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
-		domain_file(p, sizeof(p), path, d);
-		unlink(p);
-	}
-}
 
 static bool pools_exist(const char *path)
 {
 	char p[4200];
 	struct stat st;
 	for (unsigned d = 0; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
-		domain_file(p, sizeof(p), path, d);
+		tips_listdb_pool_path(path, d, p, sizeof(p));
 		if (stat(p, &st) == 0)
 			return true;
 	}
@@ -545,7 +528,7 @@ static int run_flush_timeline(const struct options *o, int flush_mode)
 	if (rc) {
 		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", o->pool, tips_strerror(rc),
 			tips_errormsg());
-		remove_pools(o->pool);
+		tips_listdb_destroy(o->pool);
 		return EXIT_FAIL;
 	}
 	struct tips_pm_counters pm0, pm1, pmw0, pmw1;
@@ -559,7 +542,7 @@ static int run_flush_timeline(const struct options *o, int flush_mode)
 	if (pthread_create(&sampler, NULL, sampler_main, &tl) != 0) {
 		fprintf(stderr, "cannot start the sampler thread\n");
 		tips_listdb_close(&db);
-		remove_pools(o->pool);
+		tips_listdb_destroy(o->pool);
 		return EXIT_FAIL;
 	}
 	unsigned char k[8];
@@ -584,7 +567,7 @@ static int run_flush_timeline(const struct options *o, int flush_mode)
 	tips_listdb_stats(db, &st);
 	tips_listdb_close(&db);
 	tips_pm_counters_total(&pm1);
-	remove_pools(o->pool);
+	tips_listdb_destroy(o->pool);
 	if (put_rc || flush_rc || tl.oom) {
 		fprintf(stderr, "flush-timeline %s: %s after %" PRIu64 " puts: %s (%s)\n", fname,
 			put_rc ? "tips_listdb_put failed" : flush_rc ? "tips_listdb_flush failed"
@@ -795,7 +778,7 @@ static int run_numa(const struct options *o, int braided, struct numa_result *re
 	if (rc) {
 		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", o->pool, tips_strerror(rc),
 			tips_errormsg());
-		remove_pools(o->pool);
+		tips_listdb_destroy(o->pool);
 		return EXIT_FAIL;
 	}
 	double put_s = numa_phase(&r, numa_writer);
@@ -813,7 +796,7 @@ static int run_numa(const struct options *o, int braided, struct numa_result *re
 	struct tips_listdb_report rep = { 0 };
 	int check_rc = tips_listdb_check(r.db, &rep);
 	tips_listdb_close(&r.db);
-	remove_pools(o->pool);
+	tips_listdb_destroy(o->pool);
 
 	uint64_t gt = sg.traversals - sp.traversals;
 	uint64_t gc = sg.cross_domain_traversals - sp.cross_domain_traversals;
@@ -1049,7 +1032,7 @@ static int run_recovery_one(const struct options *o, struct rec_shared *sh, doub
 	uint64_t cap = (pool_size > 2 * POOL_SLACK ? pool_size - POOL_SLACK : pool_size / 2) /
 		       POOL_BYTES_PER_ENTRY;
 	memset(sh, 0, sizeof(*sh));
-	remove_pools(o->pool);
+	tips_listdb_destroy(o->pool);
 	int fds[2];
 	if (pipe(fds)) {
 		perror("pipe");
@@ -1073,13 +1056,13 @@ static int run_recovery_one(const struct options *o, struct rec_shared *sh, doub
 	close(fds[0]);
 	if (got != 1) {
 		wait_child(w, "writer");
-		remove_pools(o->pool);
+		tips_listdb_destroy(o->pool);
 		return EXIT_FAIL;
 	}
 	double t0 = now_s();
 	if (clean) {
 		if (wait_child(w, "writer")) {
-			remove_pools(o->pool);
+			tips_listdb_destroy(o->pool);
 			return EXIT_FAIL;
 		}
 	} else {
@@ -1089,7 +1072,7 @@ static int run_recovery_one(const struct options *o, struct rec_shared *sh, doub
 			;
 		kill(w, SIGKILL);
 		if (wait_child(w, "killed")) {
-			remove_pools(o->pool);
+			tips_listdb_destroy(o->pool);
 			return EXIT_FAIL;
 		}
 	}
@@ -1099,13 +1082,13 @@ static int run_recovery_one(const struct options *o, struct rec_shared *sh, doub
 	pid_t v = fork();
 	if (v < 0) {
 		perror("fork");
-		remove_pools(o->pool);
+		tips_listdb_destroy(o->pool);
 		return EXIT_FAIL;
 	}
 	if (v == 0)
 		rec_verifier(o, sh, pool_size);
 	int vrc = wait_child(v, "verifier");
-	remove_pools(o->pool);
+	tips_listdb_destroy(o->pool);
 	bool ok = !vrc && !sh->open_rc && !sh->missing && !sh->wrong && !sh->flush_rc &&
 		  !sh->check_rc && sh->extra <= 1 && sh->writer_state != 2 &&
 		  sh->recovered == !clean;
@@ -1210,6 +1193,6 @@ int main(int argc, char **argv)
 	} else {
 		rc = run_recovery(&o);
 	}
-	remove_pools(o.pool);
+	tips_listdb_destroy(o.pool);
 	return rc;
 }

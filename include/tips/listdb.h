@@ -84,6 +84,14 @@ TIPS_API void tips_listdb_config_init(struct tips_listdb_config *cfg);
  */
 TIPS_API int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg,
 			 struct tips_listdb **out);
+/** tips_listdb_pool_path() - the file of domain @domain's pool of the database at @path
+ * (@path itself for domain 0, else "@path.dN") into @buf; like snprintf, returns the
+ * length it needs (truncated if >= @cap). */
+TIPS_API int tips_listdb_pool_path(const char *path, unsigned domain, char *buf, size_t cap);
+/** tips_listdb_destroy() - unlink every pool file of the database at @path (all domains
+ * that exist). The database must not be open. Return: 0, or TIPS_ENOENT if none existed. */
+TIPS_API int tips_listdb_destroy(const char *path);
+
 /** tips_listdb_close() - stop the background threads, close the pools; sets *@db to NULL.
  * MemTables need no flush: their entries are in the log. */
 TIPS_API int tips_listdb_close(struct tips_listdb **db);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <tips/heap.h>
 
 #include "pm/pm.h"
@@ -26,12 +27,24 @@
 
 #define REGION_SHIFT 18 /* heap extents are made of 256 KiB chunks */
 
-static void domain_path(char *buf, size_t cap, const char *path, unsigned d)
+int tips_listdb_pool_path(const char *path, unsigned domain, char *buf, size_t cap)
 {
-	if (d == 0)
-		snprintf(buf, cap, "%s", path);
-	else
-		snprintf(buf, cap, "%s.d%u", path, d);
+	if (domain == 0)
+		return snprintf(buf, cap, "%s", path);
+	return snprintf(buf, cap, "%s.d%u", path, domain);
+}
+
+int tips_listdb_destroy(const char *path)
+{
+	if (!path)
+		return tips_set_error(TIPS_EINVAL, "NULL path");
+	char p[4096];
+	int found = 0;
+	for (unsigned d = 0; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
+		tips_listdb_pool_path(path, d, p, sizeof(p));
+		found |= unlink(p) == 0;
+	}
+	return found ? 0 : tips_set_error(TIPS_ENOENT, "%s: no ListDB pool to remove", path);
 }
 
 static void init_head(unsigned char *mem)
@@ -184,7 +197,7 @@ int ld_domains_open(struct tips_listdb *db, const char *path, bool create)
 		db->shards = r0->shards;
 	}
 	for (unsigned d = 1; d < db->domains; d++) {
-		domain_path(p, sizeof(p), path, d);
+		tips_listdb_pool_path(path, d, p, sizeof(p));
 		rc = tips_pool_open(p, &popts, &db->dom[d].pool);
 		if (rc == TIPS_ENOENT && fresh) {
 			popts.size = db->cfg.pool_size ? db->cfg.pool_size

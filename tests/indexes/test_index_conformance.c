@@ -229,13 +229,10 @@ static void subject_close(struct subject *s)
 	subject_check_blocks(s);
 	int listdb = s->b.ldb != NULL;
 	bench_index_close(&s->b);
-	if (s->persistent)
+	if (listdb)
+		tips_listdb_destroy(s->pool);
+	else if (s->persistent)
 		unlink(s->pool);
-	for (unsigned d = 1; listdb && d < TIPS_LISTDB_MAX_DOMAINS; d++) {
-		char p[sizeof(s->pool) + 8];
-		snprintf(p, sizeof(p), "%s.d%u", s->pool, d);
-		unlink(p);
-	}
 }
 
 /* ---- checks against the model -------------------------------------------------------- */

@@ -49,23 +49,12 @@ static void ld_cleanup(void)
 	closedir(d);
 }
 
-/* Removes the pools of one database (every domain). */
-static inline void ld_remove(const char *path)
-{
-	char p[512];
-	unlink(path);
-	for (unsigned d = 1; d < TIPS_LISTDB_MAX_DOMAINS; d++) {
-		snprintf(p, sizeof(p), "%s.d%u", path, d);
-		unlink(p);
-	}
-}
-
 /* A fresh database path of this run. */
 static inline void ld_path(char *out, size_t len)
 {
 	static int counter;
 	snprintf(out, len, "%s/%s%d.pool", LD_SHM, ld_prefix, counter++);
-	ld_remove(out);
+	tips_listdb_destroy(out);
 }
 
 static void ld_watchdog(int sig)

@@ -422,7 +422,7 @@ static void run_config(const struct run_cfg *rc, long nops, uint64_t seed)
 	check_db(db, &rep, "check after second reopen");
 	CHECK(rep.l0_elements == 0);
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 
 	printf("  %-72s %5.2fs  flushes %llu compactions %llu%s\n", name, ld_now() - t0,
 	       (unsigned long long)flushed, (unsigned long long)compactions,
@@ -613,7 +613,9 @@ static void test_codes(void)
 	EXPECT_VALUE(db, big, TIPS_MAX_KEY, valbuf2, TIPS_MAX_VALUE);
 	check_db(db, NULL, "codes: check");
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	CHECK_RC(tips_listdb_destroy(path), 0);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_RC(tips_listdb_destroy(path), TIPS_ENOENT); /* nothing left to remove */
 }
 
 /* Keys big[0..L) for L = 1..TIPS_MAX_KEY: each a prefix of the next. */
@@ -702,7 +704,7 @@ static void test_prefixes(void)
 	db = reopen(&db, path);
 	verify_prefixes(db, "prefix keys: after reopen");
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 }
 
 static void big_value(unsigned i, size_t len, unsigned char *out)
@@ -745,7 +747,7 @@ static void test_values(void)
 	}
 	check_db(db, NULL, "values: check");
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 }
 
 /*
@@ -799,7 +801,7 @@ static void test_wal_order(void)
 	}
 	CHECK(missing == 0);
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 }
 
 /* ==== bad input ======================================================================= */
@@ -871,7 +873,7 @@ static void test_bad_input(void)
 	CHECK_RC(tips_listdb_open(path, &cfg, &db), TIPS_EINVAL);
 	CHECK(db == NULL);
 	CHECK_RC(tips_listdb_open(NULL, &cfg, &db), TIPS_EINVAL);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 
 	/* Garbage of several sizes: not a pool, never overwritten (also with CREATE). */
 	static const size_t gsizes[] = { 0, 100, 4096, 8u << 20 };
@@ -898,7 +900,7 @@ static void test_bad_input(void)
 		CHECK(l0 == l1 && memcmp(before, after, l0) == 0);
 		free(before);
 		free(after);
-		ld_remove(path);
+		tips_listdb_destroy(path);
 	}
 
 	/*
@@ -962,7 +964,7 @@ static void test_bad_input(void)
 		free(ref2);
 		free(after);
 		free(after2);
-		ld_remove(path);
+		tips_listdb_destroy(path);
 	}
 
 	/* Second open while open: ELOCKED (one domain and three domains). */
@@ -986,7 +988,7 @@ static void test_bad_input(void)
 		REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0); /* and the lock is released */
 		EXPECT_VALUE(db, "k", 1, "v", 1);
 		CHECK_RC(tips_listdb_close(&db), 0);
-		ld_remove(path);
+		tips_listdb_destroy(path);
 	}
 
 	/* Domain pools that do not belong together; a missing domain pool. */
@@ -1023,8 +1025,8 @@ static void test_bad_input(void)
 		if (rc == 0)
 			tips_listdb_close(&db);
 	}
-	ld_remove(path);
-	ld_remove(path2);
+	tips_listdb_destroy(path);
+	tips_listdb_destroy(path2);
 }
 
 /* A full pool: ENOMEM eventually; acknowledged puts survive, failed ones leave nothing. */
@@ -1100,7 +1102,7 @@ static void test_full_pool(void)
 	}
 	check_db(db, NULL, "full pool: check after reopen");
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 }
 
 /* ==== traversal counters, braided vs oblivious ======================================== */
@@ -1197,7 +1199,7 @@ static double traversal_share(int braided)
 	       (unsigned long long)(tr / (TR_DOMAINS * TR_READS)), 100 * share);
 	check_db(db, NULL, "traversals: check");
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 	return share;
 }
 
@@ -1345,7 +1347,7 @@ static void test_recovery_case(unsigned ci)
 	CHECK(st.recovered == 0);
 	verify_all(db, &m, "recovery: clean reopen");
 	CHECK_RC(tips_listdb_close(&db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 	printf("  %-72s recovered %llu entries, open %.1f ms\n", name,
 	       (unsigned long long)st.recovered_entries, open_s * 1e3);
 }

@@ -468,7 +468,7 @@ static void run_round(unsigned domains, unsigned compaction_threads, long nops)
 	verify_final(&sh, "final state after reopen");
 	CHECK_RC(tips_listdb_check(sh.db, NULL), 0);
 	CHECK_RC(tips_listdb_close(&sh.db), 0);
-	ld_remove(path);
+	tips_listdb_destroy(path);
 	for (unsigned w = 0; w < WRITERS; w++)
 		free(sh.ver[w]);
 }
