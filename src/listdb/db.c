@@ -146,13 +146,15 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt)
 	return 0;
 }
 
+/* idx_util.h's check_kv (the rule every index applies), with a message. */
 static int ld_check_kv(const void *key, size_t klen, const void *val, size_t vlen)
 {
-	if (!key || klen == 0 || (vlen && !val))
-		return tips_set_error(TIPS_EINVAL, "NULL or empty key, or NULL value");
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return tips_set_error(TIPS_ETOOBIG, "key of %zu bytes or value of %zu bytes "
-				      "(limits %u and %u)", klen, vlen, TIPS_MAX_KEY, TIPS_MAX_VALUE);
+	int rc = check_kv(key, klen, val, vlen);
+	if (rc == TIPS_ETOOBIG)
+		return tips_set_error(rc, "key of %zu bytes or value of %zu bytes (limits %u "
+				      "and %u)", klen, vlen, TIPS_MAX_KEY, TIPS_MAX_VALUE);
+	if (rc)
+		return tips_set_error(rc, "NULL or empty key, or NULL value");
 	return 0;
 }
 
@@ -214,7 +216,10 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 	atomic_fetch_add(&mt->done, 1);
 	if (rc)
 		return tips_set_error(rc, "out of DRAM for a MemTable node");
-	atomic_fetch_add(op == LD_OP_PUT ? &db->st.puts : &db->st.deletes, 1);
+	if (op == LD_OP_PUT)
+		LD_COUNT(t, puts, 1);
+	else
+		LD_COUNT(t, deletes, 1);
 	return 0;
 }
 
@@ -247,10 +252,10 @@ static struct ld_entry *find_newest(struct tips_listdb *db, struct ld_tls *t, co
 		if (ld_bloom_maybe(v->imm[i]->bloom, h) && (e = ld_mt_get(v->imm[i], key, klen)))
 			return e;
 	if (db->hcache) {
-		atomic_fetch_add_explicit(&db->st.cache_lookups, 1, memory_order_relaxed);
+		LD_COUNT(t, cache_lookups, 1);
 		e = ld_hcache_lookup(db->hcache, key, klen);
 		if (e && (e->op == LD_OP_DELETE || !ld_obsolete(e))) {
-			atomic_fetch_add_explicit(&db->st.cache_hits, 1, memory_order_relaxed);
+			LD_COUNT(t, cache_hits, 1);
 			return e;
 		}
 	}
@@ -268,7 +273,7 @@ static struct ld_entry *find_newest(struct tips_listdb *db, struct ld_tls *t, co
 	if (start && ld_shard_of(db, ld_key(start), start->klen) != s)
 		start = NULL;
 	if (start)
-		atomic_fetch_add_explicit(&db->st.second_chance_hits, 1, memory_order_relaxed);
+		LD_COUNT(t, second_chance_hits, 1);
 	return ld_list_get(db, t, heads, start, key, klen, false);
 }
 
@@ -279,7 +284,9 @@ int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *
 		return tips_set_error(TIPS_EINVAL, "NULL database, key or buffer");
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND;
-	struct ld_tls *t = db->cfg.count_traversals ? ld_tls_get(db) : NULL;
+	struct ld_tls *t = ld_tls_get(db); /* its domain chooses the upper layers searched */
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
 	grace_read_enter();
 	struct ld_entry *e = find_newest(db, t, key, klen);
 	int rc;
@@ -296,29 +303,20 @@ int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *
 		}
 	}
 	grace_read_exit();
-	if (t) {
-		atomic_fetch_add_explicit(&db->st.traversals, t->traversals, memory_order_relaxed);
-		atomic_fetch_add_explicit(&db->st.cross, t->cross, memory_order_relaxed);
-		t->traversals = t->cross = 0;
-	}
-	atomic_fetch_add_explicit(&db->st.gets, 1, memory_order_relaxed);
+	LD_COUNT(t, gets, 1);
 	return rc;
 }
 
 /* Checked writes: a per-key lock makes the lookup and the write one step. */
 static pthread_mutex_t *key_lock(struct tips_listdb *db, const void *key, size_t klen)
 {
-	uint64_t h = 1469598103934665603ull;
-	const unsigned char *p = key;
-	for (size_t i = 0; i < klen; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return &db->key_locks[(h ^ (h >> 29)) & 255];
+	return &db->key_locks[hash_key(key, klen) & 255];
 }
 
-static int present(struct tips_listdb *db, const void *key, size_t klen)
+static int present(struct tips_listdb *db, struct ld_tls *t, const void *key, size_t klen)
 {
 	grace_read_enter();
-	struct ld_entry *e = find_newest(db, NULL, key, klen);
+	struct ld_entry *e = find_newest(db, t, key, klen);
 	int yes = e && e->op == LD_OP_PUT;
 	grace_read_exit();
 	return yes;
@@ -332,9 +330,12 @@ static int checked(struct tips_listdb *db, uint8_t op, int want_present, const v
 	int rc = ld_check_kv(key, klen, val, vlen);
 	if (rc)
 		return rc;
+	struct ld_tls *t = ld_tls_get(db);
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
 	pthread_mutex_t *m = key_lock(db, key, klen);
 	pthread_mutex_lock(m);
-	if (present(db, key, klen) != want_present)
+	if (present(db, t, key, klen) != want_present)
 		rc = want_present ? TIPS_ENOTFOUND : TIPS_EKEYEXISTS;
 	else
 		rc = write_entry(db, op, key, klen, val, vlen);
@@ -1022,9 +1023,20 @@ int tips_listdb_close(struct tips_listdb **pdb)
 void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->puts = atomic_load(&db->st.puts);
-	o->deletes = atomic_load(&db->st.deletes);
-	o->gets = atomic_load(&db->st.gets);
+	pthread_mutex_lock(&db->tls_lock);
+	for (struct ld_tls *t = db->tls_all; t; t = t->next_all) {
+		o->puts += atomic_load_explicit(&t->n.puts, memory_order_relaxed);
+		o->deletes += atomic_load_explicit(&t->n.deletes, memory_order_relaxed);
+		o->gets += atomic_load_explicit(&t->n.gets, memory_order_relaxed);
+		o->cache_lookups += atomic_load_explicit(&t->n.cache_lookups, memory_order_relaxed);
+		o->cache_hits += atomic_load_explicit(&t->n.cache_hits, memory_order_relaxed);
+		o->second_chance_hits += atomic_load_explicit(&t->n.second_chance_hits,
+							      memory_order_relaxed);
+		o->traversals += atomic_load_explicit(&t->n.traversals, memory_order_relaxed);
+		o->cross_domain_traversals += atomic_load_explicit(&t->n.cross,
+								   memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&db->tls_lock);
 	o->memtables_flushed = atomic_load(&db->st.memtables_flushed);
 	o->entries_flushed = atomic_load(&db->st.entries_flushed);
 	o->compactions = atomic_load(&db->st.compactions);
@@ -1038,11 +1050,6 @@ void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *o)
 	o->write_stall_ns = atomic_load(&db->st.write_stall_ns);
 	o->immutable_now = atomic_load(&db->nimm);
 	o->l0_now = atomic_load(&db->nl0);
-	o->cache_hits = atomic_load(&db->st.cache_hits);
-	o->cache_lookups = atomic_load(&db->st.cache_lookups);
-	o->second_chance_hits = atomic_load(&db->st.second_chance_hits);
-	o->traversals = atomic_load(&db->st.traversals);
-	o->cross_domain_traversals = atomic_load(&db->st.cross);
 	o->compaction_traversals = atomic_load(&db->st.ctrav);
 	o->compaction_cross = atomic_load(&db->st.ccross);
 	o->recovery_ms = db->recovery_ms;

@@ -224,13 +224,10 @@ struct tips_listdb {
 	pthread_mutex_t tls_lock;
 
 	struct {
-		_Atomic uint64_t puts, deletes, gets;
 		_Atomic uint64_t memtables_flushed, entries_flushed;
 		_Atomic uint64_t compactions, entries_merged;
 		_Atomic uint64_t obsolete_marked, chunks_reclaimed;
 		_Atomic uint64_t write_stall_ns;
-		_Atomic uint64_t cache_hits, cache_lookups, second_chance_hits;
-		_Atomic uint64_t traversals, cross;
 		_Atomic uint64_t ctrav, ccross;
 	} st;
 	double recovery_ms;
@@ -245,9 +242,20 @@ struct ld_tls {
 	unsigned domain;
 	uint64_t rng;
 	struct ld_writer w[TIPS_LISTDB_MAX_DOMAINS][2]; /* [domain][kind-1] */
-	uint64_t traversals, cross;
+	/* Counters of the calling thread's operations, written by it alone (no shared
+	 * cache line on the hot path); tips_listdb_stats() sums every thread's. */
+	struct {
+		_Atomic uint64_t puts, deletes, gets;
+		_Atomic uint64_t cache_lookups, cache_hits, second_chance_hits;
+		_Atomic uint64_t traversals, cross;
+	} n;
 	struct ld_tls *next_all;
 };
+/* Adds @k to the calling thread's counter @f of @t (a plain load and store: one writer). */
+#define LD_COUNT(t, f, k)                                                                \
+	atomic_store_explicit(&(t)->n.f,                                                 \
+			      atomic_load_explicit(&(t)->n.f, memory_order_relaxed) + (k),      \
+			      memory_order_relaxed)
 struct ld_tls *ld_tls_get(struct tips_listdb *db);
 
 /* log.c */

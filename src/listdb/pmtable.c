@@ -101,9 +101,9 @@ void ld_l0_free(struct ld_l0 *t)
 static inline void count(struct tips_listdb *db, struct ld_tls *t, const struct ld_entry *n)
 {
 	if (t && db->cfg.count_traversals) {
-		t->traversals++;
+		LD_COUNT(t, traversals, 1);
 		if (ld_domain_of(db, n) != t->domain)
-			t->cross++;
+			LD_COUNT(t, cross, 1);
 	}
 }
 
