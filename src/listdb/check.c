@@ -3,7 +3,7 @@
  * every crash and recovery.
  *
  * It verifies, with no writer running: every L1 and L0 list is sorted at every layer,
- * every element of an upper layer is on the bottom layer,
+ * every element of an upper layer is on the bottom layer, every owned chunk has its header,
  * each upper layer holds only elements of its own domain (braided) and of enough height;
  * every element lies inside a live chunk of the domain pools and has a valid checksum;
  * L1 elements carry LD_F_IN_L1; and the heap of every domain pool holds exactly the
@@ -138,6 +138,11 @@ static int check_all(struct tips_listdb *db, struct tips_listdb_report *rp)
 			if (owned != live)
 				return tips_set_error(TIPS_ECORRUPT, "domain %u chunk slot %u: owned %d "
 						      "but registered %d", d, s, owned, live);
+			const struct ld_chunk_hdr *h = (const void *)(uintptr_t)root->chunk_slots[s];
+			if (owned && (h->magic != LD_MAGIC || h->domain != d ||
+				      (h->kind != LD_CHUNK_LOG && h->kind != LD_CHUNK_COPY)))
+				return tips_set_error(TIPS_ECORRUPT, "domain %u chunk slot %u: the "
+						      "block has no valid chunk header", d, s);
 			r.chunks += owned;
 		}
 		struct heap_count h = { db, d, 0, 0 };
