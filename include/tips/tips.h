@@ -213,6 +213,11 @@ struct tips_stats {
 	uint64_t gc_unlinked;                   /* cache entries gc removed */
 	double recovery_ms;                     /* time tips_open spent recovering */
 	int recovered;                          /* 1 if tips_open ran crash recovery */
+	uint64_t writes_refused;                /* writes refused with TIPS_ENOSPC */
+	uint64_t replay_stalls;                 /* replay epochs stopped by an operation
+	                                           that failed (retried after reclaiming) */
+	uint64_t heap_reserved;                 /* heap bytes admitted writes may still take */
+	uint64_t heap_room;                     /* heap bytes free now */
 };
 
 /** tips_stats() - fill @out. Thread-safe; the counters are read without a lock. */

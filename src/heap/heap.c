@@ -143,7 +143,16 @@ struct tips_heap {
 
 	_Atomic uint64_t n_checkpoints, n_rollbacks, n_recovered;
 	uint64_t bytes_at_open;          /* usable bytes allocated when the heap was opened */
+	/* Bytes an allocation could still take: free chunks, plus the free slots of every
+	 * run (deferred frees count as taken until the checkpoint applies them). Kept
+	 * exact by room_add() at every change; read without locks (heap_room()). */
+	_Atomic int64_t room;
 };
+
+static inline void room_add(struct tips_heap *h, int64_t delta)
+{
+	atomic_fetch_add_explicit(&h->room, delta, memory_order_relaxed);
+}
 
 /*
  * Chunk-table entries and bitmap words are read without a lock (a free looks up its
@@ -274,6 +283,7 @@ static bool block_is_allocated(const struct tips_heap *h, const struct block_ref
 
 static void chunk_mark_free(struct tips_heap *h, uint64_t idx, uint64_t n, bool free)
 {
+	room_add(h, (free ? 1 : -1) * (int64_t)(n * HEAP_CHUNK_SIZE));
 	for (uint64_t i = idx; i < idx + n; i++) {
 		if (free)
 			h->chunk_free[i / 64] |= 1ull << (i % 64);
@@ -363,6 +373,7 @@ static int run_state_init(struct tips_heap *h, uint64_t idx, int cls)
 	for (uint32_t w = 0; w < (cap + 63) / 64; w++)
 		used += (uint32_t)__builtin_popcountll(word_get(&bm[w]));
 	r->nfree = cap - used;
+	room_add(h, (int64_t)r->nfree * class_slot[cls]);
 	return 0;
 }
 
@@ -588,8 +599,9 @@ static void block_mark_allocated(struct tips_heap *h, const struct block_ref *re
 
 /*
  * Lanes keep their run of each class even when it empties; when the heap runs out of
- * room, every empty run a lane holds goes back to the free chunks. Every lane locked.
- * Returns the number of chunks released.
+ * room, every empty run a lane holds goes back to the free chunks, and every partly
+ * free one to its class list, so that no free block is out of reach of another lane.
+ * Every lane locked. Returns the number of runs released.
  */
 static unsigned release_idle_runs_locked(struct tips_heap *h)
 {
@@ -597,16 +609,22 @@ static unsigned release_idle_runs_locked(struct tips_heap *h)
 	for (unsigned l = 0; l < h->nlanes; l++)
 		for (int c = 0; c < NCLASSES; c++) {
 			int32_t run = h->lanes[l].active[c];
-			if (run < 0 || h->runs[run].nfree != run_capacity(c))
+			if (run < 0 || h->runs[run].nfree == 0)
 				continue;
 			h->lanes[l].active[c] = -1;
 			pthread_mutex_lock(&h->classes[c].lock);
 			h->runs[run].owner = -1;
-			if (h->runs[run].listed)
-				class_list_remove(h, c, (uint64_t)run);
-			pthread_mutex_lock(&h->chunk_lock);
-			chunk_release_locked(h, (uint64_t)run, 1);
-			pthread_mutex_unlock(&h->chunk_lock);
+			if (h->runs[run].nfree == run_capacity(c)) {
+				if (h->runs[run].listed)
+					class_list_remove(h, c, (uint64_t)run);
+				room_add(h, -(int64_t)run_capacity(c) * class_slot[c]);
+				pthread_mutex_lock(&h->chunk_lock);
+				chunk_release_locked(h, (uint64_t)run, 1);
+				pthread_mutex_unlock(&h->chunk_lock);
+			} else if (!h->runs[run].listed) {
+				/* Partly free: any lane may take it from the class list now. */
+				class_list_push(h, c, (uint64_t)run);
+			}
 			pthread_mutex_unlock(&h->classes[c].lock);
 			released++;
 		}
@@ -663,8 +681,10 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 	record_write(h, lane, (uint64_t)block, (uint64_t)slot, size,
 		     slot ? REC_ALLOC_SLOT : REC_ALLOC_LOGGED, true);
 	block_mark_allocated(h, &ref, size, generation(h));
-	if (!ref.extent)
+	if (!ref.extent) {
 		h->runs[ref.chunk].nfree--;
+		room_add(h, -(int64_t)(ref.usable + BLOCK_HEADER_SIZE));
+	}
 	void *user = block + BLOCK_HEADER_SIZE;
 	if (slot)
 		__atomic_store_n(slot, (uint64_t)user, __ATOMIC_RELEASE);
@@ -885,11 +905,13 @@ static void block_freed_volatile(struct tips_heap *h, const struct block_ref *re
 	pthread_mutex_lock(&cl->lock);
 	TIPS_INVARIANT(r->nfree < run_capacity(cls), "a block was freed twice in one checkpoint");
 	r->nfree++;
+	room_add(h, class_slot[cls]);
 	if (r->owner < 0) {
 		if (r->nfree == run_capacity(cls)) {
 			/* Empty and unowned: give the chunk back for any class or extent. */
 			if (r->listed)
 				class_list_remove(h, cls, ref->chunk);
+			room_add(h, -(int64_t)run_capacity(cls) * class_slot[cls]);
 			pthread_mutex_lock(&h->chunk_lock);
 			chunk_release_locked(h, ref->chunk, 1);
 			pthread_mutex_unlock(&h->chunk_lock);
@@ -1043,6 +1065,25 @@ void heap_flush_logged_blocks(struct tips_heap *h)
 	}
 	lanes_unlock_all(h);
 	pm_drain();
+}
+
+uint64_t heap_largest_extent(struct tips_heap *h)
+{
+	uint64_t most = 0;
+	pthread_mutex_lock(&h->chunk_lock);
+	for (uint64_t i = 0; i < h->nchunks; i++) {
+		uint64_t e = word_get(&h->table[i]);
+		if (CHUNK_KIND(e) == CHUNK_EXTENT && CHUNK_ARG(e) > most)
+			most = CHUNK_ARG(e);
+	}
+	pthread_mutex_unlock(&h->chunk_lock);
+	return most * HEAP_CHUNK_SIZE;
+}
+
+uint64_t heap_room(const struct tips_heap *h)
+{
+	int64_t r = atomic_load_explicit(&h->room, memory_order_relaxed);
+	return r > 0 ? (uint64_t)r : 0;
 }
 
 uint64_t heap_lane_room(struct tips_heap *h)
@@ -1253,8 +1294,11 @@ static int rebuild(struct tips_heap *h)
 			int rc = run_state_init(h, i, cls);
 			if (rc)
 				return rc;
-			if (h->runs[i].nfree == run_capacity(cls))
-				chunk_release_locked(h, i, 1); /* empty: free for any class */
+			if (h->runs[i].nfree == run_capacity(cls)) {
+				/* empty: free for any class */
+				room_add(h, -(int64_t)run_capacity(cls) * class_slot[cls]);
+				chunk_release_locked(h, i, 1);
+			}
 			else if (h->runs[i].nfree > 0)
 				class_list_push(h, cls, i);
 			i++;
@@ -1518,6 +1562,20 @@ static void check_block(const struct tips_heap *h, const struct block_header *bh
 	(void)h;
 }
 
+/* What heap_room() must say, counted from the free-chunk map and the runs' free counts. */
+static int64_t room_recount(const struct tips_heap *h)
+{
+	int64_t room = 0;
+	for (uint64_t i = 0; i < h->nchunks; i++) {
+		uint64_t e = h->table[i];
+		if (chunk_is_free(h, i))
+			room += HEAP_CHUNK_SIZE;
+		else if (CHUNK_KIND(e) == CHUNK_RUN && CHUNK_ARG(e) < (uint64_t)NCLASSES)
+			room += (int64_t)h->runs[i].nfree * class_slot[CHUNK_ARG(e)];
+	}
+	return room;
+}
+
 int tips_heap_check(struct tips_heap *h, struct tips_heap_report *rep)
 {
 	struct tips_heap_report local;
@@ -1585,6 +1643,10 @@ int tips_heap_check(struct tips_heap *h, struct tips_heap_report *rep)
 			i++;
 		}
 	}
+	int64_t room = room_recount(h);
+	if (room != atomic_load(&h->room))
+		report_error(rep, "room counter says %lld free bytes, the chunk map and runs %lld",
+			     (long long)atomic_load(&h->room), (long long)room);
 	for (unsigned l = 0; l < h->nlanes; l++)
 		for (uint64_t k = 0; k < h->hdr->lane_records; k++) {
 			const struct heap_record *r = &h->lanes[l].log[k];

@@ -28,6 +28,11 @@ int heap_close(struct tips_heap *heap, int crashed);
  * without committing anything: step 1 of UNO reclamation, after which a crash must
  * still find every free to apply. */
 void heap_flush_logged_blocks(struct tips_heap *heap);
+/* Bytes allocations could still take (free chunks and the free slots of runs; blocks
+ * freed since the last checkpoint count as taken). Lock-free, exact between changes. */
+uint64_t heap_room(const struct tips_heap *h);
+/* Bytes of the largest extent allocated now (0 if none). */
+uint64_t heap_largest_extent(struct tips_heap *h);
 /* Records still free in the calling thread's lane log. */
 uint64_t heap_lane_room(struct tips_heap *heap);
 

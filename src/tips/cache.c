@@ -150,7 +150,7 @@ struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *va
 	return e;
 }
 
-unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
+unsigned cache_reserve(struct cache *c, bool (*may_wait)(void *), void *arg)
 {
 	/* Threads reserve in batches so that writers do not all update one counter; a
 	 * batch is small against the capacity, so unused reservations cannot starve. */
@@ -179,14 +179,27 @@ unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg)
 		pthread_cond_signal(&c->gc_cv);
 		c->waiting++;
 		pthread_mutex_unlock(&c->mu);
-		wake(arg);
+		bool hope = may_wait(arg);
 		pthread_mutex_lock(&c->mu);
-		while (atomic_load(&c->live) + batch > c->capacity && !c->stop)
+		while (hope && atomic_load(&c->live) + batch > c->capacity && !c->stop) {
 			pthread_cond_wait(&c->room_cv, &c->mu);
+			pthread_mutex_unlock(&c->mu);
+			hope = may_wait(arg);
+			pthread_mutex_lock(&c->mu);
+		}
 		c->waiting--;
 		pthread_mutex_unlock(&c->mu);
+		if (!hope)
+			return 0;
 		n = atomic_load(&c->live);
 	}
+}
+
+void cache_wake_waiters(struct cache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	pthread_cond_broadcast(&c->room_cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 void cache_unreserve(struct cache *c, unsigned n)
@@ -269,16 +282,19 @@ struct unlinked {
 	size_t n, cap;
 };
 
-static void unlinked_push(struct unlinked *u, struct cache_entry *e)
+/* Room for one more unlinked entry; false without DRAM (the entry then stays linked
+ * until a later pass: gc never unlinks what it could not free). */
+static bool unlinked_reserve(struct unlinked *u)
 {
 	if (u->n == u->cap) {
 		size_t cap = u->cap ? u->cap * 2 : 256;
 		struct cache_entry **v = realloc(u->v, cap * sizeof(*v));
-		TIPS_INVARIANT(v != NULL, "cache gc: out of DRAM for the free list");
+		if (!v)
+			return false;
 		u->v = v;
 		u->cap = cap;
 	}
-	u->v[u->n++] = e;
+	return true;
 }
 
 /* True if an entry newer than @e (before it in the chain) has the same key. */
@@ -304,11 +320,11 @@ static unsigned bucket_trim(struct cache_bucket *b, unsigned keep, struct unlink
 		while ((e = atomic_load_explicit(link, memory_order_relaxed))) {
 			bool drop = atomic_load_explicit(&e->applied, memory_order_acquire) &&
 				    (pass == 0 ? entry_shadowed(b, e) : pos >= keep);
-			if (drop && b->len > keep) {
+			if (drop && b->len > keep && unlinked_reserve(out)) {
 				atomic_store_explicit(link, atomic_load_explicit(&e->next,
 						      memory_order_relaxed), memory_order_release);
 				b->len--;
-				unlinked_push(out, e);
+				out->v[out->n++] = e;
 			} else {
 				link = &e->next;
 				pos++;

@@ -7,7 +7,10 @@
  * entry, else from the index), take a commit stamp, append the record to the thread's
  * OLog and persist it (two fences: the durability point), then publish the cache entry
  * (the linearization point). Room in the OLog and in the cache is secured before the
- * lock is taken, so a writer never waits while holding a bucket.
+ * lock is taken, so a writer never waits while holding a bucket. So is heap room: a
+ * write is admitted only if replay will be able to apply it (admit.c); one that
+ * cannot be is refused with TIPS_ENOSPC, and a delete, which makes room, is admitted
+ * into the headroom that puts leave free.
  * Reads never fence and never lock the cache: the newest cache entry of the key
  * answers (a tombstone means absent), else the index does.
  *
@@ -39,6 +42,7 @@ struct thread_ctx {
 	struct tips_db *db;           /* NULL once the db closed (under ctx_lock) */
 	struct olog *log;             /* this thread's OLog slot, or NULL */
 	unsigned cache_credit;        /* cache entries reserved and not used yet */
+	uint64_t heap_credit;         /* heap bytes admitted (admit.c) and not used yet */
 	struct thread_counters c;
 	struct thread_ctx *next_in_db;
 	struct thread_ctx *next_in_thread;
@@ -69,6 +73,8 @@ static void ctx_detach(struct thread_ctx *ctx)
 	counters_add(&db->retired, &ctx->c);
 	cache_unreserve(db->cache, ctx->cache_credit);
 	ctx->cache_credit = 0;
+	admit_release(db, ctx->heap_credit);
+	ctx->heap_credit = 0;
 	if (ctx->log) {
 		pthread_mutex_lock(&db->ologs.lock);
 		ctx->log->in_use = false;
@@ -157,24 +163,71 @@ static struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx)
 	}
 }
 
-/* Waits until the thread's OLog has room for @size bytes. */
-static void olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size)
+static int refuse(struct tips_db *db, const char *what)
+{
+	atomic_fetch_add_explicit(&db->refused, 1, memory_order_relaxed);
+	return tips_set_error(TIPS_ENOSPC, "%s: the pool's heap is full (replay cannot apply "
+			      "more writes); delete keys or grow the pool (tips pool grow)", what);
+}
+
+/* Waits until the thread's OLog has room for @size bytes; TIPS_ENOSPC if replay is
+ * stalled on a full heap (the room would only come back after it). Puts leave an
+ * eighth of the OLog free, so that deletes can still be logged while replay is stuck
+ * on puts it cannot apply. */
+static int olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size,
+			  bool is_delete)
 {
 	struct olog *log = ctx->log;
+	if (!is_delete)
+		size += log->size / 8;
 	if (olog_has_room(log, size))
-		return;
+		return 0;
 	count(&ctx->c.waits, 1);
 	atomic_store(&db->room_wanted, 1);
 	replay_wake(db);
+	bool stalled = false;
 	pthread_mutex_lock(&db->ologs.lock);
-	while (!olog_has_room(log, size))
+	while (!olog_has_room(log, size) && !(stalled = atomic_load(&db->stalled) != 0))
 		pthread_cond_wait(&db->ologs.room, &db->ologs.lock);
 	pthread_mutex_unlock(&db->ologs.lock);
+	return stalled ? refuse(db, "no OLog room") : 0;
 }
 
-static void wake_persist(void *arg)
+/* cache_reserve()'s may_wait: wake replay; waiting is useless once it is stalled. */
+static bool cache_may_wait(void *arg)
 {
-	replay_wake(arg);
+	struct tips_db *db = arg;
+	replay_wake(db);
+	return atomic_load(&db->stalled) == 0;
+}
+
+#define ADMIT_BATCH (64u << 10) /* heap bytes a thread reserves at a time */
+
+/* Admits a write of @cost heap bytes (admit.c), from the thread's credit or a new
+ * reservation; asks replay to make room before refusing. */
+static int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64_t cost)
+{
+	bool del = op == OLOG_OP_DELETE;
+	if (db->admit_all)
+		return 0;
+	if (!del && atomic_load_explicit(&db->stalled, memory_order_relaxed))
+		return refuse(db, "write refused");
+	if (ctx->heap_credit >= cost) {
+		ctx->heap_credit -= cost;
+		return 0;
+	}
+	admit_release(db, ctx->heap_credit);
+	ctx->heap_credit = 0;
+	for (int attempt = 0;; attempt++) {
+		uint64_t got = admit_reserve(db, cost, cost > ADMIT_BATCH ? cost : ADMIT_BATCH, del);
+		if (got) {
+			ctx->heap_credit = got - cost;
+			return 0;
+		}
+		if (attempt == 2)
+			return refuse(db, "write refused");
+		admit_make_room(db); /* apply, then reclaim: deferred frees come back */
+	}
 }
 
 /* ---- the write path ---------------------------------------------------------------- */
@@ -216,12 +269,21 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	if (!ctx->log)
 		ctx->log = olog_take(db, ctx);
 	uint64_t size = olog_record_size(klen, vlen);
-	olog_wait_room(db, ctx, size);
-	if (!ctx->cache_credit)
-		ctx->cache_credit = cache_reserve(db->cache, wake_persist, db);
+	uint64_t cost = admit_cost(op, klen, vlen);
+	if ((rc = admit(db, ctx, op, cost)))
+		return rc;
+	if ((rc = olog_wait_room(db, ctx, size, op == OLOG_OP_DELETE)))
+		goto refund;
+	if (!ctx->cache_credit &&
+	    !(ctx->cache_credit = cache_reserve(db->cache, cache_may_wait, db))) {
+		rc = refuse(db, "no DRAM cache room");
+		goto refund;
+	}
 	struct cache_entry *e = cache_entry_new(key, klen, val, vlen, op == OLOG_OP_DELETE);
-	if (!e)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a cache entry");
+	if (!e) {
+		rc = tips_set_error(TIPS_ENOMEM, "out of DRAM for a cache entry");
+		goto refund;
+	}
 	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	cache_bucket_lock(b);
 	if (op != OLOG_OP_PUT) {
@@ -234,7 +296,7 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		if (rc) {
 			cache_bucket_unlock(b);
 			free(e);
-			return rc;
+			goto refund;
 		}
 	}
 	ctx->cache_credit--;
@@ -250,6 +312,9 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	if (atomic_load(&db->persist_idle))
 		replay_wake(db);
 	return 0;
+refund:
+	ctx->heap_credit += cost;
+	return rc;
 }
 
 int tips_insert(struct tips_db *db, const void *key, size_t klen, const void *val,
@@ -545,8 +610,16 @@ static int fw_format(struct tips_db *db, const struct tips_config *cfg)
 	ulog &= ~63ull;
 	olog &= ~63ull;
 	if (olog < MIN_OLOG_SIZE || ulog < MIN_OLOG_SIZE)
-		return tips_set_error(TIPS_ESIZE, "the pool's log area (%zu bytes) is too small "
-				      "for the OLogs and the ULog", log_size);
+		return tips_set_error(TIPS_ESIZE, "%s of %llu bytes is below the minimum of %llu "
+				      "(asked for %llu; the pool's log area of %zu bytes allows at "
+				      "most 1/16 of it per OLog and 1/4 for the ULog)",
+				      olog < MIN_OLOG_SIZE ? "OLog" : "ULog",
+				      (unsigned long long)(olog < MIN_OLOG_SIZE ? olog : ulog),
+				      (unsigned long long)MIN_OLOG_SIZE,
+				      (unsigned long long)(olog < MIN_OLOG_SIZE
+					      ? (cfg->olog_size ? cfg->olog_size : DEFAULT_LOG_BYTES)
+					      : (cfg->ulog_size ? cfg->ulog_size : DEFAULT_LOG_BYTES)),
+				      log_size);
 	uint64_t slots = (log_size - ulog) / (olog + sizeof(struct olog_slot_pm));
 	if (slots > MAX_OLOG_SLOTS)
 		slots = MAX_OLOG_SLOTS;
@@ -645,6 +718,10 @@ static int volatile_state_init(struct tips_db *db)
 	 * reclamation starts once a lane is half full: an index doing up to two allocations
 	 * or frees per operation (hash: a put that changes the value's length) stays below
 	 * three quarters of a lane. */
+	struct tips_heap_stats hs;
+	tips_heap_stats(db->heap, &hs);
+	db->heap_headroom = admit_headroom(hs.bytes_total);
+	atomic_init(&db->largest_alloc, heap_largest_extent(db->heap));
 	uint64_t lane = heap_lane_room(db->heap);
 	db->epoch_records_per_worker = lane / 8 ? lane / 8 : 1;
 	db->lane_capacity = lane / 2;
@@ -820,12 +897,22 @@ int tips_close(struct tips_db **pdb)
 	if (!pdb || !*pdb)
 		return tips_set_error(TIPS_EINVAL, "tips_close: no database");
 	struct tips_db *db = *pdb;
-	replay_stop(db); /* applies every record and reclaims: the logs are empty */
-	db->fw->state = FW_STATE_CLEAN;
-	pm_persist(&db->fw->state, sizeof(db->fw->state));
+	/* Applies every record and reclaims: the logs are empty, unless replay found the
+	 * heap full; then the records stay for the next open, which replays them. */
+	uint64_t left = replay_stop(db);
+	int rc = 0;
+	if (left == 0) {
+		db->fw->state = FW_STATE_CLEAN;
+		pm_persist(&db->fw->state, sizeof(db->fw->state));
+	} else {
+		rc = tips_set_error(TIPS_ENOSPC, "tips_close: %llu bytes of OLog records could "
+				    "not be applied (the heap is full); they are kept and the next "
+				    "open replays them: grow the pool first (tips pool grow)",
+				    (unsigned long long)left);
+	}
 	db_free(db);
 	*pdb = NULL;
-	return 0;
+	return rc;
 }
 
 /* ---- statistics and introspection -------------------------------------------------- */
@@ -863,6 +950,10 @@ void tips_stats(struct tips_db *db, struct tips_stats *out)
 				       : 0.0;
 	out->recovery_ms = db->recovery_ms;
 	out->recovered = db->recovered;
+	out->writes_refused = atomic_load(&db->refused);
+	out->replay_stalls = atomic_load(&db->replay_stalls);
+	out->heap_reserved = atomic_load(&db->heap_reserved);
+	out->heap_room = heap_room(db->heap);
 }
 
 int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg)

@@ -53,9 +53,13 @@ void cache_bucket_unlock(struct cache_bucket *b);
 /* Newest entry for the key in @b or NULL; caller holds the lock or an RCU read lock. */
 struct cache_entry *cache_find(struct cache_bucket *b, const void *key, size_t klen);
 /* Blocks until the cache has room for a batch of entries, counts them as live and
- * returns the batch size; @wake is called (without locks) when the caller has to wait.
+ * returns the batch size. When the caller has to wait, @may_wait is called (without
+ * locks) before each wait and after each wake-up: it wakes whoever makes room and
+ * returns false if waiting cannot help, and then this returns 0 (nothing reserved).
  * A thread keeps its batch as credit and gives back what it did not use. */
-unsigned cache_reserve(struct cache *c, void (*wake)(void *), void *arg);
+unsigned cache_reserve(struct cache *c, bool (*may_wait)(void *), void *arg);
+/* Wakes every reservation waiting for room, to ask may_wait again. */
+void cache_wake_waiters(struct cache *c);
 void cache_unreserve(struct cache *c, unsigned n);
 struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
 				    size_t vlen, bool tombstone);
@@ -195,7 +199,27 @@ struct tips_db {
 	uint64_t lane_capacity;           /* reclaim when a worker's lane has less room */
 	bool recovering;                  /* replaying a previous process's records */
 
+	/* Admission against the heap (admit.c) and replay that found it full (replay.c). */
+	_Atomic uint64_t heap_reserved;   /* cost of admitted writes not applied yet */
+	uint64_t heap_headroom;           /* room puts leave free (deletes may use it),
+	                                     besides twice the largest block below */
+	_Atomic uint64_t largest_alloc;   /* largest block the index holds or allocated:
+	                                     a table it may grow to twice its size */
+	_Atomic int stalled;              /* 0, or why replay stopped (TIPS_ENOMEM: the
+	                                     heap is full; puts get TIPS_ENOSPC meanwhile) */
+	_Atomic uint64_t space_req;       /* writers' requests to apply all and reclaim */
+	uint64_t space_done;              /* the last request served (under ologs.lock) */
+	_Atomic uint64_t ulog_op_max;     /* most ULog bytes seen used by one operation */
+	bool admit_all;                   /* tests only: admit every write, as before
+	                                     admission existed (fw_debug_admit_all) */
+	int epoch_rc;                     /* the last epoch's failure, 0 if none (persist
+	                                     thread, or the recovering thread) */
+	uint64_t *next_applied;           /* epoch scratch, one per OLog */
+
 	/* Statistics. */
+	_Atomic uint64_t refused;         /* writes refused with TIPS_ENOSPC */
+	_Atomic uint64_t replay_stalls;   /* epochs that stopped on a failed operation */
+	_Atomic uint64_t leaked_frees;    /* tips_free calls the heap could not record */
 	struct thread_counters retired;   /* of threads that exited */
 	_Atomic uint64_t reclamations, epochs, replayed, worker_sum;
 	_Atomic uint64_t mlog_allocs, mlog_frees;
@@ -207,6 +231,22 @@ struct tips_db {
 	struct thread_ctx *ctxs;
 };
 
+/* admit.c */
+/* Heap bytes that applying one record may allocate (a bound, see admit.c). */
+uint64_t admit_cost(unsigned op, size_t klen, size_t vlen);
+/* Room puts keep free in a heap of @heap_bytes. */
+uint64_t admit_headroom(uint64_t heap_bytes);
+/* Reserves between @need and @want bytes of heap room; returns how many, or 0 if even
+ * @need does not fit (deletes may use the headroom). */
+uint64_t admit_reserve(struct tips_db *db, uint64_t need, uint64_t want, bool is_delete);
+void admit_release(struct tips_db *db, uint64_t bytes);
+/* Asks the persist thread to apply every record and reclaim; returns when it did. */
+void admit_make_room(struct tips_db *db);
+
+/* Tests only: from now on admit every write without checking the heap (the behaviour
+ * before admission existed), to build the pools that behaviour left behind. */
+void fw_debug_admit_all(struct tips_db *db);
+
 /* plugin.c: the database the calling thread's ops calls act on. */
 void fw_set_current(struct tips_db *db);
 
@@ -215,8 +255,9 @@ void fw_set_current(struct tips_db *db);
 int replay_workers_start(struct tips_db *db);
 /* Starts the persist thread. */
 int replay_start(struct tips_db *db);
-/* Applies everything, reclaims, and stops the threads (clean close). */
-void replay_stop(struct tips_db *db);
+/* Applies everything it can, reclaims, and stops the threads. Returns the bytes of
+ * records left unapplied (0 after a clean drain; more only if the heap was full). */
+uint64_t replay_stop(struct tips_db *db);
 void replay_wake(struct tips_db *db);
 /* Applies every record in the OLogs with all workers, reclaiming as needed (recovery,
  * from the opening thread, before the persist thread starts). */

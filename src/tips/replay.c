@@ -20,6 +20,28 @@
  * absent key inserts it, delete of an absent key does nothing. The facade already
  * decided each operation's outcome, so in normal running these fallbacks never fire;
  * they make replaying a record twice harmless.
+ *
+ * Failed epochs. Admission (admit.c) makes a full heap rare here, but an operation can
+ * still fail: the heap is full after all (fragmentation, a split), or the ULog or the
+ * worker's MLog lane has too little room left for one more operation (checked before
+ * each one: TIPS_ELOGFULL). After a failed operation the worker goes on with the
+ * records of other keys (up to BLOCKED_MAX failed keys; a key's later records wait
+ * behind its failed one), so deletes that make room still get applied; a full log
+ * stops the whole queue. With t = the smallest stamp left unapplied, every record
+ * stamped below t was applied, so each OLog's `applied` moves to its first record
+ * stamped >= t (a prefix: an OLog is in stamp order) and the rest is collected again
+ * next epoch.
+ * Records above the cut that were applied have their `entry` word zeroed when applied
+ * (a live record's word is never 0 otherwise), and are skipped when collected again:
+ * never applied twice, so a reader never sees a key go back to an older value. Scans
+ * stay right: a key's records are applied in stamp order, so the newest record of a
+ * key at or above `applied` is at least as new as what the index holds.
+ * Then the persist thread reclaims (deferred frees return room, the ULog and lanes
+ * empty) and retries. A heap failure sets `stalled`: puts are refused with TIPS_ENOSPC
+ * (deletes are still taken) until an epoch completes. If an epoch right after a
+ * reclamation applies nothing, waiting is all that can help: the thread retries when
+ * a write arrives or every STALL_RETRY_NS. Nothing is dropped: a close leaves such
+ * records in the OLog for the next open (tips_close then returns TIPS_ENOSPC).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -38,6 +60,11 @@
 #define IDLE_EPOCH_NS 10000000     /* an idle tick while W > W_low: 10 ms */
 #define IDLE_SAFETY_NS 100000000   /* at W_low: writers wake it; this only bounds a
 				      wake-up lost to store-load reordering (100 ms) */
+#define STALL_RETRY_NS 50000000    /* stuck on a full heap: retry at least this often */
+#define LANE_OP_RECORDS 64u        /* MLog records one operation may need at most */
+#define ULOG_OP_MIN 4096u          /* ULog bytes kept free per worker, at least */
+#define SERVE_EPOCHS 4u            /* epochs a request for room waits at most */
+#define BLOCKED_MAX 16u            /* failed keys a worker steps around in an epoch */
 
 struct queued {
 	const struct olog_rec *rec;
@@ -50,6 +77,9 @@ struct worker {
 	pthread_t thread;
 	struct queued *q;
 	size_t n, cap;
+	size_t done;      /* records of q applied in this epoch */
+	uint64_t fail_ts; /* stamp of the first record left unapplied, UINT64_MAX if none */
+	int rc;           /* 0, or why that record could not be applied */
 };
 
 static double now_sec(void)
@@ -98,27 +128,92 @@ static int replay_apply(struct tips_db *db, const struct olog_rec *r)
 	return rc;
 }
 
-/* Applies one queue, already in stamp order; marks the cache entries of live records
- * (written since this open; older ones have none). */
-static void apply_queue(struct tips_db *db, struct queued *q, size_t n)
+/* TIPS_ELOGFULL unless the ULog and the calling worker's MLog lane have room for one
+ * more operation while @W workers share the ULog. */
+static int room_for_op(struct tips_db *db, unsigned W)
 {
-	uint64_t live = 0;
-	for (size_t i = 0; i < n; i++) {
-		int rc = replay_apply(db, q[i].rec);
-		/* An acknowledged write that cannot be applied (heap full) would be lost. */
-		if (rc)
-			fprintf(stderr, "libtips: replay: %s: %s\n", tips_strerror(rc),
-				tips_errormsg());
-		TIPS_INVARIANT(rc == 0, "replay could not apply an acknowledged write; the "
-			       "record stays in the OLog");
-		if (q[i].live) {
-			struct cache_entry *e = (struct cache_entry *)q[i].rec->entry;
+	uint64_t per_op = 2 * atomic_load_explicit(&db->ulog_op_max, memory_order_relaxed) +
+			  ULOG_OP_MIN;
+	if (per_op * W > db->ulog_size / 2) /* an empty ULog must always pass */
+		per_op = db->ulog_size / 2 / W;
+	if (ulog_used(db->ulog) + per_op * W > db->ulog_size)
+		return tips_set_error(TIPS_ELOGFULL, "replay: the ULog needs a reclamation");
+	if (heap_lane_room(db->heap) < LANE_OP_RECORDS)
+		return tips_set_error(TIPS_ELOGFULL, "replay: the MLog lane needs a reclamation");
+	return 0;
+}
+
+static void note_ulog_use(struct tips_db *db, uint64_t before)
+{
+	uint64_t used = ulog_used(db->ulog); /* other workers' records count too: a bound */
+	uint64_t d = used > before ? used - before : 0;
+	uint64_t max = atomic_load_explicit(&db->ulog_op_max, memory_order_relaxed);
+	while (d > max && !atomic_compare_exchange_weak(&db->ulog_op_max, &max, d))
+		;
+}
+
+static bool same_key(const struct olog_rec *a, const struct olog_rec *b)
+{
+	return a->klen == b->klen && memcmp(a->data, b->data, a->klen) == 0;
+}
+
+/* Is @r's key among the @n keys whose earlier record failed in this epoch? */
+static bool key_blocked(const struct olog_rec *const *blocked, unsigned n,
+			const struct olog_rec *r)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (same_key(blocked[i], r))
+			return true;
+	return false;
+}
+
+/*
+ * Applies @w's queue, already in stamp order (see "Failed epochs" for what happens
+ * when an operation fails: w->done, w->fail_ts, w->rc). For each live record (written
+ * since this open) it marks the cache entry applied, zeroes the record's entry word
+ * and releases its admission cost.
+ */
+static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
+{
+	uint64_t live = 0, cost = 0;
+	const struct olog_rec *blocked[BLOCKED_MAX];
+	unsigned nblocked = 0;
+	w->done = 0;
+	w->rc = 0;
+	w->fail_ts = UINT64_MAX;
+	for (size_t i = 0; i < w->n; i++) {
+		struct olog_rec *r = (struct olog_rec *)w->q[i].rec;
+		if (key_blocked(blocked, nblocked, r))
+			continue;
+		int rc = room_for_op(db, W);
+		bool stop = rc != 0; /* a full log: nothing more can run before reclaiming */
+		if (rc == 0) {
+			uint64_t before = ulog_used(db->ulog);
+			rc = replay_apply(db, r);
+			note_ulog_use(db, before);
+		}
+		if (rc) {
+			if (w->rc == 0) {
+				w->rc = rc;
+				w->fail_ts = OLOG_REC_TS(r);
+			}
+			if (stop || nblocked == BLOCKED_MAX)
+				break;
+			blocked[nblocked++] = r;
+			continue;
+		}
+		if (w->q[i].live) {
+			struct cache_entry *e = (struct cache_entry *)r->entry;
 			atomic_store_explicit(&e->applied, 1, memory_order_release);
+			r->entry = 0; /* applied: skip it if a failed epoch collects it again */
+			cost += admit_cost(OLOG_REC_OP(r), r->klen, r->vlen);
 			live++;
 		}
+		w->done++;
 	}
 	if (live)
 		cache_applied(db->cache, live);
+	admit_release(db, cost);
 }
 
 static bool queue_push(struct worker *w, const struct olog_rec *r, bool live)
@@ -150,9 +245,9 @@ static void *worker_main(void *arg)
 			break;
 		if (w->idx >= db->work_count)
 			continue;
+		unsigned W = db->work_count;
 		pthread_mutex_unlock(&db->work_mu);
-		apply_queue(db, w->q, w->n);
-		w->n = 0;
+		apply_queue(db, w, W);
 		if (heap_lane_room(db->heap) < db->lane_capacity)
 			atomic_store(&db->reclaim_wanted, 1);
 		pthread_mutex_lock(&db->work_mu);
@@ -233,6 +328,8 @@ static bool logs_need_reclaim(struct tips_db *db)
 static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 			      uint64_t per_queue, uint64_t *next_applied)
 {
+	for (unsigned i = 0; i < W; i++)
+		db->workers[i].n = 0;
 	uint64_t cut = db->recovering ? UINT64_MAX : ts_scan_point();
 	struct collect_cursor *cur = db->cursors;
 	unsigned n_logs = db->ologs.n;
@@ -253,12 +350,17 @@ static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 			break;
 		struct olog *l = &db->ologs.logs[best];
 		const struct olog_rec *r = cur[best].rec;
-		struct worker *w = &db->workers[cache_key_hash(r->data, r->klen) % W];
-		if (w->n >= per_queue)
-			break;
 		bool live = cur[best].pos - r->len >= l->recovered_end;
-		TIPS_INVARIANT(queue_push(w, r, live), "replay: out of DRAM for a worker queue");
-		n++;
+		if (!(live && !db->recovering && r->entry == 0)) { /* 0: applied already */
+			struct worker *w = &db->workers[cache_key_hash(r->data, r->klen) % W];
+			if (w->n >= per_queue)
+				break;
+			if (!queue_push(w, r, live)) {
+				atomic_store(&db->stalled, TIPS_ENOMEM); /* out of DRAM: retried */
+				break;
+			}
+			n++;
+		}
 		cur[best].rec = olog_next(l, &cur[best].pos, cur[best].end);
 	}
 	for (unsigned i = 0; i < n_logs; i++)
@@ -300,7 +402,50 @@ static void scale(struct tips_db *db, uint64_t F, uint64_t B, double secs, bool 
 	atomic_store_explicit(&db->workers_published, W, memory_order_relaxed);
 }
 
-/* One epoch. Returns the records applied. */
+/* After a failed epoch: moves each next_applied[i] back to OLog i's first record
+ * stamped at or after @ts (everything before it was applied). */
+static void cut_at_stamp(struct tips_db *db, uint64_t ts, uint64_t *next_applied)
+{
+	for (unsigned i = 0; i < db->ologs.n; i++) {
+		struct olog *l = &db->ologs.logs[i];
+		uint64_t pos = l->applied;
+		const struct olog_rec *r;
+		while ((r = olog_next(l, &pos, next_applied[i])))
+			if (OLOG_REC_TS(r) >= ts) {
+				next_applied[i] = pos - r->len;
+				break;
+			}
+	}
+}
+
+/* Runs the collected queues on @W workers; returns the records applied and sets *rc to
+ * the first failure (0 if none), with the OLog cut moved back before it. */
+static uint64_t epoch_apply(struct tips_db *db, unsigned W, uint64_t *next_applied, int *rc)
+{
+	pthread_mutex_lock(&db->work_mu);
+	db->work_pending = W;
+	db->work_count = W;
+	db->work_epoch++;
+	pthread_cond_broadcast(&db->work_cv);
+	while (db->work_pending)
+		pthread_cond_wait(&db->done_cv, &db->work_mu);
+	pthread_mutex_unlock(&db->work_mu);
+	uint64_t applied = 0, ts_fail = UINT64_MAX;
+	*rc = 0;
+	for (unsigned i = 0; i < W; i++) {
+		struct worker *w = &db->workers[i];
+		applied += w->done;
+		if (w->rc && w->fail_ts < ts_fail) {
+			ts_fail = w->fail_ts;
+			*rc = w->rc;
+		}
+	}
+	if (*rc)
+		cut_at_stamp(db, ts_fail, next_applied);
+	return applied;
+}
+
+/* One epoch. Returns the records applied; db->epoch_rc says whether one failed. */
 static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
 {
 	double t0 = now_sec();
@@ -308,25 +453,30 @@ static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
 	unsigned W = db->workers_now;
 	uint64_t B = 0;
 	bool had_backlog = backlog(db) > 0;
+	db->epoch_rc = 0;
 	if (W > 0) {
 		uint64_t limit = (uint64_t)W * db->epoch_records_per_worker;
-		B = epoch_collect(db, W, limit < EPOCH_MAX_RECORDS ? limit : EPOCH_MAX_RECORDS,
-				  db->epoch_records_per_worker, next_applied);
-		if (B) {
-			pthread_mutex_lock(&db->work_mu);
-			db->work_pending = W;
-			db->work_count = W;
-			db->work_epoch++;
-			pthread_cond_broadcast(&db->work_cv);
-			while (db->work_pending)
-				pthread_cond_wait(&db->done_cv, &db->work_mu);
-			pthread_mutex_unlock(&db->work_mu);
-			for (unsigned i = 0; i < db->ologs.n; i++)
-				db->ologs.logs[i].applied = next_applied[i];
+		uint64_t n = epoch_collect(db, W, limit < EPOCH_MAX_RECORDS ? limit
+									    : EPOCH_MAX_RECORDS,
+					   db->epoch_records_per_worker, next_applied);
+		if (n)
+			B = epoch_apply(db, W, next_applied, &db->epoch_rc);
+		/* Also when every record taken was applied already (skipped). */
+		for (unsigned i = 0; i < db->ologs.n; i++)
+			atomic_store_explicit(&db->ologs.logs[i].applied, next_applied[i],
+					      memory_order_release);
+		if (n) {
 			atomic_fetch_add(&db->epochs, 1);
 			atomic_fetch_add(&db->replayed, B);
 			atomic_fetch_add(&db->worker_sum, W);
 			cache_applied_more(db->cache);
+		}
+		if (db->epoch_rc) {
+			atomic_fetch_add(&db->replay_stalls, 1);
+			if (db->epoch_rc != TIPS_ELOGFULL)
+				atomic_store(&db->stalled, db->epoch_rc);
+		} else if (n == B && atomic_load(&db->stalled)) {
+			atomic_store(&db->stalled, 0);
 		}
 	}
 	double secs = now_sec() - t0;
@@ -366,22 +516,54 @@ void replay_wake(struct tips_db *db)
 	pthread_mutex_unlock(&db->persist_mu);
 }
 
+/* Waits while replay is stuck on a full heap: until a write arrives (writers wake an
+ * idle persist thread), a request for room, a close, or STALL_RETRY_NS. */
+static void stall_wait(struct tips_db *db)
+{
+	pthread_mutex_lock(&db->persist_mu);
+	atomic_store(&db->persist_idle, 1);
+	struct timespec t;
+	deadline_in(&t, STALL_RETRY_NS);
+	if (!atomic_load(&db->stopping) && atomic_load(&db->space_req) == db->space_done)
+		pthread_cond_timedwait(&db->persist_cv, &db->persist_mu, &t);
+	atomic_store(&db->persist_idle, 0);
+	pthread_mutex_unlock(&db->persist_mu);
+}
+
+/* Tells the writers waiting in admit_make_room() that requests up to @req are served. */
+static void space_served(struct tips_db *db, uint64_t req)
+{
+	pthread_mutex_lock(&db->ologs.lock);
+	db->space_done = req;
+	pthread_cond_broadcast(&db->ologs.room);
+	pthread_mutex_unlock(&db->ologs.lock);
+}
+
 static void *persist_main(void *arg)
 {
 	struct tips_db *db = arg;
 	fw_set_current(db);
-	uint64_t *next_applied = calloc(db->ologs.n, sizeof(uint64_t));
-	TIPS_INVARIANT(next_applied != NULL, "persist thread: out of DRAM");
+	bool stuck = false, after_failure = false;
+	unsigned serving = 0; /* epochs run for the pending request for room */
 	for (;;) {
 		bool stopping = atomic_load(&db->stopping);
 		uint64_t pending = backlog(db);
+		uint64_t req = atomic_load(&db->space_req);
+		bool serve = req != db->space_done;
 		if (stopping) { /* close: apply everything with at least one worker */
 			if (db->workers_now == 0)
 				db->workers_now = 1;
-			if (pending == 0)
+			if (pending == 0 || stuck)
 				break;
 		}
-		if (pending == 0 && !logs_need_reclaim(db)) {
+		if (stuck) {
+			if (serve)
+				space_served(db, req);
+			stall_wait(db);
+			stuck = false; /* try again: a delete may have made room */
+			continue;
+		}
+		if (pending == 0 && !serve && !logs_need_reclaim(db)) {
 			if (db->workers_now > db->cfg.workers_low) {
 				persist_wait(db, IDLE_EPOCH_NS);
 				if (backlog(db) == 0) /* an empty epoch: scale down */
@@ -390,15 +572,24 @@ static void *persist_main(void *arg)
 				persist_wait(db, 0);
 			continue;
 		}
-		if (pending && pending < EPOCH_BATCH_MIN * 64 && !stopping &&
+		if (pending && pending < EPOCH_BATCH_MIN * 64 && !stopping && !serve &&
 		    !logs_need_reclaim(db))
 			persist_wait(db, EPOCH_BATCH_WAIT_NS); /* let a batch build up */
-		epoch_run(db, next_applied);
-		if (logs_need_reclaim(db))
-			reclaim_run(db);
+		uint64_t applied = epoch_run(db, db->next_applied);
+		bool failed = db->epoch_rc != 0;
+		if (failed || serve || logs_need_reclaim(db))
+			reclaim_run(db); /* after a failure: frees, empty ULog and lanes */
+		/* Failed again right after a reclamation, with nothing applied: wait. */
+		stuck = failed && applied == 0 && after_failure;
+		after_failure = failed;
+		if (failed)
+			cache_wake_waiters(db->cache); /* writers may now give up */
+		if (serve && (backlog(db) == 0 || stuck || ++serving >= SERVE_EPOCHS)) {
+			serving = 0;
+			space_served(db, req);
+		}
 	}
 	reclaim_run(db);
-	free(next_applied);
 	return NULL;
 }
 
@@ -407,7 +598,8 @@ int replay_workers_start(struct tips_db *db)
 	unsigned n = db->cfg.workers_up ? db->cfg.workers_up : 1;
 	db->workers = calloc(n, sizeof(struct worker));
 	db->cursors = calloc(db->ologs.n, sizeof(*db->cursors));
-	if (!db->workers || !db->cursors)
+	db->next_applied = calloc(db->ologs.n, sizeof(uint64_t));
+	if (!db->workers || !db->cursors || !db->next_applied)
 		return tips_set_error(TIPS_ENOMEM, "replay: out of DRAM");
 	if (!workers_ensure(db, n))
 		return tips_set_error(TIPS_ENOMEM, "replay: cannot start worker threads");
@@ -423,7 +615,7 @@ int replay_start(struct tips_db *db)
 	return 0;
 }
 
-void replay_stop(struct tips_db *db)
+uint64_t replay_stop(struct tips_db *db)
 {
 	if (db->persist_started) {
 		atomic_store(&db->stopping, 1);
@@ -446,25 +638,41 @@ void replay_stop(struct tips_db *db)
 	}
 	free(db->cursors);
 	db->cursors = NULL;
+	free(db->next_applied);
+	db->next_applied = NULL;
+	return db->ologs.logs ? backlog(db) : 0;
 }
 
 int replay_recovered(struct tips_db *db)
 {
 	/* The opening thread runs epochs with every worker until nothing is pending,
-	 * reclaiming whenever the logs ask for it (so the MLog never overflows). */
-	uint64_t *next_applied = calloc(db->ologs.n, sizeof(uint64_t));
-	if (!next_applied)
-		return tips_set_error(TIPS_ENOMEM, "recovery: out of DRAM");
+	 * reclaiming whenever the logs ask for it (so the MLog never overflows), and
+	 * after a failed epoch (see "Failed epochs"); it gives up when an epoch right
+	 * after a reclamation applies nothing. */
 	unsigned keep = db->workers_now;
+	bool after_failure = false;
+	int rc = 0;
 	db->recovering = true;
 	while (backlog(db) > 0) {
 		db->workers_now = db->cfg.workers_up ? db->cfg.workers_up : 1;
-		epoch_run(db, next_applied);
-		if (logs_need_reclaim(db))
+		uint64_t applied = epoch_run(db, db->next_applied);
+		bool failed = db->epoch_rc != 0;
+		if (failed || logs_need_reclaim(db))
 			reclaim_run(db);
+		if (failed && applied == 0 && after_failure) {
+			rc = db->epoch_rc;
+			break;
+		}
+		after_failure = failed;
 	}
 	db->recovering = false;
 	db->workers_now = keep;
-	free(next_applied);
+	atomic_store(&db->stalled, 0);
+	if (rc)
+		return tips_set_error(TIPS_ENOSPC, "recovery cannot replay the logged writes: an "
+				      "index operation failed with %s, %llu bytes of OLog records "
+				      "wait; they are kept: grow the pool (tips pool grow PATH "
+				      "--size SIZE) and open it again", tips_strerror(rc),
+				      (unsigned long long)backlog(db));
 	return 0;
 }

@@ -143,11 +143,15 @@ int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, voi
 		return 0;
 	}
 	uint64_t need = rec_bytes(size);
-	/* Reclamation starts at half full and epochs are bounded, so this is a sizing bug. */
+	/* Replay checks for ulog_headroom() before each operation and reclaims first when
+	 * it is short, so only an operation logging more than that can get here. */
 	TIPS_INVARIANT(u->used + need <= u->size,
-		       "ULog full within one replay epoch: configure a larger ulog_size");
-	if ((u->set_n + 1) * 2 > u->set_cap)
-		TIPS_INVARIANT(set_grow(u), "ULog: out of DRAM for the logged-range set");
+		       "ULog full within one index operation: it logged more than the headroom "
+		       "replay keeps (a larger ulog_size is needed)");
+	/* The set only spares logging a range twice: without DRAM to grow it, keep using
+	 * it while a slot stays empty (probes end there), then log without it. */
+	bool remember = (u->set_n + 1) * 2 <= u->set_cap || set_grow(u) ||
+			u->set_n + 2 <= u->set_cap;
 	struct ulog_rec *r = (struct ulog_rec *)(u->ring + u->used);
 	r->addr = (uint64_t)addr;
 	r->size = size;
@@ -156,7 +160,8 @@ int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, voi
 	r->check = rec_check(r);
 	pm_persist(r, sizeof(*r) + size);
 	__atomic_store_n(&u->used, u->used + need, __ATOMIC_RELAXED);
-	set_insert(u, (uint64_t)addr, size);
+	if (remember)
+		set_insert(u, (uint64_t)addr, size);
 	pthread_mutex_unlock(&u->lock);
 	atomic_fetch_add_explicit(&u->logged, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&u->bytes, need, memory_order_relaxed);
