@@ -60,7 +60,9 @@ struct tips_pool_options {
 	                          aligned); may be 0 */
 	uint64_t map_addr;     /* create: fixed mapping address, 0 = choose one that is
 	                          free in a region reserved for pools */
-	enum tips_media media; /* AUTO, or SIM to open/create with simulated power failure */
+	enum tips_media media; /* AUTO, or SIM to open/create with simulated power failure
+	                          (PMEM, SHM, FILE are accepted and detected as with AUTO);
+	                          any other value is TIPS_EINVAL */
 	/* Simulated power failure (media SIM only). */
 	uint64_t sim_crash_at;     /* power fails at this persist event (1-based), 0 = never */
 	double sim_evict;          /* share of dirty unflushed lines written back at failure */

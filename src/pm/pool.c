@@ -67,6 +67,17 @@ const char *tips_media_name(enum tips_media media)
 	}
 }
 
+/* Media a caller may request: AUTO (detect) or SIM; PMEM, SHM and FILE as detected. */
+static int media_request_check(enum tips_media media, const char *fn)
+{
+	int value = (int)media;
+	if (value >= (int)TIPS_MEDIA_AUTO && value <= (int)TIPS_MEDIA_SIM)
+		return 0;
+	return tips_set_error(TIPS_EINVAL, "%s: media %d is not a valid value; use "
+			      "TIPS_MEDIA_AUTO (0), PMEM (1), SHM (2), FILE (3) or SIM (4)", fn,
+			      value);
+}
+
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 
 static uint64_t header_checksum(const struct pool_header *h)
@@ -328,8 +339,11 @@ int tips_pool_create(const char *path, const struct tips_pool_options *o,
 	if (!path || !o || !out || o->struct_size < sizeof(*o))
 		return tips_set_error(TIPS_EINVAL, "tips_pool_create: path, options (initialised "
 				      "with tips_pool_options_init) and out are required");
+	int rc = media_request_check(o->media, "tips_pool_create");
+	if (rc)
+		return rc;
 	struct pool_header h;
-	int rc = layout_plan(o, &h);
+	rc = layout_plan(o, &h);
 	if (rc)
 		return rc;
 
@@ -442,10 +456,13 @@ int tips_pool_open(const char *path, const struct tips_pool_options *o, struct t
 	}
 	if (!path || !out || o->struct_size < sizeof(*o))
 		return tips_set_error(TIPS_EINVAL, "tips_pool_open: path and out are required");
+	int rc = media_request_check(o->media, "tips_pool_open");
+	if (rc)
+		return rc;
 	struct pool_header h;
 	int fd;
 	uint64_t file_size;
-	int rc = read_header(path, O_RDWR, &h, &fd, &file_size);
+	rc = read_header(path, O_RDWR, &h, &fd, &file_size);
 	if (rc)
 		return rc;
 	if ((rc = lock_exclusive(fd, path)) != 0 ||

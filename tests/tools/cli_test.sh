@@ -160,7 +160,7 @@ check 3 "create in a missing directory" stderr "directory $FILE_DIR/missing does
 [[ ! -e $FILE_DIR/missing ]] || fail "create made the missing directory"
 
 run "$TIPS" pool create "$FILE_DIR/small" --size 1M
-check 3 "create --size 1M" stderr 'pool size 1048576' stderr '\(pool size too small, too large or not aligned\)'
+check 3 "create --size 1M" stderr 'pool size 1048576' stderr '\(pool size too small, too large or not aligned, or a buffer too small for the value\)'
 run "$TIPS" pool create "$FILE_DIR/odd" --size 9M
 check 3 "create --size 9M (not 2 MiB aligned)" stderr 'must be a multiple of 2 MiB'
 [[ ! -e $FILE_DIR/small && ! -e $FILE_DIR/odd ]] || fail "a failed create left a pool file"
