@@ -686,14 +686,12 @@ static int grow_locked(int fd, const char *path, const struct pool_header *h,
 		return rc;
 	/* Before the commit: entries only the grown heap will use. */
 	heap_grow_prepare((char *)p->map.addr + h->heap_offset, nchunks);
-	/* The commit point: one line, one fence. */
-	struct pool_grow_intent *g = &p->hdr->grow;
-	g->old_size = h->size;
-	g->new_size = new_size;
-	g->heap_nchunks = nchunks;
-	g->checksum = intent_checksum(g);
-	g->magic = POOL_GROW_MAGIC;
-	pm_persist(g, sizeof(*g));
+	/* The commit point: one line, one fence. A crash may leave any subset of its
+	 * words on the media; only all of them together match the checksum. */
+	struct pool_grow_intent intent = { POOL_GROW_MAGIC, h->size, new_size, nchunks, 0 };
+	intent.checksum = intent_checksum(&intent);
+	p->hdr->grow = intent;
+	pm_persist(&p->hdr->grow, sizeof(intent));
 	grow_finish(p, &grown);
 	pool_detach(p);
 	return 0;

@@ -3,92 +3,21 @@
  * written before a grow is still there after it, grows can repeat, and every bad request
  * fails with its own code and leaves the pool as it was (wrong sizes, a pool open here or
  * in another process, a file that is not a pool, no room in the file system). An unclean
- * pool (a simulated power failure left allocation records pending) grows without any
+ * pool (a simulated power failure left logged frees pending) grows without any
  * byte outside the two headers changing, and its next open recovers it as usual.
- *
- * Blocks are 200000-byte extents (one heap chunk each) held by slots in the root area,
- * each filled with a pattern derived from its slot number, so "the data is still
- * there" is checked byte for byte. Scratch pools live in /dev/shm and are removed.
+ * Blocks and their patterns: pool_fill.h. Scratch pools live in /dev/shm and are removed.
  */
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "pm_test_files.h"
 #include "pm/pool_layout.h"
+#include "pool_fill.h"
 
 #include <signal.h>
 #include <sys/resource.h>
 
 #define MIB (1ull << 20)
 #define SHM "/dev/shm"
-#define BLOCK_BYTES 200000u
-#define MAX_SLOTS 4096u
-
-/* Byte @i of the block held by slot @s. */
-static unsigned char pattern_byte(uint64_t s, size_t i)
-{
-	return (unsigned char)(s * 131 + i * 7 + (i >> 9));
-}
-
-/* Allocates blocks into slots from @first on until the heap is full; fills and persists
- * each. Returns the number of the first empty slot. */
-static uint64_t fill_heap(struct tips_pool *pool, uint64_t first)
-{
-	uint64_t *slots = tips_pool_root(pool, NULL);
-	struct tips_heap *heap = tips_pool_heap(pool);
-	uint64_t s = first;
-	for (; s < MAX_SLOTS; s++) {
-		int rc = tips_heap_alloc_to(heap, BLOCK_BYTES, &slots[s]);
-		if (rc == TIPS_ENOMEM)
-			break;
-		CHECK_RC(rc, 0);
-		if (rc)
-			break;
-		unsigned char *b = (unsigned char *)(uintptr_t)slots[s];
-		for (size_t i = 0; i < BLOCK_BYTES; i++)
-			b[i] = pattern_byte(s, i);
-		tips_persist(b, BLOCK_BYTES);
-	}
-	CHECK(s < MAX_SLOTS);
-	return s;
-}
-
-/* Counts the slots in [0, @n) whose block holds its pattern; slots from @n on must be 0. */
-static uint64_t intact_blocks(struct tips_pool *pool, uint64_t n)
-{
-	const uint64_t *slots = tips_pool_root(pool, NULL);
-	uint64_t ok = 0;
-	for (uint64_t s = 0; s < n; s++) {
-		const unsigned char *b = (const unsigned char *)(uintptr_t)slots[s];
-		if (!b || !tips_pool_contains(pool, b, BLOCK_BYTES))
-			continue;
-		size_t i = 0;
-		while (i < BLOCK_BYTES && b[i] == pattern_byte(s, i))
-			i++;
-		ok += i == BLOCK_BYTES;
-	}
-	for (uint64_t s = n; s < MAX_SLOTS; s++)
-		CHECK(slots[s] == 0);
-	return ok;
-}
-
-static void expect_heap_clean(struct tips_pool *pool)
-{
-	struct tips_heap_report rep;
-	CHECK_RC(tips_heap_check(tips_pool_heap(pool), &rep), 0);
-	if (rep.errors)
-		fprintf(stderr, "heap check: %s\n", rep.first_error);
-}
-
-static struct tips_pool *open_pool(const char *path)
-{
-	struct tips_pool *pool = NULL;
-	int rc = tips_pool_open(path, NULL, &pool);
-	if (rc) {
-		fprintf(stderr, "open %s: %s\n", path, tips_errormsg());
-		exit(1);
-	}
-	return pool;
-}
 
 static uint64_t pool_size(const char *path)
 {
@@ -125,7 +54,7 @@ static uint64_t grow_and_fill(const char *path, uint64_t n, uint64_t size)
 	uint64_t m = fill_heap(pool, n);
 	/* Every added byte became chunks; the old heap may also have had room for one more
 	 * chunk after its last (its table rounded up), which the grown heap uses. */
-	uint64_t added_chunks = (size - before) / (256 * 1024);
+	uint64_t added_chunks = (size - before) / POOL_CHUNK_BYTES;
 	CHECK(m - n >= added_chunks && m - n <= added_chunks + 1);
 	if (m - n < added_chunks || m - n > added_chunks + 1)
 		fprintf(stderr, "grow %llu -> %llu: %llu new blocks, %llu chunks added\n",
@@ -326,7 +255,7 @@ static void test_unclean_pool(void)
 	CHECK(intact_blocks(pool, n) == n);
 	expect_heap_clean(pool);
 	uint64_t m = fill_heap(pool, n);
-	uint64_t added = 8 * MIB / (256 * 1024) + freed;
+	uint64_t added = 8 * MIB / POOL_CHUNK_BYTES + freed;
 	CHECK(m - n >= added && m - n <= added + 1);
 	CHECK_RC(tips_pool_close(&pool), 0);
 }
