@@ -1,9 +1,10 @@
 /*
- * tips.c - the `tips` command: create, describe and check pool files.
+ * tips.c - the `tips` command: create, describe, check and grow pool files.
  *
  *   tips pool create PATH --size SIZE [--root-size SIZE] [--log-size SIZE] [--addr ADDR]
  *   tips pool info PATH
  *   tips pool check PATH [--index NAME]
+ *   tips pool grow PATH --size SIZE
  *
  * Exit codes: 0 success (check: consistent); 1 check found an inconsistency or leak;
  * 2 usage error; 3 the operation failed (message on stderr, naming the TIPS_E* cause).
@@ -23,6 +24,7 @@ static const char usage_text[] =
 	"                        [--addr ADDR]\n"
 	"       tips pool info PATH\n"
 	"       tips pool check PATH [--index NAME]\n"
+	"       tips pool grow PATH --size SIZE\n"
 	"\n"
 	"  create  make a new pool file (SIZE: bytes or with K/M/G/T; a multiple of 2 MiB,\n"
 	"          at least 8 MiB). The file must not exist; its directory must.\n"
@@ -33,6 +35,10 @@ static const char usage_text[] =
 	"          With --index NAME (e.g. tips-hash), open it as that TIPS index (running\n"
 	"          TIPS recovery) and also check that the heap's allocated blocks are\n"
 	"          exactly the blocks the index owns (no leak, no double free).\n"
+	"  grow    make a pool that is not open larger: SIZE is the new total size (larger\n"
+	"          than now, a multiple of 2 MiB); the heap gets the new room. Crash-safe:\n"
+	"          an interruption leaves the old or the grown pool. A pool that crashed\n"
+	"          can be grown; its next open recovers it as usual.\n"
 	"\n"
 	"exit codes: 0 ok, 1 check found an inconsistency, 2 usage error, 3 failure\n";
 
@@ -223,6 +229,26 @@ static int cmd_check(int argc, char **argv)
 	return EXIT_OK;
 }
 
+static int cmd_grow(int argc, char **argv)
+{
+	uint64_t size = 0;
+	if (argc != 3 || strcmp(argv[1], "--size") != 0)
+		return usage(stderr, EXIT_USAGE);
+	if (size_arg_parse(argv[2], &size) != 0) {
+		fprintf(stderr, "tips: pool grow: '%s' is not a size\n", argv[2]);
+		return EXIT_USAGE;
+	}
+	struct tips_pool_info before;
+	int rc = tips_pool_stat(argv[0], &before);
+	if (rc == 0)
+		rc = tips_pool_grow(argv[0], size);
+	if (rc)
+		return fail("pool grow", rc);
+	printf("grew %s: %llu -> %llu bytes\n", argv[0], (unsigned long long)before.size,
+	       (unsigned long long)size);
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
@@ -237,6 +263,8 @@ int main(int argc, char **argv)
 		return cmd_info(argc - 3, argv + 3);
 	if (strcmp(argv[2], "check") == 0)
 		return cmd_check(argc - 3, argv + 3);
+	if (strcmp(argv[2], "grow") == 0)
+		return cmd_grow(argc - 3, argv + 3);
 	fprintf(stderr, "tips: unknown command 'pool %s'\n", argv[2]);
 	return usage(stderr, EXIT_USAGE);
 }

@@ -24,7 +24,9 @@ enum tips_error {
 	TIPS_ENODIR = -30002,     /* the directory of the path does not exist */
 	TIPS_EEXIST = -30003,     /* a file already exists at the path */
 	TIPS_ENOSPC = -30004,     /* the file system has no room for the pool */
-	TIPS_ESIZE = -30005,      /* pool size too small, too large or not aligned */
+	TIPS_ESIZE = -30005,      /* a size is wrong: pool size too small, too large or not
+	                             aligned (create, grow), or the caller's buffer is too
+	                             small for the value (lookup: the length is returned) */
 	TIPS_ENOTPOOL = -30006,   /* the file is not a TIPS pool */
 	TIPS_EVERSION = -30007,   /* the pool has a layout version this build cannot read */
 	TIPS_ECORRUPT = -30008,   /* header checksum or on-media structure is wrong */

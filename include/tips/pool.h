@@ -21,6 +21,9 @@
  *
  * Locking. A pool is open in at most one place at a time: an exclusive file lock is
  * held while it is open, and a second open (in any process) fails with TIPS_ELOCKED.
+ *
+ * Size. A pool that is not open can be made larger with tips_pool_grow() (the heap gets
+ * the new room); pools never shrink.
  */
 #ifndef TIPS_POOL_H
 #define TIPS_POOL_H
@@ -60,7 +63,9 @@ struct tips_pool_options {
 	                          aligned); may be 0 */
 	uint64_t map_addr;     /* create: fixed mapping address, 0 = choose one that is
 	                          free in a region reserved for pools */
-	enum tips_media media; /* AUTO, or SIM to open/create with simulated power failure */
+	enum tips_media media; /* AUTO, or SIM to open/create with simulated power failure
+	                          (PMEM, SHM, FILE are accepted and detected as with AUTO);
+	                          any other value is TIPS_EINVAL */
 	/* Simulated power failure (media SIM only). */
 	uint64_t sim_crash_at;     /* power fails at this persist event (1-based), 0 = never */
 	double sim_evict;          /* share of dirty unflushed lines written back at failure */
@@ -103,6 +108,38 @@ TIPS_API int tips_pool_open(const char *path, const struct tips_pool_options *op
  * Sets *@pool to NULL. No other thread may use the pool during or after the call.
  */
 TIPS_API int tips_pool_close(struct tips_pool **pool);
+
+/**
+ * tips_pool_grow() - make a pool that is not open larger, in place.
+ * @path:     the pool file.
+ * @new_size: the new size in bytes: larger than the current size, a multiple of
+ *            TIPS_POOL_ALIGN.
+ *
+ * The file is extended (its blocks reserved with posix_fallocate), and the heap grows
+ * by the new room: its new chunks are free and allocatable after the next open. The
+ * root and log areas, the heap's allocation logs, the clean-shutdown flag and every
+ * byte of data stay as they were, so a pool left unclean by a crash can be grown too:
+ * the next open (or tips_open) recovers it as usual. The mapping address does not
+ * change; the pool then covers [map address, map address + @new_size), so two pools
+ * that a program opens together must not come to overlap (pools created with an
+ * automatic address are 1 GiB-aligned at random in a 32 TiB region).
+ *
+ * Crash safety: a crash or power failure at any point leaves either the old pool or
+ * the grown one, never a mix: the new geometry is first written to a checksummed
+ * intent record (the commit point) and then applied; an open (or the next grow) that
+ * finds the record applies it again. A pool whose heap was made by an older build
+ * can grow only as far as its chunk table has room (TIPS_ESIZE names the limit); pools
+ * made now can grow to 64 times their heap.
+ *
+ * Thread safety: takes the pool's exclusive lock as tips_pool_open() does, so it fails
+ * with TIPS_ELOCKED while the pool is open anywhere (another process or handle).
+ * Return: 0, TIPS_EINVAL, TIPS_ENOENT, TIPS_ENOTPOOL, TIPS_EVERSION, TIPS_ECORRUPT,
+ * TIPS_ETRUNCATED, TIPS_ELOCKED, TIPS_ESIZE (not larger, not aligned, or beyond what
+ * the address space or the heap's chunk table allows), TIPS_ENOSPC (the file system
+ * has no room), TIPS_EADDRINUSE (the grown range is mapped in this process),
+ * TIPS_EPERM, TIPS_EIO.
+ */
+TIPS_API int tips_pool_grow(const char *path, uint64_t new_size);
 
 /** Facts about a pool, as tips_pool_info() and tips_pool_stat() report them. */
 struct tips_pool_info {

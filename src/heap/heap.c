@@ -45,6 +45,7 @@ static const uint32_t class_slot[] = {
 };
 #define NCLASSES ((int)(sizeof(class_slot) / sizeof(class_slot[0])))
 _Static_assert(sizeof(struct heap_record) == HEAP_RECORD_BYTES, "heap_internal.h says 32");
+_Static_assert(sizeof(struct heap_header) <= HEAP_GROW_PLAN_BYTES, "heap_grow_plan reads it all");
 
 /* How many times an allocation that found the heap full retries after making room. */
 #define MAKE_ROOM_ATTEMPTS 4
@@ -1132,10 +1133,11 @@ int heap_format(void *base, size_t size)
 		hh->lane_records = 32;
 	hh->lanes_offset = HEAP_HEADER_SIZE;
 	hh->table_offset = hh->lanes_offset + hh->nlanes * hh->lane_records * sizeof(struct heap_record);
-	/* Chunks start chunk-aligned after a table sized for the chunks that still fit. */
+	/* Chunks start chunk-aligned after a table sized for HEAP_TABLE_GROWTH times the
+	 * chunks that still fit (room to grow the heap later). */
 	uint64_t n = size / HEAP_CHUNK_SIZE;
 	for (;; n--) {
-		uint64_t start = hh->table_offset + n * sizeof(uint64_t);
+		uint64_t start = hh->table_offset + n * HEAP_TABLE_GROWTH * sizeof(uint64_t);
 		start = (start + HEAP_CHUNK_SIZE - 1) / HEAP_CHUNK_SIZE * HEAP_CHUNK_SIZE;
 		if (n == 0 || start + n * HEAP_CHUNK_SIZE <= size) {
 			hh->chunks_offset = start;
@@ -1153,6 +1155,47 @@ int heap_format(void *base, size_t size)
 	pm_flush(b + hh->lanes_offset, hh->chunks_offset - hh->lanes_offset);
 	pm_persist(hh, sizeof(*hh));
 	return 0;
+}
+
+/* Chunks the table of @hh has entries for. */
+static uint64_t table_capacity(const struct heap_header *hh)
+{
+	return (hh->chunks_offset - hh->table_offset) / sizeof(uint64_t);
+}
+
+static bool heap_layout_plausible(const struct heap_header *hh, uint64_t size);
+
+int heap_grow_plan(const void *hdr, uint64_t old_size, uint64_t new_size, uint64_t *nchunks,
+		   uint64_t *max_size)
+{
+	const struct heap_header *hh = hdr;
+	if (hh->magic != HEAP_MAGIC || hh->layout_version != HEAP_LAYOUT_VERSION ||
+	    hh->checksum != heap_header_checksum(hh) || !heap_layout_plausible(hh, old_size) ||
+	    new_size < old_size)
+		return tips_set_error(TIPS_ECORRUPT, "heap header is corrupted");
+	*nchunks = (new_size - hh->chunks_offset) / HEAP_CHUNK_SIZE;
+	*max_size = hh->chunks_offset + table_capacity(hh) * HEAP_CHUNK_SIZE;
+	return 0;
+}
+
+void heap_grow_prepare(void *base, uint64_t nchunks)
+{
+	struct heap_header *hh = base;
+	TIPS_INVARIANT(nchunks >= hh->nchunks && nchunks <= table_capacity(hh),
+		       "a heap grows only within its chunk table (heap_grow_plan)");
+	uint64_t *table = (uint64_t *)((char *)base + hh->table_offset);
+	uint64_t first = hh->nchunks;
+	for (uint64_t i = first; i < nchunks; i++)
+		table[i] = CHUNK_ENTRY(CHUNK_FREE, 0);
+	pm_persist(&table[first], (nchunks - first) * sizeof(uint64_t));
+}
+
+void heap_grow_apply(void *base, uint64_t nchunks)
+{
+	struct heap_header *hh = base;
+	hh->nchunks = nchunks;
+	hh->checksum = heap_header_checksum(hh);
+	pm_persist(hh, offsetof(struct heap_header, generation));
 }
 
 static int addr_compare(const void *a, const void *b)

@@ -23,6 +23,27 @@ int heap_open(void *base, size_t size, void *slots_start, void *slots_end,
 /* Returns 1 if MLog records were left for the owner's recovery (pool not clean). */
 int heap_close(struct tips_heap *heap, int crashed);
 
+/*
+ * Growing the heap area at its end, on a heap that is not open (the pool's grow, see
+ * src/pm/pool.c). The pool commits the grow with an intent record between prepare and
+ * apply, and re-runs apply until the intent is cleared.
+ *
+ * heap_grow_plan() reads the header at @hdr (a copy is fine) of a heap of @old_size
+ * bytes: *@nchunks gets the chunk count for @new_size bytes, *@max_size the largest
+ * heap area its chunk table can describe. 0, or TIPS_ECORRUPT if it is not a valid heap
+ * header. The caller checks new_size against *max_size.
+ * heap_grow_prepare() persists FREE table entries for the chunks [old count, @nchunks):
+ * done before the commit, it touches nothing the current heap uses.
+ * heap_grow_apply() sets the chunk count to @nchunks and the header checksum, persisted.
+ * Idempotent, and it recomputes the checksum, so it also repairs a header whose
+ * previous apply was torn by a crash.
+ */
+#define HEAP_GROW_PLAN_BYTES 128u /* bytes at the heap's base that heap_grow_plan reads */
+int heap_grow_plan(const void *hdr, uint64_t old_size, uint64_t new_size, uint64_t *nchunks,
+		   uint64_t *max_size);
+void heap_grow_prepare(void *base, uint64_t nchunks);
+void heap_grow_apply(void *base, uint64_t nchunks);
+
 /* Persists the contents of every block allocated by tips_heap_alloc_logged() since the
  * last checkpoint, and every record of tips_heap_free_logged() (written unflushed),
  * without committing anything: step 1 of UNO reclamation, after which a crash must

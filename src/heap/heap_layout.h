@@ -3,8 +3,15 @@
  *
  *   base + 0              struct heap_header (4 KiB)
  *   base + lanes_offset   nlanes lane logs, lane_records struct heap_record each
- *   base + table_offset   chunk table: one uint64 per chunk (see CHUNK_* below)
+ *   base + table_offset   chunk table: one uint64 per chunk (see CHUNK_* below), with
+ *                         room for more chunks up to chunks_offset
  *   base + chunks_offset  nchunks chunks of HEAP_CHUNK_SIZE bytes, chunk-aligned
+ *
+ * Growth. The heap area may grow at its end (tips_pool_grow): the new chunks follow the
+ * last one, and their table entries, FREE, fill the table's spare room; only nchunks
+ * and the checksum change, so a grown heap is an ordinary version-1 heap. A new heap's
+ * table has room for HEAP_TABLE_GROWTH times its chunks (1/512 of the heap); heaps made
+ * before that have the room that rounding the table up to a chunk left.
  *
  * A chunk is FREE, the head of an EXTENT (one large block spanning `count` chunks),
  * a CONTinuation of an extent (its distance to the head in the low bits), or a RUN of
@@ -46,6 +53,8 @@
 #else
 #define HEAP_DEFAULT_LANES 64u
 #endif
+/* A new heap's chunk table holds this many times its chunks, so it can grow 64-fold. */
+#define HEAP_TABLE_GROWTH 64u
 #define RUN_BITMAP_BYTES 1024u
 #define BLOCK_HEADER_SIZE 16u
 
@@ -54,7 +63,7 @@ struct heap_header {
 	uint32_t layout_version; /* HEAP_LAYOUT_VERSION */
 	uint32_t nlanes;         /* lane logs */
 	uint64_t lane_records;   /* records per lane log */
-	uint64_t nchunks;
+	uint64_t nchunks;        /* changes only when the heap grows (heap_grow_apply) */
 	uint64_t lanes_offset, table_offset, chunks_offset; /* from the heap base */
 	uint64_t checksum;       /* crc32 of the fields above */
 	/* Mutable, own cache line: the checkpoint generation, starts at 1. */

@@ -9,11 +9,35 @@
  * create of the same name (their creator's lock is gone). Open validates the header (magic, version, checksum,
  * size) before mapping anything, takes an exclusive flock for as long as the pool is
  * open, and maps at the recorded address or fails.
+ *
+ * Grow (tips_pool_grow), crash-safe by redo. The header's geometry (size, heap_size)
+ * is checksummed, and the heap's chunk count is in its own checksummed header; no
+ * single 8-byte store can change them together, so a grow writes its decision down
+ * first and applies it after:
+ *   1. under the pool's flock, validate the header and plan: the new size must be
+ *      larger and aligned, and the heap's chunk table must have entries for the new
+ *      chunks (heap_grow_plan);
+ *   2. extend the file with posix_fallocate and fsync it; the old pool is untouched
+ *      (a file longer than its header's size is a valid pool);
+ *   3. map the grown file and persist FREE table entries for the new chunks
+ *      (heap_grow_prepare): memory no current structure uses;
+ *   4. commit: persist the intent record {old size, new size, heap chunk count,
+ *      checksum} on its own header cache line (struct pool_grow_intent);
+ *   5. redo (grow_finish): heap chunk count and heap checksum, then the pool header's
+ *      size, heap_size and checksum, each persisted; then clear the intent.
+ * A crash before 4 leaves the old pool (with a longer file); after 4, every open and
+ * every grow finds the valid intent and runs 5 again before anything else, and
+ * tips_pool_stat reports the grown geometry. A torn step 5 (some of size, heap_size,
+ * checksum new) is recognised because the intent names both geometries: the stored
+ * checksum must match one of them (header_apply_intent). Grow never touches the clean
+ * flag, the root and log areas or the heap's allocation logs, so an unclean pool is
+ * recovered by its next open exactly as it would have been without the grow.
  */
 #define _GNU_SOURCE
 #include "heap/heap_internal.h"
 #include "pm/map.h"
 #include "pm/pm.h"
+#include "pm/pool_grow.h"
 #include "pm/pool_layout.h"
 #include "pm/sim.h"
 #include "util/errors_internal.h"
@@ -65,6 +89,17 @@ const char *tips_media_name(enum tips_media media)
 	case TIPS_MEDIA_SIM: return "sim";
 	default: return "auto";
 	}
+}
+
+/* Media a caller may request: AUTO (detect) or SIM; PMEM, SHM and FILE as detected. */
+static int media_request_check(enum tips_media media, const char *fn)
+{
+	int value = (int)media;
+	if (value >= (int)TIPS_MEDIA_AUTO && value <= (int)TIPS_MEDIA_SIM)
+		return 0;
+	return tips_set_error(TIPS_EINVAL, "%s: media %d is not a valid value; use "
+			      "TIPS_MEDIA_AUTO (0), PMEM (1), SHM (2), FILE (3) or SIM (4)", fn,
+			      value);
 }
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
@@ -140,8 +175,52 @@ static bool layout_plausible(const struct pool_header *h)
 	       h->map_addr < (1ull << 47) && h->size <= (1ull << 47) - h->map_addr;
 }
 
-/* Checks a header read from a file of @file_size bytes. */
-static int header_validate(const struct pool_header *h, uint64_t file_size, const char *path)
+static uint64_t intent_checksum(const struct pool_grow_intent *g)
+{
+	return crc32(0, (const Bytef *)g, offsetof(struct pool_grow_intent, checksum));
+}
+
+static bool intent_pending(const struct pool_header *h)
+{
+	return h->grow.magic == POOL_GROW_MAGIC && h->grow.checksum == intent_checksum(&h->grow);
+}
+
+/* Gives @h the geometry of a pool of @size bytes (the heap takes the rest). */
+static void header_set_size(struct pool_header *h, uint64_t size)
+{
+	h->size = size;
+	h->heap_size = size - h->heap_offset;
+	h->checksum = header_checksum(h);
+}
+
+/*
+ * Turns a header that has a pending grow intent into the header the finished grow
+ * writes. The header on the media may hold the old geometry, the new one, or a mix of
+ * the two (a finish torn by a crash: size, heap_size and checksum are separate 8-byte
+ * stores), so its checksum must match the old or the new geometry; any other value is
+ * corruption, as without an intent.
+ */
+static int header_apply_intent(struct pool_header *h, const char *path)
+{
+	const struct pool_grow_intent *g = &h->grow;
+	if (g->old_size <= h->heap_offset || g->new_size <= g->old_size)
+		return tips_set_error(TIPS_ECORRUPT, "%s: the pool's grow record describes an "
+				      "impossible change of size", path);
+	uint64_t stored = h->checksum;
+	struct pool_header before = *h;
+	header_set_size(&before, g->old_size);
+	header_set_size(h, g->new_size);
+	if (stored != before.checksum && stored != h->checksum)
+		return tips_set_error(TIPS_ECORRUPT, "%s: pool header checksum mismatch (header "
+				      "corrupted)", path);
+	return 0;
+}
+
+/*
+ * Checks a header read from a file of @file_size bytes. If a grow was committed and not
+ * finished, @h becomes the header of the grown pool (see header_apply_intent).
+ */
+static int header_validate(struct pool_header *h, uint64_t file_size, const char *path)
 {
 	if (file_size < 8 || memcmp(h->magic, POOL_MAGIC, 8) != 0)
 		return tips_set_error(TIPS_ENOTPOOL, "%s is not a TIPS pool (no pool magic)", path);
@@ -151,10 +230,17 @@ static int header_validate(const struct pool_header *h, uint64_t file_size, cons
 	if (h->layout_version != POOL_LAYOUT_VERSION)
 		return tips_set_error(TIPS_EVERSION, "%s has layout version %u; this build reads "
 				      "version %u", path, h->layout_version, POOL_LAYOUT_VERSION);
-	if (h->header_bytes != offsetof(struct pool_header, checksum) ||
-	    h->checksum != header_checksum(h))
+	if (h->header_bytes != offsetof(struct pool_header, checksum))
 		return tips_set_error(TIPS_ECORRUPT, "%s: pool header checksum mismatch (header "
 				      "corrupted)", path);
+	if (intent_pending(h)) {
+		int rc = header_apply_intent(h, path);
+		if (rc)
+			return rc;
+	} else if (h->checksum != header_checksum(h)) {
+		return tips_set_error(TIPS_ECORRUPT, "%s: pool header checksum mismatch (header "
+				      "corrupted)", path);
+	}
 	if (!layout_plausible(h))
 		return tips_set_error(TIPS_ECORRUPT, "%s: pool header describes an impossible "
 				      "layout", path);
@@ -328,8 +414,11 @@ int tips_pool_create(const char *path, const struct tips_pool_options *o,
 	if (!path || !o || !out || o->struct_size < sizeof(*o))
 		return tips_set_error(TIPS_EINVAL, "tips_pool_create: path, options (initialised "
 				      "with tips_pool_options_init) and out are required");
+	int rc = media_request_check(o->media, "tips_pool_create");
+	if (rc)
+		return rc;
 	struct pool_header h;
-	int rc = layout_plan(o, &h);
+	rc = layout_plan(o, &h);
 	if (rc)
 		return rc;
 
@@ -404,6 +493,24 @@ fail_file:
 	return rc;
 }
 
+/*
+ * Redo of a committed grow (idempotent): the heap's chunk count, then the pool header's
+ * geometry as @grown (the header header_validate made), then the intent is cleared.
+ * Each step is persisted before the next, and until the last one the intent stays
+ * valid, so a crash anywhere here leaves a pool that the next open finishes again.
+ */
+static void grow_finish(struct tips_pool *p, const struct pool_header *grown)
+{
+	struct pool_header *hdr = p->hdr;
+	heap_grow_apply((char *)p->map.addr + hdr->heap_offset, hdr->grow.heap_nchunks);
+	hdr->size = grown->size;
+	hdr->heap_size = grown->heap_size;
+	hdr->checksum = grown->checksum;
+	pm_persist(hdr, offsetof(struct pool_header, clean));
+	hdr->grow.magic = 0;
+	pm_persist(&hdr->grow, sizeof(hdr->grow.magic));
+}
+
 /* Opens @path and reads and validates its header. On success *fd_out is open. */
 static int read_header(const char *path, int flags, struct pool_header *h, int *fd_out,
 		       uint64_t *file_size)
@@ -442,10 +549,13 @@ int tips_pool_open(const char *path, const struct tips_pool_options *o, struct t
 	}
 	if (!path || !out || o->struct_size < sizeof(*o))
 		return tips_set_error(TIPS_EINVAL, "tips_pool_open: path and out are required");
+	int rc = media_request_check(o->media, "tips_pool_open");
+	if (rc)
+		return rc;
 	struct pool_header h;
 	int fd;
 	uint64_t file_size;
-	int rc = read_header(path, O_RDWR, &h, &fd, &file_size);
+	rc = read_header(path, O_RDWR, &h, &fd, &file_size);
 	if (rc)
 		return rc;
 	if ((rc = lock_exclusive(fd, path)) != 0 ||
@@ -458,6 +568,8 @@ int tips_pool_open(const char *path, const struct tips_pool_options *o, struct t
 		close(fd);
 		return rc;
 	}
+	if (intent_pending(p->hdr))
+		grow_finish(p, &h);
 	/* The mapping must show the header we validated (no one else holds the lock). */
 	if (memcmp(p->hdr, &h, offsetof(struct pool_header, clean)) != 0) {
 		pool_detach(p);
@@ -469,6 +581,152 @@ int tips_pool_open(const char *path, const struct tips_pool_options *o, struct t
 	}
 	*out = p;
 	return 0;
+}
+
+/* ---- grow ------------------------------------------------------------------------- */
+
+/* Whether a pool with header @h may become @new_size bytes; the heap's side is checked
+ * by grow_plan_heap. */
+static int grow_check_size(const struct pool_header *h, uint64_t new_size, const char *path)
+{
+	if (new_size <= h->size)
+		return tips_set_error(TIPS_ESIZE, "cannot grow %s to %llu bytes: the pool already "
+				      "has %llu bytes (a pool only grows)", path,
+				      (unsigned long long)new_size, (unsigned long long)h->size);
+	if (new_size % TIPS_POOL_ALIGN != 0)
+		return tips_set_error(TIPS_ESIZE, "cannot grow %s to %llu bytes: pool sizes are "
+				      "multiples of 2 MiB", path, (unsigned long long)new_size);
+	if (new_size > (1ull << 47) - h->map_addr)
+		return tips_set_error(TIPS_ESIZE, "cannot grow %s to %llu bytes: at its fixed "
+				      "address 0x%llx it would end beyond the user address space",
+				      path, (unsigned long long)new_size,
+				      (unsigned long long)h->map_addr);
+	return 0;
+}
+
+/* Reads the heap header from the file and asks the heap for the chunk count at
+ * @new_size; TIPS_ESIZE if its chunk table has no room for that many chunks. */
+static int grow_plan_heap(int fd, const struct pool_header *h, uint64_t new_size,
+			  const char *path, uint64_t *nchunks)
+{
+	uint64_t buf[HEAP_GROW_PLAN_BYTES / sizeof(uint64_t)];
+	ssize_t n = pread(fd, buf, sizeof(buf), (off_t)h->heap_offset);
+	if (n != (ssize_t)sizeof(buf))
+		return tips_set_error(TIPS_EIO, "read of the heap header of %s failed", path);
+	uint64_t max_heap;
+	int rc = heap_grow_plan(buf, h->heap_size, new_size - h->heap_offset, nchunks, &max_heap);
+	if (rc)
+		return tips_set_error(rc, "%s: %s", path, tips_errormsg());
+	if (new_size - h->heap_offset > max_heap) {
+		uint64_t max_pool = (h->heap_offset + max_heap) / TIPS_POOL_ALIGN * TIPS_POOL_ALIGN;
+		return tips_set_error(TIPS_ESIZE, "cannot grow %s to %llu bytes: its heap's chunk "
+				      "table has room for a pool of at most %llu bytes", path,
+				      (unsigned long long)new_size, (unsigned long long)max_pool);
+	}
+	return 0;
+}
+
+/* Makes the file @new_size bytes long with its blocks reserved, durably. */
+static int grow_file(int fd, uint64_t new_size, const char *path)
+{
+	int err = posix_fallocate(fd, 0, (off_t)new_size);
+	if (err)
+		return tips_set_error(tips_errno_code(err), "cannot extend %s to %llu bytes: %s",
+				      path, (unsigned long long)new_size, strerror(err));
+	if (fsync(fd) != 0)
+		return tips_set_error(TIPS_EIO, "fsync of %s: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Maps the pool as @h describes it through a duplicate of @fd (the caller's descriptor
+ * keeps the lock when the mapping's is closed). */
+static int grow_attach(int fd, const char *path, const struct pool_header *h,
+		       const struct tips_pool_options *o, struct tips_pool **out)
+{
+	int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0)
+		return tips_set_error(TIPS_EIO, "dup of the descriptor of %s: %s", path,
+				      strerror(errno));
+	int rc = pool_attach(dup_fd, path, h, o, out);
+	if (rc)
+		close(dup_fd);
+	return rc;
+}
+
+/* Finishes a grow that a crash interrupted after its commit; @h is the grown header. */
+static int grow_finish_pending(int fd, const char *path, const struct pool_header *h,
+			       const struct tips_pool_options *o)
+{
+	struct tips_pool *p;
+	int rc = grow_attach(fd, path, h, o, &p);
+	if (rc)
+		return rc;
+	if (intent_pending(p->hdr))
+		grow_finish(p, h);
+	pool_detach(p);
+	return 0;
+}
+
+/* The grow proper, on a locked pool whose header @h is valid and has no pending grow. */
+static int grow_locked(int fd, const char *path, const struct pool_header *h,
+		       uint64_t new_size, const struct tips_pool_options *o)
+{
+	uint64_t nchunks;
+	int rc = grow_check_size(h, new_size, path);
+	if (rc == 0)
+		rc = grow_plan_heap(fd, h, new_size, path, &nchunks);
+	if (rc == 0)
+		rc = grow_file(fd, new_size, path);
+	if (rc)
+		return rc;
+	struct pool_header grown = *h;
+	header_set_size(&grown, new_size);
+	struct tips_pool *p;
+	if ((rc = grow_attach(fd, path, &grown, o, &p)) != 0)
+		return rc;
+	/* Before the commit: entries only the grown heap will use. */
+	heap_grow_prepare((char *)p->map.addr + h->heap_offset, nchunks);
+	/* The commit point: one line, one fence. A crash may leave any subset of its
+	 * words on the media; only all of them together match the checksum. */
+	struct pool_grow_intent intent = { POOL_GROW_MAGIC, h->size, new_size, nchunks, 0 };
+	intent.checksum = intent_checksum(&intent);
+	p->hdr->grow = intent;
+	pm_persist(&p->hdr->grow, sizeof(intent));
+	grow_finish(p, &grown);
+	pool_detach(p);
+	return 0;
+}
+
+int pool_grow_with(const char *path, uint64_t new_size, const struct tips_pool_options *o)
+{
+	struct tips_pool_options defaults;
+	if (!o) {
+		tips_pool_options_init(&defaults);
+		o = &defaults;
+	}
+	if (!path || o->struct_size < sizeof(*o))
+		return tips_set_error(TIPS_EINVAL, "tips_pool_grow: a path is required");
+	int rc = media_request_check(o->media, "tips_pool_grow");
+	if (rc)
+		return rc;
+	struct pool_header h;
+	int fd;
+	uint64_t file_size;
+	if ((rc = read_header(path, O_RDWR, &h, &fd, &file_size)) != 0)
+		return rc;
+	bool pending = intent_pending(&h);
+	if ((rc = lock_exclusive(fd, path)) == 0 &&
+	    (rc = header_validate(&h, file_size, path)) == 0 && pending)
+		rc = grow_finish_pending(fd, path, &h, o);
+	if (rc == 0)
+		rc = grow_locked(fd, path, &h, new_size, o);
+	close(fd); /* releases the lock */
+	return rc;
+}
+
+int tips_pool_grow(const char *path, uint64_t new_size)
+{
+	return pool_grow_with(path, new_size, NULL);
 }
 
 int tips_pool_close(struct tips_pool **pool)

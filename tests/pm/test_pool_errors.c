@@ -203,6 +203,34 @@ static void test_create_bad_size(void)
 	CHECK(!file_exists(path));
 }
 
+/* A media value outside enum tips_media is refused by create and open, and the message
+ * names the valid values; nothing is left behind. */
+static void test_bad_media(void)
+{
+	char path[PATH_MAX];
+	scratch_path(path, sizeof(path), SHM, "badmedia");
+	static const int bad[] = { 5, 99, -1 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct tips_pool_options o = opts_of_size(16 * MIB);
+		o.media = (enum tips_media)bad[i];
+		struct tips_pool *pool = SENTINEL;
+		CHECK_RC(tips_pool_create(path, &o, &pool), TIPS_EINVAL);
+		CHECK(pool == SENTINEL);
+		CHECK_MSG_HAS("TIPS_MEDIA_AUTO");
+		CHECK_MSG_HAS("SIM");
+		CHECK(!file_exists(path));
+		CHECK(creating_leftovers(path) == 0);
+	}
+	struct tips_pool_options o = opts_of_size(16 * MIB);
+	struct tips_pool *pool = test_pool_create_at(path, 16 * MIB, TIPS_MEDIA_AUTO);
+	REQUIRE(tips_pool_close(&pool) == 0);
+	o.media = (enum tips_media)7;
+	pool = SENTINEL;
+	CHECK_RC(tips_pool_open(path, &o, &pool), TIPS_EINVAL);
+	CHECK(pool == SENTINEL);
+	CHECK_MSG_HAS("TIPS_MEDIA_AUTO");
+}
+
 /* ---- open: files that are not (good) pools ---------------------------------------- */
 
 /* Open and stat of @path must fail with @want, naming the path, changing nothing. */
@@ -603,6 +631,9 @@ static void test_strerror(void)
 			}
 		}
 	}
+	/* TIPS_ESIZE is also a lookup buffer that is too small: the name must say so. */
+	CHECK(strstr(tips_strerror(TIPS_ESIZE), "buffer") != NULL);
+	CHECK(strstr(tips_strerror(TIPS_ESIZE), "pool size") != NULL);
 	/* A plain -errno is named by the system. */
 	CHECK(strcmp(tips_strerror(-ENOENT), strerror(ENOENT)) == 0);
 }
@@ -726,6 +757,7 @@ int main(void)
 	test_create_exists();
 	test_create_nospace();
 	test_create_bad_size();
+	test_bad_media();
 	test_create_removes_abandoned_temps();
 	test_create_wrapping_areas();
 	test_open_not_a_pool();

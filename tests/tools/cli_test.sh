@@ -3,7 +3,8 @@
 # runs them: exit codes (0 ok, 1 inconsistent, 2 usage, 3 failure) and messages of
 # `tips --help`, usage errors, `tips pool create|info|check` on /dev/shm (media shm) and
 # on a /tmp file (media file), the documented failures (existing file, missing directory,
-# bad size, not a pool), `check` on a fresh pool and on pools whose heap chunk table was
+# bad size, not a pool), `grow` (usage, refusals, a locked pool, data kept, the heap
+# reaching the new end), `check` on a fresh pool and on pools whose heap chunk table was
 # corrupted on purpose, and a demo list written by one process and verified by another.
 #
 # usage: cli_test.sh TIPS_EXE TIPS_DEMO_EXE SOURCE_DIR
@@ -160,7 +161,7 @@ check 3 "create in a missing directory" stderr "directory $FILE_DIR/missing does
 [[ ! -e $FILE_DIR/missing ]] || fail "create made the missing directory"
 
 run "$TIPS" pool create "$FILE_DIR/small" --size 1M
-check 3 "create --size 1M" stderr 'pool size 1048576' stderr '\(pool size too small, too large or not aligned\)'
+check 3 "create --size 1M" stderr 'pool size 1048576' stderr '\(pool size too small, too large or not aligned, or a buffer too small for the value\)'
 run "$TIPS" pool create "$FILE_DIR/odd" --size 9M
 check 3 "create --size 9M (not 2 MiB aligned)" stderr 'must be a multiple of 2 MiB'
 [[ ! -e $FILE_DIR/small && ! -e $FILE_DIR/odd ]] || fail "a failed create left a pool file"
@@ -281,6 +282,62 @@ run "$DEMO" verify "$SHM_DIR/no-such-pool" 1
 check 3 "tips-demo verify on a missing pool" stderr 'no pool file'
 run "$DEMO" verify "$DEMO_POOL"
 check 2 "tips-demo with a missing argument" stderr '^usage: tips-demo'
+
+# ---- grow ----------------------------------------------------------------------------
+# The demo pool (600 records) grows from 32 MiB; its records stay, the heap gets the room.
+run "$TIPS" pool grow "$DEMO_POOL"
+check 2 "grow without --size" stderr '^usage: tips pool'
+run "$TIPS" pool grow "$DEMO_POOL" --size
+check 2 "grow with --size missing its value" stderr '^usage: tips pool'
+run "$TIPS" pool grow "$DEMO_POOL" --size lots
+check 2 "grow with a size that is not one" stderr "'lots' is not a size"
+run "$TIPS" pool grow "$DEMO_POOL" --size 16M
+check 3 "grow to a smaller size" stderr 'already has 33554432 bytes' stderr '\(pool size too small'
+run "$TIPS" pool grow "$DEMO_POOL" --size 33M
+check 3 "grow to a size that is not 2 MiB aligned" stderr 'multiples of 2 MiB'
+run "$TIPS" pool grow "$FILE_DIR/nothing-here" --size 64M
+check 3 "grow a missing file" stderr "no pool file at $FILE_DIR/nothing-here"
+run "$TIPS" pool grow "$FILE_DIR/not-a-pool" --size 64M
+check 3 "grow a non-pool file" stderr 'not a TIPS pool'
+run "$TIPS" pool info "$DEMO_POOL"
+check 0 "info before grow" stdout '^size: +33554432 bytes$'
+run "$TIPS" pool grow "$DEMO_POOL" --size 64M
+check 0 "grow the demo pool to 64M" stdout "^grew $DEMO_POOL: 33554432 -> 67108864 bytes$"
+run "$TIPS" pool info "$DEMO_POOL"
+check 0 "info after grow" stdout '^size: +67108864 bytes$' \
+	stdout "^heap: +[0-9]+ bytes at offset [0-9]+$"
+HEAP_LINE=$(grep '^heap:' "$OUT")
+HEAP_BYTES=$(echo "$HEAP_LINE" | awk '{print $2}')
+HEAP_OFF=$(echo "$HEAP_LINE" | awk '{print $6}')
+if [[ $((HEAP_BYTES + HEAP_OFF)) -eq 67108864 ]]; then
+	pass "the grown heap reaches the end of the pool"
+else
+	fail "grown heap: $HEAP_BYTES bytes at $HEAP_OFF do not end at 64 MiB"
+fi
+run "$DEMO" verify "$DEMO_POOL" 600
+check 0 "tips-demo verify 600 after grow" stdout '^verified 600 records'
+run "$TIPS" pool check "$DEMO_POOL"
+check 0 "check after grow" stdout '^blocks: +600 allocated' stdout '^chunks: +[0-9]+ ' \
+	stdout '^result:          consistent$'
+CHUNKS=$(awk '/^chunks:/ {print $2}' "$OUT")
+if [[ $CHUNKS -ge 200 ]]; then
+	pass "the grown heap has $CHUNKS chunks (>= 200 of 256 KiB)"
+else
+	fail "the grown heap has $CHUNKS chunks, expected at least 200"
+fi
+# A file pool grows too; a pool locked by another process (flock, as an open pool is) does not.
+run "$TIPS" pool grow "$FILE_POOL" --size 10M
+check 0 "grow the /tmp file pool (media file)" stdout '8388608 -> 10485760 bytes'
+run "$TIPS" pool check "$FILE_POOL"
+check 0 "check the grown file pool" stdout '^result:          consistent$'
+exec 9>>"$DEMO_POOL"
+flock -x 9
+run "$TIPS" pool grow "$DEMO_POOL" --size 128M
+check 3 "grow a pool locked by another process" stderr 'already open' stderr '\(pool is already open elsewhere\)'
+flock -u 9
+exec 9>&-
+run "$TIPS" pool grow "$DEMO_POOL" --size 128M
+check 0 "grow once the lock is gone" stdout '67108864 -> 134217728 bytes'
 
 if [[ $failures -ne 0 ]]; then
 	echo "cli_test: $failures failure(s)" >&2
