@@ -16,12 +16,15 @@
  * Two of three operations run under injection: the operation is tried with the
  * countdown at k = 0, 1, 2, ... (every allocation site it reaches fails once in turn),
  * and after a TIPS_ENOMEM either the next k or, half the time, no injection at all; so
- * the last attempt always succeeds. After every TIPS_ENOMEM the test checks that the
- * injector did fail an allocation (no ENOMEM out of nothing), that the key's lookup
- * still matches the model, and that walk reports exactly the same set of blocks as
- * before the attempt (no node half-linked or freed while still reachable, none added);
- * every 256 operations and at the end of each phase all keys are looked up and a full
- * scan is compared with the model. The attempt that succeeds must return what the
+ * the last attempt always succeeds. Then, on a fresh index, every key is inserted,
+ * updated and removed with k = 0, 1, 2, ... until the operation succeeds, so that
+ * every allocation of every operation, each growth included (every clht resize, art
+ * node growth, bptree split), fails once. After every TIPS_ENOMEM the test checks that
+ * the injector did refuse an allocation (no ENOMEM out of nothing), that the key's
+ * lookup still matches the model, and that walk reports exactly the same set of blocks
+ * as before the operation (no node half-linked or freed while still reachable, none
+ * added); every 256 operations and at the end of each phase all keys are looked up and
+ * a full scan is compared with the model. The attempt that succeeds must return what the
  * model says (0, TIPS_EKEYEXISTS or TIPS_ENOTFOUND). Blocks leaked by a failed
  * operation are caught by LeakSanitizer in an ASan build: the test frees exactly the
  * blocks walk reports, and close waits for the deferred frees.
@@ -273,26 +276,34 @@ static void model_apply(struct model *m, enum op_kind op, struct entry *e,
 	e->vlen = vlen;
 }
 
+enum injection {
+	INJECT_NONE,       /* no failure */
+	INJECT_RANDOM,     /* k = 0, 1, ...; after a failure, half the time no injection */
+	INJECT_EXHAUSTIVE, /* k = 0, 1, ... until the operation succeeds */
+};
+
 /*
- * One operation, with injection if @inject: attempts with the countdown at k = 0, 1,
- * ... until one does not return TIPS_ENOMEM; after each failure, half the time the
- * next attempt runs without injection (the framework's retry after reclamation).
+ * One operation, with injection as @inject says: attempts with the countdown at k = 0,
+ * 1, ... until one does not return TIPS_ENOMEM; INJECT_RANDOM runs the next attempt
+ * without injection half the time (the framework's retry after reclamation), so
+ * INJECT_EXHAUSTIVE is the one that makes each allocation of the operation fail in turn.
  */
 static void op_checked(struct idx *x, struct model *m, enum op_kind op, struct entry *e,
-		       int inject, struct stats *st, uint64_t *seed)
+		       enum injection inject, struct stats *st, uint64_t *seed)
 {
 	unsigned char v[MAXV];
 	uint32_t vlen = op == OP_REMOVE ? 0 : value_make(v, seed);
 	int want = op_expected(op, e);
-	long k = inject ? 0 : -1;
+	long k = inject != INJECT_NONE ? 0 : -1;
 	int rc;
+	/* The blocks before the first attempt: every failed attempt must leave them so. */
+	struct block_set before = { 0, 0, 0 };
+	if (k >= 0)
+		before = blocks_of(x);
 	st->ops++;
 	for (;;) {
-		struct block_set before = { 0, 0, 0 };
-		if (k >= 0) {
-			before = blocks_of(x);
+		if (k >= 0)
 			idx_alloc_fail_after(k);
-		}
 		rc = op_run(x, op, e, v, vlen);
 		bool refused = idx_alloc_has_failed();
 		idx_alloc_never_fail();
@@ -323,7 +334,7 @@ static void op_checked(struct idx *x, struct model *m, enum op_kind op, struct e
 			CHECK(!"the operation keeps failing with TIPS_ENOMEM");
 			return;
 		}
-		k = rnd(seed) % 2 ? k + 1 : -1;
+		k = inject == INJECT_EXHAUSTIVE || rnd(seed) % 2 ? k + 1 : -1;
 	}
 	CHECK(rc == want);
 	if (rc != want) {
@@ -365,6 +376,52 @@ static void test_create(const struct tips_index_ops *ops)
 
 /* ---- the run ---------------------------------------------------------------------------- */
 
+/* A fresh index (expected_keys 16) into which every model key goes, in random order,
+ * then gets a new value, then goes out again, each operation with INJECT_EXHAUSTIVE:
+ * every allocation of every insert fails once, so every growth of the index (every
+ * clht resize, every art node growth, every bptree split) fails once before it works. */
+static void test_exhaustive(const struct tips_index_ops *ops, struct model *m, uint64_t *seed,
+			    struct stats *st)
+{
+	struct idx x = { ops, NULL, NULL };
+	struct tips_index_config cfg = { .expected_keys = 16 };
+	REQUIRE(ops->create(&cfg, &x.root) == 0);
+	REQUIRE(ops->open(x.root, &x.h) == 0);
+	size_t *order = malloc(m->n * sizeof(*order));
+	REQUIRE(order != NULL);
+	for (size_t i = 0; i < m->n; i++)
+		order[i] = i;
+	static const enum op_kind rounds[] = { OP_INSERT, OP_UPDATE, OP_REMOVE };
+	for (size_t r = 0; r < sizeof(rounds) / sizeof(rounds[0]); r++) {
+		for (size_t i = m->n; i > 1; i--) { /* Fisher-Yates */
+			size_t j = rnd(seed) % i, t = order[i - 1];
+			order[i - 1] = order[j];
+			order[j] = t;
+		}
+		for (size_t i = 0; i < m->n; i++) {
+			op_checked(&x, m, rounds[r], &m->e[order[i]], INJECT_EXHAUSTIVE, st, seed);
+			if ((i + 1) % (4 * CHECK_EVERY) == 0) {
+				check_all(&x, m, "exhaustive");
+				st->full_checks++;
+			}
+		}
+		check_all(&x, m, op_names[rounds[r]]);
+		st->full_checks++;
+	}
+	CHECK(m->present == 0);
+	free(order);
+	idx_destroy(&x);
+}
+
+static void stats_print(const struct tips_index_ops *ops, const char *what,
+			const struct stats *st)
+{
+	printf("  %s, %s: %zu ops, %zu attempts; TIPS_ENOMEM: %zu insert, %zu update, %zu "
+	       "remove; %zu succeeded past a refused allocation; %zu full checks\n",
+	       ops->name, what, st->ops, st->attempts, st->enomem[OP_INSERT],
+	       st->enomem[OP_UPDATE], st->enomem[OP_REMOVE], st->absorbed, st->full_checks);
+}
+
 struct phase {
 	const char *name;
 	size_t ops;
@@ -383,9 +440,9 @@ static void test_index(const struct tips_index_ops *ops, uint64_t seed)
 	model_init(&m, &seed);
 
 	static const struct phase phases[] = {
-		{ "fill", 6000, 7, 2 },
-		{ "mixed", 6000, 4, 3 },
-		{ "drain", 6000, 2, 2 },
+		{ "fill", 5000, 7, 2 },
+		{ "mixed", 5000, 4, 3 },
+		{ "drain", 5000, 2, 2 },
 	};
 	struct stats st = { 0 };
 	for (size_t p = 0; p < sizeof(phases) / sizeof(phases[0]); p++) {
@@ -396,7 +453,8 @@ static void test_index(const struct tips_index_ops *ops, uint64_t seed)
 					  : r < ph->insert + ph->update ? OP_UPDATE
 									: OP_REMOVE;
 			struct entry *e = &m.e[rnd(&seed) % m.n];
-			op_checked(&x, &m, op, e, rnd(&seed) % 3 != 0, &st, &seed);
+			op_checked(&x, &m, op, e, rnd(&seed) % 3 ? INJECT_RANDOM : INJECT_NONE,
+				   &st, &seed);
 			if (i % CHECK_EVERY == 0) {
 				check_all(&x, &m, ph->name);
 				st.full_checks++;
@@ -408,13 +466,18 @@ static void test_index(const struct tips_index_ops *ops, uint64_t seed)
 			printf("  %s: %zu of %zu keys present after the fill\n", ops->name,
 			       m.present, m.n);
 	}
-	printf("  %s: %zu ops, %zu attempts; TIPS_ENOMEM: %zu insert, %zu update, %zu "
-	       "remove; %zu succeeded past a failed allocation; %zu full checks\n",
-	       ops->name, st.ops, st.attempts, st.enomem[OP_INSERT], st.enomem[OP_UPDATE],
-	       st.enomem[OP_REMOVE], st.absorbed, st.full_checks);
+	stats_print(ops, "random", &st);
 	/* Injection that never made an insert fail would test nothing. */
 	CHECK(st.enomem[OP_INSERT] > 0);
 	idx_destroy(&x);
+
+	for (size_t i = 0; i < m.n; i++) /* the exhaustive round starts empty */
+		m.e[i].present = 0;
+	m.present = 0;
+	struct stats ex = { 0 };
+	test_exhaustive(ops, &m, &seed, &ex);
+	stats_print(ops, "exhaustive", &ex);
+	CHECK(ex.enomem[OP_INSERT] > 0);
 	free(m.e);
 }
 
