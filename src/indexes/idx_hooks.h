@@ -4,8 +4,10 @@
  * DESIGN.md, "One source, two builds": an index is one .c file compiled twice
  * (root CMakeLists.txt, TIPS_INDEXES):
  *
- *   -DIDX_PREFIX=dram_NAME               dram-NAME: malloc, free, no logging; the
- *                                        volatile original and our speed limit
+ *   -DIDX_PREFIX=dram_NAME               dram-NAME: malloc (through idx_dram_alloc(),
+ *                                        idx_alloc.h, so tests can make it fail),
+ *                                        free, no logging; the volatile original and
+ *                                        our speed limit
  *   -DIDX_PREFIX=tips_NAME -DIDX_TIPS=1  tips-NAME: the TIPS plug-in (ATC'21, Figure 3
  *                                        and §3.2.6): tips_alloc, deferred tips_free,
  *                                        and an undo-log record before each store
@@ -13,7 +15,13 @@
  * The hooks:
  *   IDX_ALLOC(size)      a new block, NOT zeroed; NULL when memory is exhausted. In the
  *                        tips build the block is fresh: stores into it need no IDX_LOG
- *                        during the operation that allocated it.
+ *                        during the operation that allocated it. Any call may return
+ *                        NULL: an insert, update or remove that cannot get a block it
+ *                        needs returns TIPS_ENOMEM with the index exactly as before
+ *                        (nothing stored to existing memory, or every store undone;
+ *                        its own blocks passed to IDX_FREE), so that the framework may
+ *                        retry it once memory is reclaimed; growth that merely helps
+ *                        (a resize, a smaller node) is skipped and tried again later.
  *   IDX_FREE(p)          release a block, deferred in both builds until every read
  *                        section open at the call has ended: dram, grace_free() (freed
  *                        by a reclaimer thread); tips, tips_free() (freed by the
@@ -44,6 +52,7 @@
 
 #include <stdlib.h>
 
+#include "indexes/idx_alloc.h"
 #include "util/grace.h"
 
 #ifndef IDX_PREFIX
@@ -66,7 +75,7 @@
 #define IDX_FREE_BARRIER() ((void)0)
 #else
 #define IDX_VARIANT "dram-"
-#define IDX_ALLOC(size) malloc(size)
+#define IDX_ALLOC(size) idx_dram_alloc(size)
 #define IDX_FREE(p) grace_free(p)
 #define IDX_LOG(addr, size) ((void)(addr), (void)(size))
 #define IDX_FREE_BARRIER() grace_free_barrier()
