@@ -101,6 +101,8 @@ int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
 {
 	struct tips_listdb_report r = { 0 };
 	int rc;
+	if (!db)
+		return tips_set_error(TIPS_EINVAL, "tips_listdb_check: NULL database");
 	pthread_mutex_lock(&db->compaction_lock); /* no compaction or gc meanwhile */
 	rc = check_all(db, &r);
 	pthread_mutex_unlock(&db->compaction_lock);

@@ -137,10 +137,22 @@ static int stall_error(struct tips_listdb *db)
 			      LD_RETRY_MS);
 }
 
+#define LD_ANY_FAILURE UINT64_MAX
+
+/* Whether a writer stalled behind the background stops waiting: @since LD_ANY_FAILURE:
+ * when the background's last attempt failed (writers); else when an attempt failed
+ * after @since failures (tips_listdb_flush(), which waits for a retry). */
+static bool stall_gives_up(struct tips_listdb *db, uint64_t since)
+{
+	if (since == LD_ANY_FAILURE)
+		return atomic_load(&db->bg_error) != 0;
+	return atomic_load(&db->bg_failures) != since && atomic_load(&db->bg_error) != 0;
+}
+
 /* Seals @mt (if it is still the mutable one) and installs a new MemTable; waits while
  * too many tables await flush or merge (the write stall), or returns the background's
- * error if it fails meanwhile. On failure nothing changed. */
-static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt)
+ * error (stall_gives_up(@since)). On failure nothing changed. */
+static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint64_t since)
 {
 	pthread_mutex_lock(&db->view_lock);
 	uint64_t t0 = 0;
@@ -148,7 +160,7 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt)
 	while (atomic_load(&db->mutable_mt) == mt && !db->stop &&
 	       (db->nimm >= db->cfg.max_immutable ||
 		(db->cfg.compaction && db->nl0 >= db->cfg.max_l0))) {
-		if (atomic_load(&db->bg_error)) {
+		if (stall_gives_up(db, since)) {
 			rc = stall_error(db);
 			break;
 		}
@@ -224,7 +236,7 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 		grace_read_exit();
 		if (ok)
 			break;
-		if ((rc = switch_memtable(db, mt))) { /* compares the pointer only */
+		if ((rc = switch_memtable(db, mt, LD_ANY_FAILURE))) { /* compares the pointer only */
 			free(node);
 			return rc;
 		}
@@ -721,10 +733,9 @@ static bool bg_has_work(struct tips_listdb *db)
  * them; a success clears it. The caller holds bg_lock. */
 static void bg_outcome(struct tips_listdb *db, int rc)
 {
-	int was = atomic_exchange(&db->bg_error, rc);
-	if (rc)
-		db->bg_failures++;
-	if (rc && !was) {
+	atomic_store(&db->bg_error, rc);
+	if (rc) {
+		atomic_fetch_add(&db->bg_failures, 1);
 		pthread_mutex_lock(&db->view_lock);
 		pthread_cond_broadcast(&db->stall_cond);
 		pthread_mutex_unlock(&db->view_lock);
@@ -821,18 +832,19 @@ int tips_listdb_flush(struct tips_listdb *db, int merge)
 		return tips_set_error(TIPS_EINVAL, "NULL database");
 	if (merge && !db->cfg.compaction)
 		return tips_set_error(TIPS_EINVAL, "merge asked of a database without compaction");
+	/* Only an attempt made from now on counts: an earlier failure is retried. */
+	uint64_t failures = atomic_load(&db->bg_failures);
 	struct ld_memtable *mt = atomic_load(&db->mutable_mt);
 	if ((atomic_load(&mt->issued) & ~LD_MT_SEALED) > 0) {
-		int rc = switch_memtable(db, mt);
+		int rc = switch_memtable(db, mt, failures);
 		if (rc)
 			return rc;
 	}
 	int rc = 0;
 	pthread_mutex_lock(&db->bg_lock);
-	uint64_t failures = db->bg_failures; /* only an attempt made from now on counts */
 	while (atomic_load(&db->nimm) > 0 || db->flushing ||
 	       (merge && (atomic_load(&db->nl0) > 0 || db->compaction_busy))) {
-		if (db->bg_failures != failures) {
+		if (stall_gives_up(db, failures)) {
 			rc = atomic_load(&db->bg_error);
 			break;
 		}
@@ -1180,6 +1192,8 @@ int tips_listdb_close(struct tips_listdb **pdb)
 void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *o)
 {
 	memset(o, 0, sizeof(*o));
+	if (!db)
+		return;
 	pthread_mutex_lock(&db->tls_lock);
 	for (struct ld_tls *t = db->tls_all; t; t = t->next_all) {
 		o->puts += atomic_load_explicit(&t->n.puts, memory_order_relaxed);

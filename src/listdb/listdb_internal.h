@@ -227,7 +227,7 @@ struct tips_listdb {
 	pthread_t bg[8];
 	_Atomic int bg_error;    /* 0, or the code of the last failed flush or compaction
 	                            (retried every LD_RETRY_MS; cleared by a success) */
-	uint64_t bg_failures;    /* under bg_lock: failed flushes and compactions so far */
+	_Atomic uint64_t bg_failures; /* failed flushes and compactions so far */
 	_Atomic unsigned dram_faults; /* tests: ld_dram_site bits whose allocations fail */
 	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
 	/* compaction work shared by the threads */

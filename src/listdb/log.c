@@ -38,6 +38,8 @@
 
 int tips_listdb_pool_path(const char *path, unsigned domain, char *buf, size_t cap)
 {
+	if (!path || (!buf && cap))
+		return tips_set_error(TIPS_EINVAL, "tips_listdb_pool_path: NULL path or buffer");
 	if (domain == 0)
 		return snprintf(buf, cap, "%s", path);
 	return snprintf(buf, cap, "%s.d%u", path, domain);
