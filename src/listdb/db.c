@@ -549,22 +549,20 @@ static struct ld_entry **collect(struct tips_listdb *db, struct ld_memtable *mt,
 	return arr;
 }
 
-/* WAL mode: copy each entry out of the log into a new element, persisted, and point
- * @arr at the copies. When the pool has no room for a copy: the copies made are marked
- * obsolete (garbage, reclaimed with their chunk once the table is merged), @arr and the
- * log entries are left as they were, so the flush can be tried again. */
-static int copy_out(struct tips_listdb *db, struct ld_entry **arr, size_t n, uint64_t seq)
+/* WAL mode: copy each entry of @arr out of the log into a new element, persisted, into
+ * @copies. When the pool has no room for a copy, the copies made are marked obsolete
+ * (garbage, reclaimed with their chunk once the table is merged) and the flush can be
+ * tried again; the log entries are untouched either way. */
+static int copy_out(struct tips_listdb *db, struct ld_entry **arr, struct ld_entry **copies,
+		    size_t n, uint64_t seq)
 {
 	struct ld_tls *t = ld_tls_get(db);
 	if (!t)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
-	struct ld_entry **copies = ld_dram_calloc(db, LD_DRAM_FLUSH, (n ? n : 1) * sizeof(*copies));
-	if (!copies)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a WAL flush");
 	unsigned home = t->domain;
 	int rc = 0;
 	size_t i;
-	for (i = 0; i < n && rc == 0; i++) {
+	for (i = 0; i < n; i++) {
 		struct ld_entry *e = arr[i], *c;
 		struct ld_chunk *ch;
 		t->domain = ld_domain_of(db, e);
@@ -580,15 +578,17 @@ static int copy_out(struct tips_listdb *db, struct ld_entry **arr, size_t n, uin
 		copies[i] = c;
 	}
 	t->domain = home;
-	for (size_t x = 0; x < i; x++) {
-		/* Success: the log entry is garbage once its table is merged. Failure: the copy
-		 * is (recovery keeps one of an entry's twins, whose bytes are the same). */
-		ld_mark_obsolete(db, rc ? copies[x] : arr[x]);
-		if (!rc)
-			arr[x] = copies[x];
-	}
-	free(copies);
+	for (size_t x = 0; rc && x < i; x++)
+		ld_mark_obsolete(db, copies[x]); /* recovery keeps one of an entry's twins */
 	return rc;
+}
+
+/* Marks obsolete what a WAL flush leaves behind: on success the log entries (garbage once
+ * the table is merged), on failure the copies. */
+static void wal_drop(struct tips_listdb *db, struct ld_entry **drop, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ld_mark_obsolete(db, drop[i]);
 }
 
 /* Turns the oldest immutable MemTable into an L0 table. Every allocation comes before
@@ -610,12 +610,21 @@ static int flush_one(struct tips_listdb *db)
 	pthread_mutex_lock(&db->view_lock);
 	struct ld_view *v = t ? view_new(db, l0_count(db) + 1) : NULL;
 	pthread_mutex_unlock(&db->view_lock);
-	int rc = v ? 0 : tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable flush");
-	if (rc == 0 && db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL)
-		rc = copy_out(db, arr, n, mt->seq);
+	bool wal = db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL;
+	struct ld_entry **copies = v && wal ? ld_dram_calloc(db, LD_DRAM_FLUSH, (n ? n : 1) *
+							     sizeof(*copies)) : NULL;
+	int rc = v && (copies || !wal) ? 0 : tips_set_error(TIPS_ENOMEM, "out of DRAM for a "
+							     "MemTable flush");
+	if (rc == 0 && wal)
+		rc = copy_out(db, arr, copies, n, mt->seq);
+	bool copied = rc == 0 && wal;
+	struct ld_entry **linked = wal ? copies : arr;
 	if (rc == 0)
-		rc = ld_l0_link(db, t, arr, n, db->hcache);
+		rc = ld_l0_link(db, t, linked, n, db->hcache);
+	if (copied)
+		wal_drop(db, rc ? copies : arr, n);
 	if (rc) {
+		free(copies);
 		free(arr);
 		free(v);
 		ld_l0_free(t);
@@ -624,11 +633,12 @@ static int flush_one(struct tips_listdb *db)
 	t->seq = mt->seq;
 	t->bloom = mt->bloom; /* the table takes over the MemTable's filter */
 	mt->bloom_lent = true;
-	if (db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL) {
+	if (wal) {
 		for (size_t i = 0; i < n; i++)
-			pm_flush((const void *)arr[i]->next, 8u * arr[i]->height);
+			pm_flush((const void *)linked[i]->next, 8u * linked[i]->height);
 		pm_drain(); /* a conventional flush persists the table it built */
 	}
+	free(copies);
 	free(arr);
 	pthread_mutex_lock(&db->view_lock);
 	if (n) {

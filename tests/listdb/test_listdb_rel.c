@@ -706,8 +706,11 @@ static void test_delete(void)
 
 /* ==== dram: the background runs out of DRAM ============================================ */
 
+static enum tips_listdb_flush_mode dram_mode;
+
 static void tune_dram(struct tips_listdb_config *cfg)
 {
+	cfg->flush_mode = dram_mode;
 	cfg->memtable_entries = 256;
 	cfg->max_immutable = 2;
 	cfg->max_l0 = 3;
@@ -743,10 +746,12 @@ static void verify_acked(struct tips_listdb *db, const uint8_t *acked, uint64_t 
 	CHECK(bad == 0);
 }
 
-static void test_dram(void)
+enum { MAXKEYS = 200000 };
+static uint8_t acked[MAXKEYS];
+
+/* Each fault site in turn, on a database that flushes in @mode. */
+static void dram_faults_case(enum tips_listdb_flush_mode mode)
 {
-	enum { MAXKEYS = 200000 };
-	static uint8_t acked[MAXKEYS];
 	static const struct {
 		unsigned site;
 		const char *name;
@@ -756,6 +761,8 @@ static void test_dram(void)
 		{ LD_DRAM_VIEW, "view" },
 	};
 	char path[256];
+	dram_mode = mode;
+	const char *mname = mode == TIPS_LISTDB_FLUSH_IUL ? "IUL" : "WAL";
 	ld_path(path, sizeof(path));
 	struct tips_listdb *db = open_db(path, 128ull << 20, tune_dram);
 	uint64_t next = 0;
@@ -772,8 +779,8 @@ static void test_dram(void)
 		CHECK_RC(tips_listdb_flush(db, 1), 0); /* retried, and now it works */
 		put_until_fault(db, &next, acked, 1000, 0, "after the fault");
 		verify_acked(db, acked, next, "after the fault");
-		printf("dram: %s allocations failing: writers got TIPS_ENOMEM, reads served; "
-		       "after the fault, merged and writing again (%llu keys tried)\n",
+		printf("dram %s: %s allocations failing: writers got TIPS_ENOMEM, reads served; "
+		       "after the fault, merged and writing again (%llu keys tried)\n", mname,
 		       sites[s].name, (unsigned long long)next);
 	}
 	check_db(db, "dram: live");
@@ -785,6 +792,15 @@ static void test_dram(void)
 	check_db(db, "dram: after reopen");
 	CHECK_RC(tips_listdb_close(&db), 0);
 	tips_listdb_destroy(path);
+}
+
+static void test_dram(void)
+{
+	char path[256];
+	struct tips_listdb *db;
+	uint64_t next;
+	dram_faults_case(TIPS_LISTDB_FLUSH_IUL);
+	dram_faults_case(TIPS_LISTDB_FLUSH_WAL);
 
 	/* WAL: flushes copy entries out of the log and find the pool full. */
 	ld_phase = "dram: WAL full pool";
