@@ -19,7 +19,17 @@
  * of the PMTables link only elements of one domain; the bottom layer links all.
  *
  * Keys are byte strings of 1..TIPS_MAX_KEY bytes ordered by memcmp (shorter first on a
- * tie); values are 0..TIPS_MAX_VALUE bytes.
+ * tie); values are 0..TIPS_MAX_VALUE bytes. Arguments are checked as by the TIPS facade
+ * (tips.h): the same codes for the same mistakes.
+ *
+ * Running out of room. A full pool refuses puts with TIPS_ENOMEM; deletes still work,
+ * from a spare 1 MiB log chunk each domain keeps for tombstones, so a user can make
+ * room: once the deletes are merged (tips_listdb_flush(db, 1), or the background
+ * doing it), log chunks whose every entry is dead are freed and puts succeed again.
+ * When DRAM runs out, a MemTable flush or a compaction fails before it changes anything
+ * and is retried every 10 ms; meanwhile reads are served from the tables as they are,
+ * and writers that would have to wait for that flush or compaction get TIPS_ENOMEM
+ * instead of waiting. Nothing acknowledged is ever lost (docs/listdb.md).
  */
 #ifndef TIPS_LISTDB_H
 #define TIPS_LISTDB_H
@@ -70,62 +80,101 @@ struct tips_listdb_config {
 };
 #define TIPS_LISTDB_CREATE 1u
 
-/** tips_listdb_config_init() - fill @cfg with the documented defaults. */
+/** tips_listdb_config_init() - fill @cfg with the documented defaults (every field must
+ * come from here: tips_listdb_open() checks struct_size). */
 TIPS_API void tips_listdb_config_init(struct tips_listdb_config *cfg);
 
 /**
  * tips_listdb_open() - open (or with TIPS_LISTDB_CREATE create) the database at @path.
  * After a crash, recovery (Alg. 5) finishes an interrupted compaction and rebuilds the
  * L0 PMTables from the log before it returns; the lookup caches start empty.
- * Return: 0, TIPS_ENOENT, TIPS_EEXIST (create over a non-ListDB pool), TIPS_ENOTPOOL,
- * TIPS_ECORRUPT (a foreign or damaged file, or domain pools that do not belong
- * together), TIPS_ELOCKED (open elsewhere), TIPS_EINVAL, TIPS_ENOMEM, and the codes of
- * tips_pool_open().
+ * Not thread-safe with other calls on the same database.
+ * Return: 0;
+ *   TIPS_EINVAL (NULL @path or @out, @cfg not from tips_listdb_config_init(), a field
+ *   out of range); TIPS_ENOMEM (out of DRAM);
+ *   TIPS_ENOENT (no pool at @path, or a domain pool is missing, without
+ *   TIPS_LISTDB_CREATE); TIPS_EEXIST (create over a TIPS pool that holds something
+ *   else); TIPS_EMISMATCH (open of a TIPS pool that holds something else);
+ *   TIPS_EVERSION (ListDB layout of another version); TIPS_ECORRUPT (a damaged ListDB
+ *   root, or domain pools that do not belong together); TIPS_ESIZE (a pool whose root
+ *   area is too small for ListDB);
+ *   and those of tips_pool_open() (TIPS_ENOTPOOL, TIPS_ETRUNCATED, TIPS_ELOCKED,
+ *   TIPS_EADDRINUSE, TIPS_EPERM, TIPS_EIO) and, with TIPS_LISTDB_CREATE,
+ *   tips_pool_create() (TIPS_ENODIR, TIPS_ENOSPC, TIPS_ESIZE).
  */
 TIPS_API int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg,
 			 struct tips_listdb **out);
 /** tips_listdb_pool_path() - the file of domain @domain's pool of the database at @path
  * (@path itself for domain 0, else "@path.dN") into @buf; like snprintf, returns the
- * length it needs (truncated if >= @cap). */
+ * length it needs (truncated if >= @cap), or TIPS_EINVAL (NULL @path, or NULL @buf with
+ * @cap > 0). */
 TIPS_API int tips_listdb_pool_path(const char *path, unsigned domain, char *buf, size_t cap);
 /** tips_listdb_destroy() - unlink every pool file of the database at @path (all domains
- * that exist). The database must not be open. Return: 0, or TIPS_ENOENT if none existed. */
+ * that exist). The database must not be open. Return: 0, TIPS_ENOENT (none existed),
+ * TIPS_EINVAL (NULL @path). */
 TIPS_API int tips_listdb_destroy(const char *path);
 
 /** tips_listdb_close() - stop the background threads, close the pools; sets *@db to NULL.
- * MemTables need no flush: their entries are in the log. */
+ * MemTables need no flush: their entries are in the log. No other call on the database
+ * may run. Return: 0, TIPS_EINVAL (@db or *@db NULL). */
 TIPS_API int tips_listdb_close(struct tips_listdb **db);
 
-/* Writes. Durable when they return 0. TIPS_ETOOBIG (key or value too long), TIPS_EINVAL,
- * TIPS_ENOMEM (the pools are full). */
+/*
+ * Writes. Thread-safe; durable when they return 0 (one fence), and then visible to every
+ * later get and scan. A write that fails leaves nothing behind, and after a crash the
+ * database holds every write that returned 0.
+ * Return, for every write: 0;
+ *   TIPS_EINVAL (NULL @db or @key, @klen 0, or @val NULL with @vlen > 0);
+ *   TIPS_ETOOBIG (@klen > TIPS_MAX_KEY or @vlen > TIPS_MAX_VALUE);
+ *   TIPS_ENOMEM: the pool of the thread's domain is full (puts, inserts, updates; a
+ *   delete or remove only once the domain's spare chunk is used up, or is being used by
+ *   another thread), or DRAM is out, or the write would have to wait for a MemTable
+ *   flush or compaction that failed (see the top of this file).
+ * tips_listdb_put() - insert or overwrite.
+ * tips_listdb_delete() - write a tombstone; succeeds whether or not the key is present.
+ */
 TIPS_API int tips_listdb_put(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			size_t vlen);
-/* A tombstone; succeeds whether or not the key is present. */
 TIPS_API int tips_listdb_delete(struct tips_listdb *db, const void *key, size_t klen);
-/* Checked writes (a lookup and the write under a per-key lock): TIPS_EKEYEXISTS for an
- * insert of a present key, TIPS_ENOTFOUND for update/remove of an absent one. */
+/* Checked writes (a lookup and the write under a per-key lock), as tips_insert(),
+ * tips_update() and tips_delete(): also TIPS_EKEYEXISTS for an insert of a present key,
+ * TIPS_ENOTFOUND for an update or remove of an absent one. */
 TIPS_API int tips_listdb_insert(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			   size_t vlen);
 TIPS_API int tips_listdb_update(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			   size_t vlen);
 TIPS_API int tips_listdb_remove(struct tips_listdb *db, const void *key, size_t klen);
 
-/** tips_listdb_get() - as tips_lookup(): 0, TIPS_ENOTFOUND, TIPS_ESIZE (value longer than
- * @cap; *@vlen says how long). */
+/** tips_listdb_get() - as tips_lookup(): copy the value of @key into @val (up to @cap
+ * bytes) and its length into *@vlen. Thread-safe, no fence, never blocked by writers.
+ * Return: 0; TIPS_ENOTFOUND (absent, or @klen > TIPS_MAX_KEY); TIPS_ESIZE (value
+ * longer than @cap: nothing copied, *@vlen says how long); TIPS_EINVAL (NULL @db, @key
+ * or @vlen, @klen 0, or @val NULL with @cap > 0); TIPS_ENOMEM (no DRAM for the
+ * calling thread's state, on its first call). */
 TIPS_API int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *val,
 			size_t cap, size_t *vlen);
-/** tips_listdb_scan() - as tips_scan(): up to @count pairs with keys >= @start, in order,
- * merged over every level (the newest version of each key; deleted keys skipped). */
+/** tips_listdb_scan() - as tips_scan(): call @fn with up to @count pairs with keys >=
+ * @start (@klen 0: from the first key; a start key may be longer than TIPS_MAX_KEY),
+ * in order, merged over every level (the newest version of each key; deleted keys
+ * skipped); stops early when @fn returns nonzero. Thread-safe; sees every write that
+ * completed before the call. Return: the number of pairs passed to @fn; TIPS_EINVAL
+ * (NULL @db or @fn, or @start NULL with @klen > 0); TIPS_ENOMEM (no DRAM for the merge
+ * of many tables). */
 TIPS_API long tips_listdb_scan(struct tips_listdb *db, const void *start, size_t klen, size_t count,
 			  tips_scan_fn fn, void *arg);
 
 /** tips_listdb_thread_domain() - the NUMA domain of the calling thread's writes and reads
- * (0..domains-1). Return: 0 or TIPS_EINVAL. */
+ * (0..domains-1). Return: 0, TIPS_EINVAL (NULL @db, @domain out of range), TIPS_ENOMEM
+ * (no DRAM for the thread's state). */
 TIPS_API int tips_listdb_thread_domain(struct tips_listdb *db, unsigned domain);
 
 /** tips_listdb_flush() - seal the mutable MemTable and wait until every MemTable is an L0
- * PMTable and (if @merge) every L0 PMTable is merged into L1. For tests and tools.
- * TIPS_EINVAL if @merge is asked of a database opened with compaction off. */
+ * PMTable and (if @merge) every L0 PMTable is merged into L1 (which also frees the log
+ * chunks whose entries are all dead). For tests, tools, and making room in a full pool.
+ * Thread-safe. Return: 0; TIPS_EINVAL (NULL @db, or @merge asked of a database opened
+ * with compaction off); TIPS_ENOMEM (no DRAM for a new MemTable, or a flush or
+ * compaction attempted during the call failed: out of DRAM, or in WAL mode no pool room
+ * for the copies; the background tries again every 10 ms). */
 TIPS_API int tips_listdb_flush(struct tips_listdb *db, int merge);
 
 struct tips_listdb_stats {
@@ -146,11 +195,13 @@ struct tips_listdb_stats {
 	uint64_t recovered_entries;   /* log entries recovery put back into L0 */
 	int recovered;                /* 1 if open found an unclean shutdown */
 };
+/** tips_listdb_stats() - the counters now (all zero for a NULL @db). Thread-safe. */
 TIPS_API void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *out);
 
 /** Ownership check (tests): every L1 element lies in a live log chunk, keys are in
- * order, every chunk is an allocated heap block owned by its slot. 0, TIPS_ECORRUPT
- * (first problem in tips_errormsg()). Not concurrent with writes. */
+ * order, every chunk is an allocated heap block owned by its slot. Not concurrent with
+ * writes. Return: 0, TIPS_ECORRUPT (first problem in tips_errormsg()), TIPS_EINVAL (NULL
+ * @db). */
 struct tips_listdb_report {
 	uint64_t l1_elements, l0_elements, chunks, heap_blocks;
 };

@@ -5,7 +5,8 @@
  * It verifies, with no writer running: every L1 and L0 list is sorted at every layer,
  * every element of an upper layer is on the bottom layer, every owned chunk has its header,
  * each upper layer holds only elements of its own domain (braided) and of enough height;
- * every element lies inside a live chunk of the domain pools and has a valid checksum;
+ * every element lies inside a live chunk of the domain pools (never the spare) and has a
+ * valid checksum;
  * L1 elements carry LD_F_IN_L1; and the heap of every domain pool holds exactly the
  * chunks the roots own (no leaked block, no slot pointing at a free block).
  */
@@ -21,6 +22,9 @@ static int bad_entry(struct tips_listdb *db, const struct ld_entry *e, const cha
 	struct ld_chunk *c = ld_chunk_of(db, e);
 	if (!c || atomic_load(&c->state) == LD_CS_FREE)
 		return tips_set_error(TIPS_ECORRUPT, "%s: element %p is not in a live chunk",
+				      where, (const void *)e);
+	if (atomic_load(&c->state) == LD_CS_SPARE)
+		return tips_set_error(TIPS_ECORRUPT, "%s: element %p lies in the spare chunk",
 				      where, (const void *)e);
 	if ((const char *)e < (const char *)c->hdr + LD_CHUNK_HDR ||
 	    e->height == 0 || e->height > LD_MAX_HEIGHT || ld_entry_checksum(e) != e->csum)
@@ -97,6 +101,8 @@ int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
 {
 	struct tips_listdb_report r = { 0 };
 	int rc;
+	if (!db)
+		return tips_set_error(TIPS_EINVAL, "tips_listdb_check: NULL database");
 	pthread_mutex_lock(&db->compaction_lock); /* no compaction or gc meanwhile */
 	rc = check_all(db, &r);
 	pthread_mutex_unlock(&db->compaction_lock);
@@ -140,7 +146,8 @@ static int check_all(struct tips_listdb *db, struct tips_listdb_report *rp)
 						      "but registered %d", d, s, owned, live);
 			const struct ld_chunk_hdr *h = (const void *)(uintptr_t)root->chunk_slots[s];
 			if (owned && (h->magic != LD_MAGIC || h->domain != d ||
-				      (h->kind != LD_CHUNK_LOG && h->kind != LD_CHUNK_COPY)))
+				      (h->kind != LD_CHUNK_LOG && h->kind != LD_CHUNK_COPY &&
+				       h->kind != LD_CHUNK_SPARE)))
 				return tips_set_error(TIPS_ECORRUPT, "domain %u chunk slot %u: the "
 						      "block has no valid chunk header", d, s);
 			r.chunks += owned;

@@ -56,18 +56,41 @@ void tips_listdb_config_init(struct tips_listdb_config *cfg)
 	cfg->second_chance_entries = UINT64_MAX;
 }
 
+void *ld_dram_calloc(struct tips_listdb *db, enum ld_dram_site site, size_t n)
+{
+	if (atomic_load_explicit(&db->dram_faults, memory_order_relaxed) & site)
+		return NULL;
+	return calloc(1, n);
+}
+
 /* ---- views --------------------------------------------------------------------------- */
 
-/* Publishes the lists as they are now, with @mt as the mutable MemTable; the caller
- * holds view_lock. A new MemTable is published here before writers can find it in
- * db->mutable_mt, so a reader that starts after a put returned sees the put's table. */
-static void publish_view_with(struct tips_listdb *db, struct ld_memtable *mt)
+static unsigned l0_count(const struct tips_listdb *db)
 {
 	unsigned n = 0;
-	for (struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
+	for (const struct ld_l0 *t = db->l0_oldest; t; t = t->newer)
 		n++;
-	struct ld_view *v = calloc(1, sizeof(*v) + n * sizeof(v->l0[0]));
-	TIPS_INVARIANT(v != NULL, "out of DRAM for a table view");
+	return n;
+}
+
+/* A view with room for @cap L0 tables, allocated before the change it will publish, so
+ * that a change is made only once its view exists; NULL when DRAM is out. */
+static struct ld_view *view_new(struct tips_listdb *db, unsigned cap)
+{
+	struct ld_view *v = ld_dram_calloc(db, LD_DRAM_VIEW, sizeof(*v) + cap * sizeof(v->l0[0]));
+	if (v)
+		v->cap = cap;
+	return v;
+}
+
+/* Fills @v with the lists as they are now, with @mt as the mutable MemTable, and
+ * publishes it; the caller holds view_lock. A new MemTable is published here before
+ * writers can find it in db->mutable_mt, so a reader that starts after a put returned
+ * sees the put's table. */
+static void view_publish(struct tips_listdb *db, struct ld_view *v, struct ld_memtable *mt)
+{
+	unsigned n = l0_count(db);
+	TIPS_INVARIANT(n <= v->cap, "a view allocated with too little room for the L0 tables");
 	v->mutable_mt = mt;
 	for (unsigned i = 0; i < db->nimm; i++)
 		v->imm[i] = db->imm_oldest[db->nimm - 1 - i];
@@ -77,11 +100,6 @@ static void publish_view_with(struct tips_listdb *db, struct ld_memtable *mt)
 		v->l0[--n] = t;
 	struct ld_view *old = atomic_exchange(&db->view, v);
 	grace_free(old);
-}
-
-static void publish_view(struct tips_listdb *db)
-{
-	publish_view_with(db, atomic_load(&db->mutable_mt));
 }
 
 static unsigned shard_heads(const struct tips_listdb *db, struct ld_l0 *t, unsigned s,
@@ -109,34 +127,64 @@ static unsigned random_height(struct ld_tls *t)
 	return h;
 }
 
+/* The code writers get instead of waiting for a flush or compaction that keeps failing
+ * (db->bg_error): waiting could last as long as the shortage. */
+static int stall_error(struct tips_listdb *db)
+{
+	int rc = atomic_load(&db->bg_error);
+	return tips_set_error(rc, "writes must wait for a MemTable flush or compaction that "
+			      "failed (%s); it is retried every %d ms", tips_strerror(rc),
+			      LD_RETRY_MS);
+}
+
+#define LD_ANY_FAILURE UINT64_MAX
+
+/* Whether a writer stalled behind the background stops waiting: @since LD_ANY_FAILURE:
+ * when the background's last attempt failed (writers); else when an attempt failed
+ * after @since failures (tips_listdb_flush(), which waits for a retry). */
+static bool stall_gives_up(struct tips_listdb *db, uint64_t since)
+{
+	if (since == LD_ANY_FAILURE)
+		return atomic_load(&db->bg_error) != 0;
+	return atomic_load(&db->bg_failures) != since && atomic_load(&db->bg_error) != 0;
+}
+
 /* Seals @mt (if it is still the mutable one) and installs a new MemTable; waits while
- * too many tables await flush or merge (the write stall). */
-static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt)
+ * too many tables await flush or merge (the write stall), or returns the background's
+ * error (stall_gives_up(@since)). On failure nothing changed. */
+static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint64_t since)
 {
 	pthread_mutex_lock(&db->view_lock);
 	uint64_t t0 = 0;
+	int rc = 0;
 	while (atomic_load(&db->mutable_mt) == mt && !db->stop &&
 	       (db->nimm >= db->cfg.max_immutable ||
 		(db->cfg.compaction && db->nl0 >= db->cfg.max_l0))) {
+		if (stall_gives_up(db, since)) {
+			rc = stall_error(db);
+			break;
+		}
 		if (!t0)
 			t0 = now_ns();
 		pthread_cond_wait(&db->stall_cond, &db->view_lock);
 	}
 	if (t0)
 		atomic_fetch_add(&db->st.write_stall_ns, now_ns() - t0);
-	if (atomic_load(&db->mutable_mt) != mt) {
+	if (rc || atomic_load(&db->mutable_mt) != mt) {
 		pthread_mutex_unlock(&db->view_lock);
-		return 0;
+		return rc;
 	}
 	struct ld_memtable *nmt = ld_mt_create(db->next_seq, db->cfg.memtable_entries, db->cfg.bloom_bits);
-	if (!nmt) {
+	struct ld_view *v = nmt ? view_new(db, l0_count(db)) : NULL;
+	if (!v) {
 		pthread_mutex_unlock(&db->view_lock);
+		ld_mt_destroy(nmt);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable");
 	}
 	db->next_seq++;
 	mt->sealed_count = atomic_fetch_or(&mt->issued, LD_MT_SEALED) & ~LD_MT_SEALED;
 	db->imm_oldest[db->nimm++] = mt;
-	publish_view_with(db, nmt);
+	view_publish(db, v, nmt);
 	atomic_store(&db->mutable_mt, nmt);
 	pthread_cond_broadcast(&db->stall_cond);
 	pthread_mutex_unlock(&db->view_lock);
@@ -146,27 +194,34 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt)
 	return 0;
 }
 
-/* idx_util.h's check_kv (the rule every index applies), with a message. */
-static int ld_check_kv(const void *key, size_t klen, const void *val, size_t vlen)
+/* The argument rule of the TIPS facade's writes (check_sizes() in src/tips/db.c): the
+ * same codes, limits and messages. */
+static int check_write(struct tips_listdb *db, const void *key, size_t klen, const void *val,
+		       size_t vlen)
 {
-	int rc = check_kv(key, klen, val, vlen);
-	if (rc == TIPS_ETOOBIG)
-		return tips_set_error(rc, "key of %zu bytes or value of %zu bytes (limits %u "
-				      "and %u)", klen, vlen, TIPS_MAX_KEY, TIPS_MAX_VALUE);
-	if (rc)
-		return tips_set_error(rc, "NULL or empty key, or NULL value");
+	if (!db || !key || klen == 0 || (vlen && !val))
+		return tips_set_error(TIPS_EINVAL, "a write needs a database, a key of 1 byte "
+				      "or more, and a value pointer when vlen > 0");
+	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return tips_set_error(TIPS_ETOOBIG, "key of %zu bytes or value of %zu bytes: the "
+				      "limits are %u and %u", klen, vlen, TIPS_MAX_KEY,
+				      TIPS_MAX_VALUE);
 	return 0;
 }
 
+/* Appends and indexes one entry; the arguments passed check_write(). Every failure
+ * leaves nothing behind: the MemTable node is allocated before the entry is written. */
 static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size_t klen,
 		       const void *val, size_t vlen)
 {
-	int rc = ld_check_kv(key, klen, val, vlen);
-	if (rc)
-		return rc;
 	struct ld_tls *t = ld_tls_get(db);
 	if (!t)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
+	unsigned h = random_height(t);
+	struct ld_mnode *node = ld_mt_node_new(h);
+	if (!node)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
+	int rc;
 	struct ld_memtable *mt;
 	uint64_t slot;
 	for (;;) {
@@ -181,16 +236,18 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 		grace_read_exit();
 		if (ok)
 			break;
-		if ((rc = switch_memtable(db, mt))) /* compares the pointer only */
+		if ((rc = switch_memtable(db, mt, LD_ANY_FAILURE))) { /* compares the pointer only */
+			free(node);
 			return rc;
+		}
 	}
-	unsigned h = random_height(t);
 	size_t size = ld_entry_size(h, klen, vlen);
 	struct ld_entry *e;
 	struct ld_chunk *c;
-	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, &e, &c);
+	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, op == LD_OP_DELETE, &e, &c);
 	if (rc) {
 		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
+		free(node);
 		return rc;
 	}
 	e->lsn = (mt->seq << 32) | slot;
@@ -212,10 +269,8 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 	pm_persist(e, size); /* the durability point */
 	atomic_fetch_add(&c->entries, 1);
 	atomic_store(&c->max_seq, mt->seq);
-	rc = ld_mt_insert(mt, e);
+	ld_mt_insert(mt, node, e);
 	atomic_fetch_add(&mt->done, 1);
-	if (rc)
-		return tips_set_error(rc, "out of DRAM for a MemTable node");
 	if (op == LD_OP_PUT)
 		LD_COUNT(t, puts, 1);
 	else
@@ -225,16 +280,14 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 
 int tips_listdb_put(struct tips_listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	if (!db)
-		return tips_set_error(TIPS_EINVAL, "NULL database");
-	return write_entry(db, LD_OP_PUT, key, klen, val ? val : "", vlen);
+	int rc = check_write(db, key, klen, val, vlen);
+	return rc ? rc : write_entry(db, LD_OP_PUT, key, klen, val, vlen);
 }
 
 int tips_listdb_delete(struct tips_listdb *db, const void *key, size_t klen)
 {
-	if (!db)
-		return tips_set_error(TIPS_EINVAL, "NULL database");
-	return write_entry(db, LD_OP_DELETE, key, klen, "", 0);
+	int rc = check_write(db, key, klen, NULL, 0);
+	return rc ? rc : write_entry(db, LD_OP_DELETE, key, klen, NULL, 0);
 }
 
 /* ---- reads --------------------------------------------------------------------------- */
@@ -280,10 +333,11 @@ static struct ld_entry *find_newest(struct tips_listdb *db, struct ld_tls *t, co
 int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *val, size_t cap,
 	       size_t *vlen)
 {
-	if (!db || !key || klen == 0 || (cap && !val))
-		return tips_set_error(TIPS_EINVAL, "NULL database, key or buffer");
+	if (!db || !key || klen == 0 || !vlen || (cap && !val))
+		return tips_set_error(TIPS_EINVAL, "tips_listdb_get: database, key, vlen "
+				      "required (and a buffer when cap > 0)");
 	if (klen > TIPS_MAX_KEY)
-		return TIPS_ENOTFOUND;
+		return TIPS_ENOTFOUND; /* no such key can have been written */
 	struct ld_tls *t = ld_tls_get(db); /* its domain chooses the upper layers searched */
 	if (!t)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
@@ -293,10 +347,10 @@ int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *
 	if (!e || e->op == LD_OP_DELETE) {
 		rc = TIPS_ENOTFOUND;
 	} else {
-		if (vlen)
-			*vlen = e->vlen;
+		*vlen = e->vlen;
 		if (e->vlen > cap) {
-			rc = TIPS_ESIZE;
+			rc = tips_set_error(TIPS_ESIZE, "tips_listdb_get: the value has %u bytes, "
+					    "the buffer %zu", e->vlen, cap);
 		} else {
 			memcpy(val, ld_val(e), e->vlen);
 			rc = 0;
@@ -325,9 +379,7 @@ static int present(struct tips_listdb *db, struct ld_tls *t, const void *key, si
 static int checked(struct tips_listdb *db, uint8_t op, int want_present, const void *key,
 		   size_t klen, const void *val, size_t vlen)
 {
-	if (!db)
-		return tips_set_error(TIPS_EINVAL, "NULL database");
-	int rc = ld_check_kv(key, klen, val, vlen);
+	int rc = check_write(db, key, klen, val, vlen);
 	if (rc)
 		return rc;
 	struct ld_tls *t = ld_tls_get(db);
@@ -345,17 +397,17 @@ static int checked(struct tips_listdb *db, uint8_t op, int want_present, const v
 
 int tips_listdb_insert(struct tips_listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	return checked(db, LD_OP_PUT, 0, key, klen, val ? val : "", vlen);
+	return checked(db, LD_OP_PUT, 0, key, klen, val, vlen);
 }
 
 int tips_listdb_update(struct tips_listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	return checked(db, LD_OP_PUT, 1, key, klen, val ? val : "", vlen);
+	return checked(db, LD_OP_PUT, 1, key, klen, val, vlen);
 }
 
 int tips_listdb_remove(struct tips_listdb *db, const void *key, size_t klen)
 {
-	return checked(db, LD_OP_DELETE, 1, key, klen, "", 0);
+	return checked(db, LD_OP_DELETE, 1, key, klen, NULL, 0);
 }
 
 /* ---- scans ----------------------------------------------------------------------------- */
@@ -436,7 +488,7 @@ static long scan_shard(struct tips_listdb *db, struct ld_view *v, unsigned s, co
 		if (e->op == LD_OP_DELETE)
 			continue;
 		emitted++;
-		if (fn && fn(ld_key(e), e->klen, ld_val(e), e->vlen, arg)) {
+		if (fn(ld_key(e), e->klen, ld_val(e), e->vlen, arg)) {
 			*stop = true;
 			break;
 		}
@@ -449,10 +501,10 @@ static long scan_shard(struct tips_listdb *db, struct ld_view *v, unsigned s, co
 long tips_listdb_scan(struct tips_listdb *db, const void *start, size_t klen, size_t count,
 		 tips_scan_fn fn, void *arg)
 {
-	if (!db || (klen && !start))
-		return tips_set_error(TIPS_EINVAL, "NULL database or start key");
-	if (klen > TIPS_MAX_KEY)
-		return tips_set_error(TIPS_ETOOBIG, "start key of %zu bytes", klen);
+	if (!db || !fn || (klen && !start))
+		return tips_set_error(TIPS_EINVAL, "tips_listdb_scan: database and callback "
+				      "required (and a start key when klen > 0)");
+	/* A start key longer than TIPS_MAX_KEY is a valid bound, as in tips_scan(). */
 	long total = 0;
 	bool stop = false;
 	grace_read_enter();
@@ -479,15 +531,17 @@ long tips_listdb_scan(struct tips_listdb *db, const void *start, size_t klen, si
 
 /* ---- background: flush and compaction ---------------------------------------------------- */
 
-static struct ld_entry **collect(struct ld_memtable *mt, size_t *n)
+/* The entries of sealed MemTable @mt in order, or NULL when DRAM is out. */
+static struct ld_entry **collect(struct tips_listdb *db, struct ld_memtable *mt, size_t *n)
 {
 	uint64_t issued = mt->sealed_count; /* set under view_lock before the table was listed */
 	if (issued > mt->capacity)
 		issued = mt->capacity;
 	while (atomic_load(&mt->done) < issued)
 		sched_yield(); /* a writer is between its slot and its MemTable insert */
-	struct ld_entry **arr = malloc((issued ? issued : 1) * sizeof(*arr));
-	TIPS_INVARIANT(arr != NULL, "out of DRAM for a flush");
+	struct ld_entry **arr = ld_dram_calloc(db, LD_DRAM_FLUSH, (issued ? issued : 1) * sizeof(*arr));
+	if (!arr)
+		return NULL;
 	size_t i = 0;
 	for (struct ld_mnode *m = ld_mt_next(mt->head); m; m = ld_mt_next(m))
 		arr[i++] = m->e;
@@ -495,58 +549,96 @@ static struct ld_entry **collect(struct ld_memtable *mt, size_t *n)
 	return arr;
 }
 
-/* WAL mode: copy each entry out of the log into a new element, persisted. */
-static int copy_out(struct tips_listdb *db, struct ld_entry **arr, size_t n, uint64_t seq)
+/* WAL mode: copy each entry of @arr out of the log into a new element, persisted, into
+ * @copies. When the pool has no room for a copy, the copies made are marked obsolete
+ * (garbage, reclaimed with their chunk once the table is merged) and the flush can be
+ * tried again; the log entries are untouched either way. */
+static int copy_out(struct tips_listdb *db, struct ld_entry **arr, struct ld_entry **copies,
+		    size_t n, uint64_t seq)
 {
 	struct ld_tls *t = ld_tls_get(db);
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
 	unsigned home = t->domain;
-	for (size_t i = 0; i < n; i++) {
+	int rc = 0;
+	size_t i;
+	for (i = 0; i < n; i++) {
 		struct ld_entry *e = arr[i], *c;
 		struct ld_chunk *ch;
 		t->domain = ld_domain_of(db, e);
 		size_t sz = ld_entry_bytes(e);
-		int rc = ld_log_reserve(db, t, LD_CHUNK_COPY, sz, seq, &c, &ch);
-		if (rc) {
-			t->domain = home;
-			return rc;
-		}
+		rc = ld_log_reserve(db, t, LD_CHUNK_COPY, sz, seq, false, &c, &ch);
+		if (rc)
+			break;
 		memcpy(c, e, sz);
 		atomic_store(&c->flags, 0);
 		pm_flush(c, sz);
 		atomic_fetch_add(&ch->entries, 1);
 		atomic_store(&ch->max_seq, seq);
-		ld_mark_obsolete(db, e); /* the log entry is garbage once its table is merged */
-		arr[i] = c;
+		copies[i] = c;
 	}
 	t->domain = home;
-	return 0;
+	for (size_t x = 0; rc && x < i; x++)
+		ld_mark_obsolete(db, copies[x]); /* recovery keeps one of an entry's twins */
+	return rc;
 }
 
-static void flush_one(struct tips_listdb *db)
+/* Marks obsolete what a WAL flush leaves behind: on success the log entries (garbage once
+ * the table is merged), on failure the copies. */
+static void wal_drop(struct tips_listdb *db, struct ld_entry **drop, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ld_mark_obsolete(db, drop[i]);
+}
+
+/* Turns the oldest immutable MemTable into an L0 table. Every allocation comes before
+ * the first change readers can see; on failure (TIPS_ENOMEM: DRAM, or in WAL mode the
+ * pool has no room for the copies) the MemTable stays immutable and readable, nothing
+ * acknowledged is touched, and the caller tries again later. */
+static int flush_one(struct tips_listdb *db)
 {
 	pthread_mutex_lock(&db->view_lock);
 	struct ld_memtable *mt = db->nimm ? db->imm_oldest[0] : NULL;
 	pthread_mutex_unlock(&db->view_lock);
 	if (!mt)
-		return;
-	size_t n;
-	struct ld_entry **arr = collect(mt, &n);
-	struct ld_l0 *t = calloc(1, sizeof(*t));
-	TIPS_INVARIANT(t != NULL, "out of DRAM for an L0 table");
+		return 0;
+	size_t n = 0;
+	struct ld_entry **arr = collect(db, mt, &n);
+	struct ld_l0 *t = arr ? ld_dram_calloc(db, LD_DRAM_FLUSH, sizeof(*t)) : NULL;
+	/* Flushes are serial and compaction only removes tables: one more than now is
+	 * room enough for the view that will list @t. */
+	pthread_mutex_lock(&db->view_lock);
+	struct ld_view *v = t ? view_new(db, l0_count(db) + 1) : NULL;
+	pthread_mutex_unlock(&db->view_lock);
+	bool wal = db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL;
+	struct ld_entry **copies = v && wal ? ld_dram_calloc(db, LD_DRAM_FLUSH, (n ? n : 1) *
+							     sizeof(*copies)) : NULL;
+	int rc = v && (copies || !wal) ? 0 : tips_set_error(TIPS_ENOMEM, "out of DRAM for a "
+							     "MemTable flush");
+	if (rc == 0 && wal)
+		rc = copy_out(db, arr, copies, n, mt->seq);
+	bool copied = rc == 0 && wal;
+	struct ld_entry **linked = wal ? copies : arr;
+	if (rc == 0)
+		rc = ld_l0_link(db, t, linked, n, db->hcache);
+	if (copied)
+		wal_drop(db, rc ? copies : arr, n);
+	if (rc) {
+		free(copies);
+		free(arr);
+		free(v);
+		ld_l0_free(t);
+		return rc;
+	}
 	t->seq = mt->seq;
 	t->bloom = mt->bloom; /* the table takes over the MemTable's filter */
 	mt->bloom_lent = true;
-	int rc = 0;
-	if (db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL)
-		rc = copy_out(db, arr, n, mt->seq);
-	TIPS_INVARIANT(rc == 0, "WAL flush: the pool is full");
-	rc = ld_l0_link(db, t, arr, n, db->hcache);
-	TIPS_INVARIANT(rc == 0, "out of DRAM for L0 heads");
-	if (db->cfg.flush_mode == TIPS_LISTDB_FLUSH_WAL) {
+	if (wal) {
 		for (size_t i = 0; i < n; i++)
-			pm_flush((const void *)arr[i]->next, 8u * arr[i]->height);
+			pm_flush((const void *)linked[i]->next, 8u * linked[i]->height);
 		pm_drain(); /* a conventional flush persists the table it built */
 	}
+	free(copies);
 	free(arr);
 	pthread_mutex_lock(&db->view_lock);
 	if (n) {
@@ -560,23 +652,43 @@ static void flush_one(struct tips_listdb *db)
 	}
 	memmove(db->imm_oldest, db->imm_oldest + 1, (db->nimm - 1) * sizeof(db->imm_oldest[0]));
 	db->nimm--;
-	publish_view(db);
+	view_publish(db, v, atomic_load(&db->mutable_mt));
 	pthread_cond_broadcast(&db->stall_cond);
 	pthread_mutex_unlock(&db->view_lock);
 	atomic_fetch_add(&db->st.memtables_flushed, 1);
 	atomic_fetch_add(&db->st.entries_flushed, n);
 	grace_wait();
 	ld_mt_destroy(mt);
+	return 0;
 }
 
-/* Merges the oldest L0 table into L1 with every idle compaction thread's help. */
-static void compact_one(struct tips_listdb *db)
+/* Room for the view published when a compaction ends. While it runs only flushes add
+ * L0 tables, and a MemTable is sealed only while nl0 < max_l0 and nimm < max_immutable,
+ * so nl0 + nimm never exceeds the larger of its value now and max_l0 + max_immutable. */
+static unsigned compaction_view_cap(const struct tips_listdb *db)
+{
+	unsigned now = l0_count(db) + db->nimm;
+	unsigned bound = db->cfg.max_l0 + db->cfg.max_immutable;
+	return now > bound ? now : bound;
+}
+
+/* Merges the oldest L0 table into L1 with every idle compaction thread's help. Its
+ * DRAM (the view that ends it, this thread's Zipper buffers) is taken before the
+ * MANIFEST records the compaction; without it nothing is begun: TIPS_ENOMEM, and the
+ * caller tries again later. Once begun it cannot fail. */
+static int compact_one(struct tips_listdb *db)
 {
 	pthread_mutex_lock(&db->view_lock);
 	struct ld_l0 *t = db->l0_oldest;
+	struct ld_view *v = t ? view_new(db, compaction_view_cap(db)) : NULL;
 	pthread_mutex_unlock(&db->view_lock);
 	if (!t)
-		return;
+		return 0;
+	struct ld_zipper_mem *zm = v ? ld_zipper_mem_new(db, t) : NULL;
+	if (!zm) {
+		free(v);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a compaction");
+	}
 	db->manifest->compacting_seq = t->seq; /* the micro-log: begin */
 	pm_persist(&db->manifest->compacting_seq, 8);
 	atomic_store(&db->next_shard, 0);
@@ -585,7 +697,8 @@ static void compact_one(struct tips_listdb *db)
 	db->compacting = t;
 	pthread_cond_broadcast(&db->bg_cond);
 	pthread_mutex_unlock(&db->bg_lock);
-	ld_zipper_shards(db, t);
+	ld_zipper_shards(db, t, zm);
+	ld_zipper_mem_free(zm);
 	while (atomic_load(&db->shards_done) < db->shards)
 		sched_yield(); /* a helper is finishing its shard */
 	pthread_mutex_lock(&db->bg_lock);
@@ -605,12 +718,13 @@ static void compact_one(struct tips_listdb *db)
 	pthread_mutex_lock(&db->view_lock);
 	db->l0_oldest = t->newer;
 	db->nl0--;
-	publish_view(db);
+	view_publish(db, v, atomic_load(&db->mutable_mt));
 	pthread_cond_broadcast(&db->stall_cond);
 	pthread_mutex_unlock(&db->view_lock);
 	atomic_fetch_add(&db->st.compactions, 1);
 	grace_wait();
 	ld_l0_free(t);
+	return 0;
 }
 
 static bool bg_has_work(struct tips_listdb *db)
@@ -624,6 +738,52 @@ static bool bg_has_work(struct tips_listdb *db)
 	return db->recount_pending && !db->compaction_busy;
 }
 
+/* Records the outcome of a flush or compaction: a failure is kept in db->bg_error
+ * (writers that would wait for it get it, tips_listdb_flush() returns it) and wakes
+ * them; a success clears it. The caller holds bg_lock. */
+static void bg_outcome(struct tips_listdb *db, int rc)
+{
+	atomic_store(&db->bg_error, rc);
+	if (rc) {
+		atomic_fetch_add(&db->bg_failures, 1);
+		pthread_mutex_lock(&db->view_lock);
+		pthread_cond_broadcast(&db->stall_cond);
+		pthread_mutex_unlock(&db->view_lock);
+	}
+}
+
+/* After a failure: wait LD_RETRY_MS (or until close) before trying again, so a shortage
+ * does not turn the background threads into a busy loop. The caller holds bg_lock. */
+static void bg_back_off(struct tips_listdb *db)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += LD_RETRY_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (!db->stop)
+		pthread_cond_timedwait(&db->bg_cond, &db->bg_lock, &until);
+}
+
+/* A helper of a running compaction: merges shards while any is left. */
+static void bg_help_compaction(struct tips_listdb *db)
+{
+	struct ld_l0 *t = db->compacting;
+	db->helpers_in++;
+	pthread_mutex_unlock(&db->bg_lock);
+	struct ld_zipper_mem *zm = ld_zipper_mem_new(db, t);
+	if (zm)
+		ld_zipper_shards(db, t, zm);
+	ld_zipper_mem_free(zm);
+	pthread_mutex_lock(&db->bg_lock);
+	db->helpers_in--;
+	pthread_cond_broadcast(&db->bg_cond);
+	if (!zm)
+		bg_back_off(db); /* the compaction's own thread merges the rest */
+}
+
 static void *bg_main(void *arg)
 {
 	struct tips_listdb *db = arg;
@@ -634,22 +794,20 @@ static void *bg_main(void *arg)
 		if (db->stop)
 			break;
 		if (db->compacting && atomic_load(&db->next_shard) < db->shards) {
-			struct ld_l0 *t = db->compacting;
-			db->helpers_in++;
-			pthread_mutex_unlock(&db->bg_lock);
-			ld_zipper_shards(db, t);
-			pthread_mutex_lock(&db->bg_lock);
-			db->helpers_in--;
-			pthread_cond_broadcast(&db->bg_cond);
+			bg_help_compaction(db);
 			continue;
 		}
+		int rc;
 		if (!db->flushing && atomic_load(&db->nimm) > 0) {
 			db->flushing = true;
 			pthread_mutex_unlock(&db->bg_lock);
-			flush_one(db);
+			rc = flush_one(db);
 			pthread_mutex_lock(&db->bg_lock);
 			db->flushing = false;
+			bg_outcome(db, rc);
 			pthread_cond_broadcast(&db->bg_cond);
+			if (rc)
+				bg_back_off(db);
 			continue;
 		}
 		if (db->compaction_busy)
@@ -658,18 +816,21 @@ static void *bg_main(void *arg)
 		bool recount = db->recount_pending;
 		pthread_mutex_unlock(&db->bg_lock);
 		pthread_mutex_lock(&db->compaction_lock);
-		if (recount) {
+		rc = 0;
+		if (recount)
 			ld_gc_recount(db);
-		} else if (db->cfg.compaction && atomic_load(&db->nl0) > 0) {
-			compact_one(db);
-		}
+		else if (db->cfg.compaction && atomic_load(&db->nl0) > 0)
+			rc = compact_one(db);
 		ld_gc_run(db);
 		pthread_mutex_unlock(&db->compaction_lock);
 		pthread_mutex_lock(&db->bg_lock);
 		if (recount)
 			db->recount_pending = false;
 		db->compaction_busy = false;
+		bg_outcome(db, rc);
 		pthread_cond_broadcast(&db->bg_cond);
+		if (rc)
+			bg_back_off(db);
 	}
 	pthread_mutex_unlock(&db->bg_lock);
 	return NULL;
@@ -681,17 +842,29 @@ int tips_listdb_flush(struct tips_listdb *db, int merge)
 		return tips_set_error(TIPS_EINVAL, "NULL database");
 	if (merge && !db->cfg.compaction)
 		return tips_set_error(TIPS_EINVAL, "merge asked of a database without compaction");
+	/* Only an attempt made from now on counts: an earlier failure is retried. */
+	uint64_t failures = atomic_load(&db->bg_failures);
 	struct ld_memtable *mt = atomic_load(&db->mutable_mt);
 	if ((atomic_load(&mt->issued) & ~LD_MT_SEALED) > 0) {
-		int rc = switch_memtable(db, mt);
+		int rc = switch_memtable(db, mt, failures);
 		if (rc)
 			return rc;
 	}
+	int rc = 0;
 	pthread_mutex_lock(&db->bg_lock);
 	while (atomic_load(&db->nimm) > 0 || db->flushing ||
-	       (merge && (atomic_load(&db->nl0) > 0 || db->compaction_busy)))
+	       (merge && (atomic_load(&db->nl0) > 0 || db->compaction_busy))) {
+		if (stall_gives_up(db, failures)) {
+			rc = atomic_load(&db->bg_error);
+			break;
+		}
 		pthread_cond_wait(&db->bg_cond, &db->bg_lock);
+	}
 	pthread_mutex_unlock(&db->bg_lock);
+	if (rc)
+		return tips_set_error(rc, "tips_listdb_flush: a MemTable flush or compaction "
+				      "failed (%s); it is retried every %d ms", tips_strerror(rc),
+				      LD_RETRY_MS);
 	return 0;
 }
 
@@ -980,9 +1153,15 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 		destroy(db);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable");
 	}
+	struct ld_view *v = view_new(db, l0_count(db));
+	if (!v) {
+		ld_mt_destroy(mt);
+		destroy(db);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for the table view");
+	}
 	atomic_store(&db->mutable_mt, mt);
 	pthread_mutex_lock(&db->view_lock);
-	publish_view(db);
+	view_publish(db, v, mt);
 	pthread_mutex_unlock(&db->view_lock);
 	for (unsigned i = 0; i < cfg.compaction_threads; i++) {
 		if (pthread_create(&db->bg[i], NULL, bg_main, db) != 0) {
@@ -1023,6 +1202,8 @@ int tips_listdb_close(struct tips_listdb **pdb)
 void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *o)
 {
 	memset(o, 0, sizeof(*o));
+	if (!db)
+		return;
 	pthread_mutex_lock(&db->tls_lock);
 	for (struct ld_tls *t = db->tls_all; t; t = t->next_all) {
 		o->puts += atomic_load_explicit(&t->n.puts, memory_order_relaxed);

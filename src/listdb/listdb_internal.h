@@ -48,7 +48,10 @@
 
 /* ---- PM layout --------------------------------------------------------------------- */
 
-enum ld_chunk_kind { LD_CHUNK_LOG = 1, LD_CHUNK_COPY = 2 };
+/* LD_CHUNK_SPARE: a block each domain keeps free for tombstones, so that a delete (the
+ * way to make room) still finds log space in a full pool; it holds no entries and
+ * becomes a LOG chunk when a delete takes it (log.c). */
+enum ld_chunk_kind { LD_CHUNK_LOG = 1, LD_CHUNK_COPY = 2, LD_CHUNK_SPARE = 3 };
 
 /* First bytes of every chunk; entries follow at LD_CHUNK_HDR. */
 struct ld_chunk_hdr {
@@ -76,7 +79,7 @@ struct ld_root {
 
 /* ---- chunks and writers (log.c) ------------------------------------------------------ */
 
-enum ld_chunk_state { LD_CS_FREE = 0, LD_CS_ACTIVE, LD_CS_RETIRED, LD_CS_UNCOUNTED };
+enum ld_chunk_state { LD_CS_FREE = 0, LD_CS_ACTIVE, LD_CS_RETIRED, LD_CS_UNCOUNTED, LD_CS_SPARE };
 
 struct ld_chunk {
 	struct ld_chunk_hdr *hdr;
@@ -93,12 +96,14 @@ struct ld_domain {
 	struct ld_chunk *chunks;    /* [LD_MAX_CHUNKS] */
 	uint32_t *region_chunk;     /* per 256 KiB of the pool: chunk slot + 1, or 0 */
 	pthread_mutex_t alloc_lock; /* chunk slot search and heap allocation */
+	struct ld_chunk *spare;     /* under alloc_lock: the LD_CHUNK_SPARE, or NULL */
 };
 
 /* A thread's current chunk in one domain, for one kind. */
 struct ld_writer {
 	struct ld_chunk *chunk;
 	char *cur, *end;
+	bool from_spare; /* chunk was the domain's spare: tombstones only */
 };
 
 /* ---- MemTable (memtable.c) ----------------------------------------------------------- */
@@ -125,8 +130,11 @@ struct ld_memtable {
 
 struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
 void ld_mt_destroy(struct ld_memtable *mt);
-/* Inserts a node for @e (lock-free); 0 or TIPS_ENOMEM. */
-int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e);
+/* A node of @height layers for ld_mt_insert (malloc; NULL when DRAM is out). Taken
+ * before the entry is written, so that a put never persists an entry it cannot index. */
+struct ld_mnode *ld_mt_node_new(unsigned height);
+/* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
+void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);
 /* The newest entry with this key, or NULL. */
 struct ld_entry *ld_mt_get(struct ld_memtable *mt, const void *k, size_t kl);
 /* First node with key >= k (bottom layer), NULL at the end; kl 0: the first node. */
@@ -154,7 +162,8 @@ struct ld_l0 {
 unsigned ld_shard_of(const struct tips_listdb *db, const void *k, size_t kl);
 unsigned ld_domain_of(const struct tips_listdb *db, const void *p);
 /* Builds @t's lists from @n entries sorted by ld_cmp_entries (newest first per key);
- * writes their next pointers (not flushed). Inserts each key's newest into @hc. */
+ * writes their next pointers (not flushed). Inserts each key's newest into @hc.
+ * 0, or TIPS_ENOMEM (no DRAM for the heads) before any pointer was written. */
 int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
 	       struct ld_hcache *hc);
 void ld_l0_free(struct ld_l0 *t);
@@ -181,8 +190,16 @@ struct ld_view {
 	struct ld_memtable *mutable_mt;
 	unsigned nimm;
 	struct ld_memtable *imm[32]; /* newest first */
-	unsigned nl0;
+	unsigned nl0, cap;           /* cap: room in l0[], allocated before any change */
 	struct ld_l0 *l0[];          /* [nl0], newest first */
+};
+
+/* DRAM allocations of the background work that tests can make fail (struct
+ * tips_listdb.dram_faults); each has an error path that leaves the database as it was. */
+enum ld_dram_site {
+	LD_DRAM_VIEW = 1u,   /* a readers' view (MemTable switch, flush, compaction) */
+	LD_DRAM_FLUSH = 2u,  /* a flush's sorted entries, L0 table and heads */
+	LD_DRAM_ZIPPER = 4u, /* a compaction thread's stack and tombstone list */
 };
 
 struct ld_tls;
@@ -208,6 +225,10 @@ struct tips_listdb {
 	unsigned helpers_in;     /* threads merging shards of db->compacting */
 	unsigned bg_running;
 	pthread_t bg[8];
+	_Atomic int bg_error;    /* 0, or the code of the last failed flush or compaction
+	                            (retried every LD_RETRY_MS; cleared by a success) */
+	_Atomic uint64_t bg_failures; /* failed flushes and compactions so far */
+	_Atomic unsigned dram_faults; /* tests: ld_dram_site bits whose allocations fail */
 	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
 	/* compaction work shared by the threads */
 	struct ld_l0 *compacting; /* under bg_lock */
@@ -258,13 +279,22 @@ struct ld_tls {
 			      memory_order_relaxed)
 struct ld_tls *ld_tls_get(struct tips_listdb *db);
 
+#define LD_RETRY_MS 10 /* a failed flush or compaction is tried again after this */
+
+/* db.c: calloc(1, @n), unless a test made @site fail (then NULL, like real exhaustion). */
+void *ld_dram_calloc(struct tips_listdb *db, enum ld_dram_site site, size_t n);
+
 /* log.c */
 int ld_domains_open(struct tips_listdb *db, const char *path, bool create);
 void ld_domains_close(struct tips_listdb *db);
 /* Reserves room for an entry of @size bytes in this thread's chunk of @kind in its
- * domain (a new chunk when full); returns the address and its chunk. */
+ * domain (a new chunk when full); returns the address and its chunk. @tombstone: the
+ * entry is a delete, which may take the domain's spare chunk when the pool is full;
+ * other LOG entries keep the spare in place (allocate it first) and never write into
+ * it. 0, TIPS_ENOMEM (the pool is full), TIPS_ETOOBIG. */
 int ld_log_reserve(struct tips_listdb *db, struct ld_tls *t, enum ld_chunk_kind kind,
-		   size_t size, uint64_t seq, struct ld_entry **out, struct ld_chunk **chunk);
+		   size_t size, uint64_t seq, bool tombstone, struct ld_entry **out,
+		   struct ld_chunk **chunk);
 struct ld_chunk *ld_chunk_of(struct tips_listdb *db, const void *p);
 /* Parses the valid entries of a chunk; calls fn for each; returns the count. */
 typedef void (*ld_entry_fn)(struct ld_chunk *c, struct ld_entry *e, void *arg);
@@ -272,8 +302,13 @@ uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg);
 int ld_chunk_free(struct tips_listdb *db, struct ld_chunk *c);
 void ld_mark_obsolete(struct tips_listdb *db, struct ld_entry *e);
 
-/* zipper.c: merges db->compacting; run by every compaction thread of the round. */
-void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t);
+/* zipper.c: a compaction thread's buffers for merging @t (sized by its largest shard);
+ * NULL when DRAM is out, before anything was changed. */
+struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_l0 *t);
+void ld_zipper_mem_free(struct ld_zipper_mem *m);
+/* Merges shards of db->compacting (@t) until none is left to take; run by every
+ * compaction thread of the round, each with its own @m. Cannot fail. */
+void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_mem *m);
 /* gc.c: reclaims fully obsolete chunks; the caller holds compaction_lock. */
 void ld_gc_run(struct tips_listdb *db);
 void ld_gc_recount(struct tips_listdb *db);

@@ -11,6 +11,15 @@
  * entry is written; every entry of a chunk has seq >= created_seq, so an entry left from
  * the block's previous life (seq < created_seq, since a chunk is only freed when all its
  * tables are merged) or a torn one (bad checksum) ends the parse.
+ *
+ * The spare. Each domain keeps one chunk of kind LD_CHUNK_SPARE, allocated before any
+ * other LOG chunk (so puts and flushes cannot take the last block) and taken only by a
+ * delete that finds the pool full: a delete is how a user makes room, so a full pool
+ * still accepts about LD_CHUNK_SIZE bytes of tombstones per domain. Taking it rewrites
+ * its header (created_seq, then kind LOG, one cache line, persisted) before the first
+ * entry is written, so after a crash it is either an empty spare or an ordinary LOG
+ * chunk. The next put that allocates a chunk allocates a new spare first. The thread
+ * that took it writes only tombstones into it (ld_writer.from_spare).
  */
 #define _GNU_SOURCE
 #include "listdb/listdb_internal.h"
@@ -29,6 +38,8 @@
 
 int tips_listdb_pool_path(const char *path, unsigned domain, char *buf, size_t cap)
 {
+	if (!path || (!buf && cap))
+		return tips_set_error(TIPS_EINVAL, "tips_listdb_pool_path: NULL path or buffer");
 	if (domain == 0)
 		return snprintf(buf, cap, "%s", path);
 	return snprintf(buf, cap, "%s.d%u", path, domain);
@@ -225,8 +236,14 @@ int ld_domains_open(struct tips_listdb *db, const char *path, bool create)
 		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++) {
 			if (!r->chunk_slots[s])
 				continue;
-			register_chunk(db, d, s, (void *)(uintptr_t)r->chunk_slots[s]);
-			atomic_store(&db->dom[d].chunks[s].state, LD_CS_UNCOUNTED);
+			struct ld_chunk_hdr *h = (void *)(uintptr_t)r->chunk_slots[s];
+			register_chunk(db, d, s, h);
+			/* One spare is kept; another (none is ever made) would be parsed as
+			 * an empty chunk and reclaimed. */
+			bool spare = h->kind == LD_CHUNK_SPARE && !db->dom[d].spare;
+			atomic_store(&db->dom[d].chunks[s].state, spare ? LD_CS_SPARE : LD_CS_UNCOUNTED);
+			if (spare)
+				db->dom[d].spare = &db->dom[d].chunks[s];
 		}
 	}
 	return 0;
@@ -265,27 +282,24 @@ struct ld_chunk *ld_chunk_of(struct tips_listdb *db, const void *p)
 	return NULL;
 }
 
-static int chunk_new(struct tips_listdb *db, unsigned d, enum ld_chunk_kind kind, uint64_t seq,
-		     struct ld_chunk **out)
+/* Allocates a chunk of @kind for entries of seq >= @seq into a free root slot of domain
+ * @d; the caller holds alloc_lock. */
+static int chunk_alloc_locked(struct tips_listdb *db, unsigned d, enum ld_chunk_kind kind,
+			      uint64_t seq, struct ld_chunk **out)
 {
 	struct ld_domain *dm = &db->dom[d];
-	pthread_mutex_lock(&dm->alloc_lock);
 	unsigned s;
 	for (s = 0; s < LD_MAX_CHUNKS; s++)
 		if (dm->root->chunk_slots[s] == 0 && atomic_load(&dm->chunks[s].state) == LD_CS_FREE)
 			break;
-	if (s == LD_MAX_CHUNKS) {
-		pthread_mutex_unlock(&dm->alloc_lock);
+	if (s == LD_MAX_CHUNKS)
 		return tips_set_error(TIPS_ENOMEM, "domain %u: all %u chunk slots in use", d,
 				      LD_MAX_CHUNKS);
-	}
 	int rc = tips_heap_alloc_to(tips_pool_heap(dm->pool), LD_CHUNK_SIZE,
 				    &dm->root->chunk_slots[s]);
-	if (rc) {
-		pthread_mutex_unlock(&dm->alloc_lock);
+	if (rc)
 		return rc == TIPS_ENOMEM ? tips_set_error(rc, "ListDB: domain %u pool is full", d)
 					 : rc;
-	}
 	struct ld_chunk_hdr *h = (void *)(uintptr_t)dm->root->chunk_slots[s];
 	memset(h, 0, LD_CHUNK_HDR + sizeof(struct ld_entry));
 	h->kind = kind;
@@ -294,10 +308,47 @@ static int chunk_new(struct tips_listdb *db, unsigned d, enum ld_chunk_kind kind
 	h->magic = LD_MAGIC;
 	pm_persist(h, LD_CHUNK_HDR + sizeof(struct ld_entry));
 	register_chunk(db, d, s, h);
-	atomic_store(&dm->chunks[s].state, LD_CS_ACTIVE);
-	pthread_mutex_unlock(&dm->alloc_lock);
+	atomic_store(&dm->chunks[s].state, kind == LD_CHUNK_SPARE ? LD_CS_SPARE : LD_CS_ACTIVE);
 	*out = &dm->chunks[s];
 	return 0;
+}
+
+/* Turns the domain's spare into an active LOG chunk for entries of seq >= @seq; the
+ * caller holds alloc_lock and dm->spare is set. */
+static struct ld_chunk *spare_take_locked(struct ld_domain *dm, uint64_t seq)
+{
+	struct ld_chunk *c = dm->spare;
+	struct ld_chunk_hdr *h = c->hdr;
+	h->created_seq = seq;
+	h->retired_max_seq = 0;
+	h->kind = LD_CHUNK_LOG; /* the header is one cache line: persisted at once */
+	pm_persist(h, LD_CHUNK_HDR);
+	atomic_store(&c->max_seq, 0);
+	atomic_store(&c->state, LD_CS_ACTIVE);
+	dm->spare = NULL;
+	return c;
+}
+
+/* A new chunk of @kind in domain @d (see "The spare" above); *@from_spare says whether
+ * it is the spare, which only a @tombstone may take. */
+static int chunk_new(struct tips_listdb *db, unsigned d, enum ld_chunk_kind kind, uint64_t seq,
+		     bool tombstone, struct ld_chunk **out, bool *from_spare)
+{
+	struct ld_domain *dm = &db->dom[d];
+	int rc = 0;
+	*from_spare = false;
+	pthread_mutex_lock(&dm->alloc_lock);
+	if (kind == LD_CHUNK_LOG && !tombstone && !dm->spare)
+		rc = chunk_alloc_locked(db, d, LD_CHUNK_SPARE, seq, &dm->spare);
+	if (rc == 0)
+		rc = chunk_alloc_locked(db, d, kind, seq, out);
+	if (rc == TIPS_ENOMEM && tombstone && dm->spare) {
+		*out = spare_take_locked(dm, seq);
+		*from_spare = true;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&dm->alloc_lock);
+	return rc;
 }
 
 static void chunk_retire(struct ld_chunk *c)
@@ -309,21 +360,23 @@ static void chunk_retire(struct ld_chunk *c)
 }
 
 int ld_log_reserve(struct tips_listdb *db, struct ld_tls *t, enum ld_chunk_kind kind, size_t size,
-		   uint64_t seq, struct ld_entry **out, struct ld_chunk **chunk)
+		   uint64_t seq, bool tombstone, struct ld_entry **out, struct ld_chunk **chunk)
 {
 	if (size > LD_CHUNK_SIZE - LD_CHUNK_HDR)
 		return tips_set_error(TIPS_ETOOBIG, "entry of %zu bytes", size);
 	struct ld_writer *w = &t->w[t->domain][kind - 1];
-	if (!w->chunk || w->cur + size > w->end) {
-		if (w->chunk) {
-			chunk_retire(w->chunk);
-			w->chunk = NULL;
-		}
+	if (!w->chunk || w->cur + size > w->end || (w->from_spare && !tombstone)) {
+		/* The new chunk first: on failure the thread keeps its current one (and a
+		 * chunk that was the spare keeps its room for tombstones). */
 		struct ld_chunk *c = NULL;
-		int rc = chunk_new(db, t->domain, kind, seq, &c);
+		bool from_spare;
+		int rc = chunk_new(db, t->domain, kind, seq, tombstone, &c, &from_spare);
 		if (rc)
 			return rc;
+		if (w->chunk)
+			chunk_retire(w->chunk);
 		w->chunk = c;
+		w->from_spare = from_spare;
 		w->cur = (char *)c->hdr + LD_CHUNK_HDR;
 		w->end = (char *)c->hdr + LD_CHUNK_SIZE;
 	}

@@ -90,12 +90,14 @@ static void find(struct ld_memtable *mt, const void *k, size_t kl, uint64_t key8
 	}
 }
 
-int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e)
+struct ld_mnode *ld_mt_node_new(unsigned height)
+{
+	return malloc(sizeof(struct ld_mnode) + height * sizeof(void *));
+}
+
+void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e)
 {
 	unsigned h = e->height;
-	struct ld_mnode *node = malloc(sizeof(*node) + h * sizeof(void *));
-	if (!node)
-		return TIPS_ENOMEM;
 	node->e = e;
 	node->key8 = key8_of(ld_key(e), e->klen);
 	node->lsn = e->lsn;
@@ -115,7 +117,6 @@ int ld_mt_insert(struct ld_memtable *mt, struct ld_entry *e)
 			find(mt, k, e->klen, node->key8, e->lsn, preds, succs);
 		}
 	}
-	return 0;
 }
 
 static struct ld_mnode *seek(struct ld_memtable *mt, const void *k, size_t kl)

@@ -48,7 +48,7 @@ int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted
 	       struct ld_hcache *hc)
 {
 	size_t nheads = (size_t)db->shards * db->domains;
-	t->head_mem = calloc(nheads, LD_HEAD_BYTES);
+	t->head_mem = ld_dram_calloc(db, LD_DRAM_FLUSH, nheads * LD_HEAD_BYTES);
 	if (!t->head_mem)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for L0 heads");
 	for (unsigned s = 0; s < db->shards; s++)

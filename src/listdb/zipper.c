@@ -23,6 +23,10 @@
  * Readers are never blocked and never miss a key (§3.4.3): they go head to tail while
  * the merge goes tail to head, every element stays reachable from some head, and a
  * pointer to an element is only written after the element's own pointers are in place.
+ *
+ * DRAM: a compaction thread allocates its buffers (ld_zipper_mem_new) before it takes a
+ * shard, so a merge, once begun, allocates nothing and cannot fail half way; a thread
+ * without buffers takes no shard and the compaction is not begun or is left to others.
  */
 #include "listdb/listdb_internal.h"
 
@@ -34,6 +38,12 @@
 struct push {
 	struct ld_entry *e;
 	struct ld_entry *preds[LD_MAX_HEIGHT];
+};
+
+/* A compaction thread's buffers, each with room for the largest shard of the table. */
+struct ld_zipper_mem {
+	struct push *stack;
+	struct ld_entry **tombs;
 };
 
 static inline bool same_key(const struct ld_entry *a, const struct ld_entry *b)
@@ -65,11 +75,12 @@ static inline void visit(struct tips_listdb *db, struct visits *v, const struct 
 	}
 }
 
-static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s, struct push *stack)
+static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s,
+			struct ld_zipper_mem *m)
 {
 	struct visits vis = { 0, 0 };
-	struct ld_entry **tombs = malloc((t->nshard[s] ? t->nshard[s] : 1) * sizeof(*tombs));
-	TIPS_INVARIANT(tombs != NULL, "out of DRAM for the Zipper tombstones");
+	struct push *stack = m->stack;
+	struct ld_entry **tombs = m->tombs;
 	size_t ntombs = 0;
 	struct ld_entry *l1h[TIPS_LISTDB_MAX_DOMAINS];
 	for (unsigned d = 0; d < db->domains; d++)
@@ -131,7 +142,6 @@ static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s, str
 
 	for (size_t i = 0; i < ntombs; i++)
 		ld_mark_obsolete(db, tombs[i]);
-	free(tombs);
 	atomic_fetch_add(&db->st.ctrav, vis.n);
 	atomic_fetch_add(&db->st.ccross, vis.cross);
 
@@ -159,22 +169,42 @@ static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s, str
 	}
 }
 
-void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t)
+struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_l0 *t)
 {
-	size_t cap = 0;
+	size_t cap = 1;
 	for (unsigned s = 0; s < db->shards; s++)
 		if (t->nshard[s] > cap)
 			cap = t->nshard[s];
-	struct push *stack = malloc((cap ? cap : 1) * sizeof(*stack));
-	TIPS_INVARIANT(stack != NULL, "out of DRAM for the Zipper stack");
+	struct ld_zipper_mem *m = ld_dram_calloc(db, LD_DRAM_ZIPPER, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->stack = malloc(cap * sizeof(*m->stack));
+	m->tombs = malloc(cap * sizeof(*m->tombs));
+	if (!m->stack || !m->tombs) {
+		ld_zipper_mem_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+void ld_zipper_mem_free(struct ld_zipper_mem *m)
+{
+	if (!m)
+		return;
+	free(m->stack);
+	free(m->tombs);
+	free(m);
+}
+
+void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_mem *m)
+{
 	for (;;) {
 		unsigned s = atomic_fetch_add(&db->next_shard, 1);
 		if (s >= db->shards)
 			break;
 		if (t->nshard[s])
-			merge_shard(db, t, s, stack);
+			merge_shard(db, t, s, m);
 		atomic_fetch_add(&db->shards_done, 1);
 	}
 	pm_drain(); /* the flushed obsolete flags */
-	free(stack);
 }

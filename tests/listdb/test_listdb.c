@@ -1070,7 +1070,8 @@ static void test_full_pool(void)
 	printf("full pool: %ld puts of %d bytes acknowledged, first failure at put %ld\n", n_ok,
 	       VLEN, first_fail);
 	CHECK(first_fail > 0);       /* ENOMEM came, */
-	CHECK(n_ok > 2000);          /* and not before a fair share of the 8 MiB was used */
+	CHECK(n_ok > 1500);          /* and not before a fair share of the 8 MiB was used
+	                                (less the root area and the 1 MiB spare for deletes) */
 	for (int phase = 0; phase < 2; phase++) {
 		ld_phase = phase ? "full pool: after reopen" : "full pool: live";
 		long lost = 0, ghost = 0;
