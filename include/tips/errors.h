@@ -23,7 +23,9 @@ enum tips_error {
 	TIPS_ENOENT = -30001,     /* no file at the given path */
 	TIPS_ENODIR = -30002,     /* the directory of the path does not exist */
 	TIPS_EEXIST = -30003,     /* a file already exists at the path */
-	TIPS_ENOSPC = -30004,     /* the file system has no room for the pool */
+	TIPS_ENOSPC = -30004,     /* no room: the file system has none for the pool, or the
+	                             pool's heap cannot take a write (a TIPS write that
+	                             replay could not apply; delete keys or grow the pool) */
 	TIPS_ESIZE = -30005,      /* a size is wrong: pool size too small, too large or not
 	                             aligned (create, grow), or the caller's buffer is too
 	                             small for the value (lookup: the length is returned) */

@@ -148,7 +148,9 @@ TIPS_API void tips_config_init(struct tips_config *cfg);
  * tips_open() - open (or create, with TIPS_CREATE) the pool at @path holding an index
  * made by @ops, and recover it if it was not closed cleanly.
  * Return: 0; the pool's codes (tips_pool_open()); TIPS_EMISMATCH if the pool holds
- * another index; TIPS_ENOMEM.
+ * another index; TIPS_ENOMEM; TIPS_ENOSPC if recovery cannot replay the logged writes
+ * for lack of heap room (nothing is lost: grow the pool with tips_pool_grow() or
+ * `tips pool grow`, then open it again).
  */
 TIPS_API int tips_open(const char *path, const struct tips_config *cfg,
 		       const struct tips_index_ops *ops, struct tips_db **db);
@@ -156,7 +158,10 @@ TIPS_API int tips_open(const char *path, const struct tips_config *cfg,
 /**
  * tips_close() - apply every logged operation to the index, make it durable, mark the
  * pool clean and close it; reopening then replays nothing. No other thread may use
- * @db during or after the call. Sets *@db to NULL.
+ * @db during or after the call. Sets *@db to NULL, also on failure.
+ * Return: 0; TIPS_ENOSPC if some logged writes could not be applied because the heap
+ * is full: they stay in the OLog and the next tips_open replays them (it returns
+ * TIPS_ENOSPC too while the heap is still too small: tips_pool_grow() the pool).
  */
 TIPS_API int tips_close(struct tips_db **db);
 
@@ -164,7 +169,10 @@ TIPS_API int tips_close(struct tips_db **db);
  * Writes. Each is durable when it returns 0 (two fences) and visible to every later
  * lookup. Any thread may call them at any time, without registering.
  * Return: 0; TIPS_EKEYEXISTS (insert of a present key); TIPS_ENOTFOUND (update or
- * delete of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL.
+ * delete of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL;
+ * TIPS_ENOSPC: the pool's heap cannot promise replay the room to apply the write (see
+ * "Full pools" in docs/framework.md): nothing was written; reads, and deletes, which
+ * make room, still work; TIPS_ENOMEM: out of DRAM.
  */
 TIPS_API int tips_insert(struct tips_db *db, const void *key, size_t klen, const void *val,
 			 size_t vlen);

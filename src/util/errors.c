@@ -18,7 +18,8 @@ static const char *const error_names[] = {
 	[1] = "no pool file at that path",
 	[2] = "directory does not exist",
 	[3] = "file already exists",
-	[4] = "no space left for the pool",
+	[4] = "no space left: the file system has no room for the pool, or the pool's heap "
+	      "cannot take the write",
 	[5] = "pool size too small, too large or not aligned, or a buffer too small for the value",
 	[6] = "file is not a TIPS pool",
 	[7] = "pool has a foreign layout version",

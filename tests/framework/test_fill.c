@@ -11,6 +11,10 @@
  *  kill:   a child fills the pool and is killed with SIGKILL at a random point (some
  *          after it met the full pool); every key it acknowledged is back after the
  *          parent reopens, and the pool checks clean.
+ *  legacy: the pool the code before admission left behind (fw_debug_admit_all: the
+ *          heap fills up under acknowledged writes replay cannot apply): close keeps
+ *          them and says TIPS_ENOSPC, open says TIPS_ENOSPC and names `tips pool grow`;
+ *          after tips_pool_grow() the open replays them and every key is there.
  * Prints one line per fill: keys acknowledged, the error, keys back after reopen.
  */
 #define _GNU_SOURCE
@@ -24,6 +28,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "tips/framework.h"
 
 static uint64_t pool_size = 32ull << 20; /* argv[2] MiB: 64 in the campaign */
 #define MAX_VALUE 1000u
@@ -230,6 +235,36 @@ static void test_kill(void)
 	munmap(sh, sizeof(*sh));
 }
 
+static void test_legacy_full(void)
+{
+	unlink(path);
+	uint64_t keep = pool_size;
+	pool_size = 32ull << 20; /* the smallest pool with room for the default logs */
+	struct tips_db *db = open_db(TIPS_CREATE);
+	fw_debug_admit_all(db);
+	int err = 0;
+	uint64_t n = fill_from(db, 0, 100, &err);
+	CHECK(err == TIPS_ENOSPC); /* the OLog filled behind a replay that cannot go on */
+	int rc = tips_close(&db);
+	CHECK(rc == TIPS_ENOSPC && db == NULL);
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	rc = tips_open(path, &cfg, ops, &db);
+	CHECK(rc == TIPS_ENOSPC && strstr(tips_errormsg(), "tips pool grow") != NULL);
+	CHECK(tips_pool_grow(path, 64ull << 20) == 0);
+	db = open_db(0);
+	uint64_t lost = 0;
+	for (uint64_t i = 0; i < n; i++)
+		lost += check_key(db, i, 100) != 0;
+	CHECK(lost == 0);
+	check_pool_clean(db);
+	CHECK(tips_close(&db) == 0);
+	printf("%s legacy full pool: %llu keys acknowledged in 32 MiB; open refused with %s; "
+	       "after growing to 64 MiB %llu lost\n", ops->name, (unsigned long long)n,
+	       tips_strerror(TIPS_ENOSPC), (unsigned long long)lost);
+	pool_size = keep;
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "tips-hash";
@@ -242,6 +277,7 @@ int main(int argc, char **argv)
 	test_fill(100);
 	test_fill(MAX_VALUE);
 	test_kill();
+	test_legacy_full();
 	unlink(path);
 	return test_finish("test_fill");
 }
