@@ -77,8 +77,8 @@ static int verify(uint64_t k, double evict)
 	size_t vlen;
 	if (!rc && (tips_put(db, "key", 3, &v, 8) || tips_lookup(db, "key", 3, &got, 8, &vlen) ||
 		    got != k)) {
-		fprintf(stderr, "crash at event %llu: the database does not work\n",
-			(unsigned long long)k);
+		fprintf(stderr, "crash at event %llu: the database does not work (%s)\n",
+			(unsigned long long)k, tips_errormsg());
 		rc = 1;
 	}
 	tips_close(&db);
