@@ -14,6 +14,8 @@
  * written (a wrong value or TIPS_ENOTFOUND is allowed; a crash is not). With
  * TIPS_BINARY it also runs `tips pool check PATH --index INDEX` on CLI_FLIPS damaged
  * copies: exit 0 or 1, never a signal.
+ * Before the random flips, each byte of the framework header's index root word is
+ * flipped (lowest and highest bit) and a plain tips_open must report it.
  * The test fails on any signal or hang of a child, and on an error without a
  * message. It prints, per pool: trials, detected (open or check said TIPS_ECORRUPT or
  * another error, with a message), clean (passed, every lookup right), clean with
@@ -276,10 +278,11 @@ static int lookups(struct tips_db *db, const struct model *m)
 	return T_CLEAN;
 }
 
-static int trial_child(const char *path, const struct tips_index_ops *ops, const struct model *m)
+static int trial_child(const char *path, const struct tips_index_ops *ops, const struct model *m,
+		       unsigned flags)
 {
 	alarm(CHILD_SECONDS);
-	struct tips_config c = config(TIPS_VERIFY);
+	struct tips_config c = config(flags);
 	struct tips_db *db;
 	int rc = tips_open(path, &c, ops, &db);
 	if (rc)
@@ -298,13 +301,13 @@ struct tally {
 };
 
 static void run_trial(const char *path, const struct tips_index_ops *ops,
-		      const struct model *m, struct tally *t, uint64_t off)
+		      const struct model *m, struct tally *t, uint64_t off, unsigned flags)
 {
 	fflush(NULL);
 	pid_t pid = fork();
 	REQUIRE(pid >= 0);
 	if (pid == 0)
-		_exit(trial_child(path, ops, m));
+		_exit(trial_child(path, ops, m, flags));
 	int st;
 	REQUIRE(waitpid(pid, &st, 0) == pid);
 	t->trials++;
@@ -350,6 +353,28 @@ static void run_cli(const char *tool, const char *path, const char *index, uint6
 	}
 }
 
+/* Directed: every byte of the framework header's index root word (neither checksummed
+ * nor in the header's crc), flipped in its lowest and highest bit, must be reported by
+ * a plain tips_open (no TIPS_VERIFY), with a message. */
+static void root_word_flips(const char *pristine, const char *trial_path,
+			    const struct tips_index_ops *ops, const struct model *m,
+			    const struct targets *t)
+{
+	struct tally tally = { 0 };
+	uint64_t root = t->fw_hdr.off + offsetof(struct fw_header, index_root);
+	for (unsigned byte = 0; byte < 8; byte++) {
+		for (unsigned mask = 0x01; mask <= 0x80; mask <<= 7) {
+			copy_file(pristine, trial_path);
+			flip(trial_path, root + byte, (unsigned char)mask);
+			run_trial(trial_path, ops, m, &tally, root + byte, 0);
+		}
+	}
+	unlink(trial_path);
+	printf("%s index root word: %u flips, %u detected, %u crashes, %u empty messages\n",
+	       ops->name, tally.trials, tally.detected, tally.crashes, tally.empty);
+	CHECK(tally.detected == tally.trials);
+}
+
 static void campaign(const char *name, const char *pristine, const char *trial_path,
 		     const struct tips_index_ops *ops, const struct model *m, unsigned flips,
 		     uint64_t *rng, const char *tool, unsigned cli_flips)
@@ -360,6 +385,8 @@ static void campaign(const char *name, const char *pristine, const char *trial_p
 	find_targets(pristine, scratch, &t);
 	if (strcmp(name, "unclean") == 0)
 		REQUIRE(t.live_records > 0); /* the kill left records for recovery */
+	else
+		root_word_flips(pristine, trial_path, ops, m, &t);
 	struct tally tally = { 0 };
 	unsigned cli_bad = 0;
 	for (unsigned f = 0; f < flips + cli_flips; f++) {
@@ -367,7 +394,7 @@ static void campaign(const char *name, const char *pristine, const char *trial_p
 		uint64_t off = pick_offset(&t, rng);
 		flip(trial_path, off, (unsigned char)(rnd(rng) % 255 + 1));
 		if (f < flips)
-			run_trial(trial_path, ops, m, &tally, off);
+			run_trial(trial_path, ops, m, &tally, off, TIPS_VERIFY);
 		else
 			run_cli(tool, trial_path, ops->name, off, &cli_bad);
 	}
