@@ -246,6 +246,9 @@ TIPS_API void tips_stats(struct tips_db *db, struct tips_stats *out);
  * tips_db_walk() - call @fn for every heap block the database owns: the index's
  * blocks (ops->walk) and the framework's own. With tips_heap_walk() this finds leaked
  * and doubly owned blocks. Only while no write is in flight (e.g. right after open).
+ * The walk checks each pointer and node before following it and is bounded by the
+ * heap's allocated blocks. Return: 0, @fn's first non-zero value, TIPS_ECORRUPT (the
+ * message names the index, the node and what was expected), TIPS_ENOMEM.
  */
 TIPS_API int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg);
 
