@@ -582,7 +582,10 @@ static int fw_format(struct tips_db *db, const struct tips_config *cfg)
  * short; anything else is left alone. */
 static bool fw_needs_format(const struct fw_header *fw)
 {
-	if (fw->magic == FW_MAGIC_FORMATTING || (fw->magic == FW_MAGIC && fw->state == 0))
+	/* A torn format never set the root (fw_format zeroes it): state 0 beside a root is
+	 * damage, which fw_validate reports, not a format to redo over the index. */
+	if (fw->magic == FW_MAGIC_FORMATTING ||
+	    (fw->magic == FW_MAGIC && fw->state == 0 && fw->index_root == 0))
 		return true;
 	const unsigned char *p = (const unsigned char *)fw;
 	for (size_t i = 0; i < sizeof(*fw); i++)
