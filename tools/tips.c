@@ -6,12 +6,14 @@
  *   tips pool check PATH [--index NAME]
  *   tips pool grow PATH --size SIZE
  *
- * Exit codes: 0 success (check: consistent); 1 check found an inconsistency or leak;
+ * Exit codes: 0 success (check: consistent); 1 check found an inconsistency, a leak or
+ * a damaged pool (check never crashes or hangs on any input);
  * 2 usage error; 3 the operation failed (message on stderr, naming the TIPS_E* cause).
  * Uses only the public API.
  */
 #include "size_arg.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,13 +36,16 @@ static const char usage_text[] =
 	"          the heap: chunk table, run bitmaps, block headers, allocation logs.\n"
 	"          With --index NAME (e.g. tips-hash), open it as that TIPS index (running\n"
 	"          TIPS recovery) and also check that the heap's allocated blocks are\n"
-	"          exactly the blocks the index owns (no leak, no double free).\n"
+	"          exactly the blocks the index owns (no leak, no double free). The open\n"
+	"          checks every header, log record and index node before following it\n"
+	"          (TIPS_VERIFY): a damaged pool is reported, never followed.\n"
 	"  grow    make a pool that is not open larger: SIZE is the new total size (larger\n"
 	"          than now, a multiple of 2 MiB); the heap gets the new room. Crash-safe:\n"
 	"          an interruption leaves the old or the grown pool. A pool that crashed\n"
 	"          can be grown; its next open recovers it as usual.\n"
 	"\n"
-	"exit codes: 0 ok, 1 check found an inconsistency, 2 usage error, 3 failure\n";
+	"exit codes: 0 ok, 1 check found an inconsistency or damage (the message names the\n"
+	"region, the offset or address, and what was expected), 2 usage error, 3 failure\n";
 
 static int usage(FILE *f, int code)
 {
@@ -52,6 +57,23 @@ static int fail(const char *what, int rc)
 {
 	fprintf(stderr, "tips: %s: %s (%s)\n", what, tips_errormsg(), tips_strerror(rc));
 	return EXIT_FAILED;
+}
+
+/* True if an open failed because the pool is damaged (a header, log, the heap or the
+ * index): the check's answer, not a failure to check. A file that is no pool, or a
+ * pool of another version or index, stays a failure (exit 3). */
+static bool pool_unusable(int rc)
+{
+	return rc == TIPS_ECORRUPT;
+}
+
+/* Reports a pool the check rejects; the message names the region (pool header,
+ * framework header, OLog n, heap, the index and its node), the offset or address,
+ * and what was expected. */
+static int inconsistent(const char *message)
+{
+	printf("result:          INCONSISTENT: %s\n", message);
+	return EXIT_INCONSISTENT;
 }
 
 static int cmd_create(int argc, char **argv)
@@ -169,7 +191,12 @@ static int check_index(const char *path, const char *name)
 		return EXIT_USAGE;
 	}
 	struct tips_db *db;
-	int rc = tips_open(path, NULL, ops, &db);
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_VERIFY; /* walk the index before recovery follows it */
+	int rc = tips_open(path, &cfg, ops, &db);
+	if (pool_unusable(rc))
+		return inconsistent(tips_errormsg());
 	if (rc)
 		return fail("pool check", rc);
 	struct tips_stats ts;
@@ -190,10 +217,8 @@ static int check_index(const char *path, const char *name)
 	       (unsigned long long)rep.leaked, (unsigned long long)rep.free_but_owned,
 	       (unsigned long long)rep.owned_twice);
 	int close_rc = tips_close(&db);
-	if (rc == TIPS_ECORRUPT) {
-		printf("result:          INCONSISTENT: %s\n", tips_errormsg());
-		return EXIT_INCONSISTENT;
-	}
+	if (rc == TIPS_ECORRUPT)
+		return inconsistent(tips_errormsg());
 	if (rc || close_rc)
 		return fail("pool check", rc ? rc : close_rc);
 	printf("result:          consistent\n");
@@ -208,6 +233,8 @@ static int cmd_check(int argc, char **argv)
 		return usage(stderr, EXIT_USAGE);
 	struct tips_pool *pool;
 	int rc = tips_pool_open(argv[0], NULL, &pool);
+	if (pool_unusable(rc))
+		return inconsistent(tips_errormsg());
 	if (rc)
 		return fail("pool check", rc);
 	struct tips_heap *heap = tips_pool_heap(pool);
@@ -219,7 +246,7 @@ static int cmd_check(int argc, char **argv)
 	printf("reachability:    not checked (give --index NAME for a TIPS pool)\n");
 	int close_rc = tips_pool_close(&pool);
 	if (rc) {
-		printf("result:          INCONSISTENT: %llu problem(s); first: %s\n",
+		printf("result:          INCONSISTENT: heap: %llu problem(s); first: %s\n",
 		       (unsigned long long)rep.errors, rep.first_error);
 		return EXIT_INCONSISTENT;
 	}

@@ -76,7 +76,11 @@ struct tips_index_ops {
 	long (*scan)(void *index, const void *start, size_t klen, size_t count,
 		     tips_scan_fn fn, void *arg);
 	/* Calls @fn for every block the index owns (its root included); for leak checks.
-	 * Not concurrent with writes. */
+	 * Not concurrent with writes. Before following a pointer read from PM it checks
+	 * that the pointer is a block of plausible size (tips_block_valid) and that the
+	 * node holds what a lookup relies on (counts, lengths, types); if not it returns
+	 * TIPS_ECORRUPT with a message naming the index, the node and what was expected.
+	 * open checks its root the same way. */
 	int (*walk)(void *index, tips_walk_fn fn, void *arg);
 };
 
@@ -114,12 +118,26 @@ TIPS_API int tips_ulog_add(void *addr, size_t size);
 /** tips_root() - the root object of the index being called (inside an ops call). */
 TIPS_API void *tips_root(void);
 
+/**
+ * tips_block_valid() - 1 if @ptr is the start of a block allocated in the heap of the
+ * database being called, with at least @min_size usable bytes; else 0. Safe on any
+ * address (it reads only the heap's metadata, never *@ptr). Valid inside an index's
+ * callbacks (create, open, insert, update, remove, walk); outside them it returns 0.
+ * An index's open and walk call it before following a pointer read from PM, so that a
+ * corrupted pool is reported (TIPS_ECORRUPT) instead of crashing. Thread-safe.
+ */
+TIPS_API int tips_block_valid(const void *ptr, size_t min_size);
+
 /* ==== The facade: what an application calls ========================================= */
 
 struct tips_db;
 
 /* Flags of struct tips_config. */
 #define TIPS_CREATE 1u /* create the pool (and the index) if the file does not exist */
+#define TIPS_VERIFY 2u /* before recovery replays anything, walk the whole index and check
+                          every pointer and node (the check of ops->walk): a damaged pool
+                          fails with TIPS_ECORRUPT instead of being followed. Costs a pass
+                          over the index; `tips pool check` opens with it. */
 
 /*
  * Configuration of tips_open(). Initialise with tips_config_init(); the struct carries
@@ -127,7 +145,7 @@ struct tips_db;
  */
 struct tips_config {
 	size_t struct_size;       /* set by tips_config_init() */
-	unsigned flags;           /* TIPS_CREATE */
+	unsigned flags;           /* TIPS_CREATE, TIPS_VERIFY */
 	uint64_t pool_size;       /* create: pool size (default 1 GiB) */
 	uint64_t expected_keys;   /* sizing hint for the cache and the index (default 1M) */
 	unsigned cache_percent;   /* DRAM cache entries, % of expected_keys (default 25) */
@@ -147,10 +165,16 @@ TIPS_API void tips_config_init(struct tips_config *cfg);
 /**
  * tips_open() - open (or create, with TIPS_CREATE) the pool at @path holding an index
  * made by @ops, and recover it if it was not closed cleanly.
+ * Every word read from the pool is range-checked or checksummed before it is followed
+ * (headers, the index root, OLog heads, tails and records, ULog records); with
+ * TIPS_VERIFY the index's pointers and nodes are checked too (ops->walk). Without it,
+ * a damaged index may still be followed: do not use a pool that `tips pool check`
+ * rejects.
  * Return: 0; the pool's codes (tips_pool_open()); TIPS_EMISMATCH if the pool holds
- * another index; TIPS_ENOMEM; TIPS_ENOSPC if recovery cannot replay the logged writes
- * for lack of heap room (nothing is lost: grow the pool with tips_pool_grow() or
- * `tips pool grow`, then open it again).
+ * another index; TIPS_ECORRUPT (a damaged header, log or index; tips_errormsg() says
+ * where and what was expected); TIPS_ENOMEM; TIPS_ENOSPC if recovery cannot replay
+ * the logged writes for lack of heap room (nothing is lost: grow the pool with
+ * tips_pool_grow() or `tips pool grow`, then open it again).
  */
 TIPS_API int tips_open(const char *path, const struct tips_config *cfg,
 		       const struct tips_index_ops *ops, struct tips_db **db);
@@ -235,6 +259,9 @@ TIPS_API void tips_stats(struct tips_db *db, struct tips_stats *out);
  * tips_db_walk() - call @fn for every heap block the database owns: the index's
  * blocks (ops->walk) and the framework's own. With tips_heap_walk() this finds leaked
  * and doubly owned blocks. Only while no write is in flight (e.g. right after open).
+ * The walk checks each pointer and node before following it and is bounded by the
+ * heap's allocated blocks. Return: 0, @fn's first non-zero value, TIPS_ECORRUPT (the
+ * message names the index, the node and what was expected), TIPS_ENOMEM.
  */
 TIPS_API int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg);
 

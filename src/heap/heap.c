@@ -220,9 +220,12 @@ struct block_ref {
 static bool block_find(const struct tips_heap *h, const void *addr, bool exact,
 		       struct block_ref *ref)
 {
-	const char *a = addr;
-	if (a < h->chunks || a >= chunk_addr(h, h->nchunks))
+	/* Any address may come here (a pointer read from a damaged pool): compare as
+	 * integers, and trust no table entry beyond the heap's end. */
+	uintptr_t ua = (uintptr_t)addr;
+	if (ua < (uintptr_t)h->chunks || ua >= (uintptr_t)chunk_addr(h, h->nchunks))
 		return false;
+	const char *a = addr;
 	uint64_t idx = chunk_index(h, a);
 	uint64_t e = word_get(&h->table[idx]);
 	switch (CHUNK_KIND(e)) {
@@ -235,7 +238,8 @@ static bool block_find(const struct tips_heap *h, const void *addr, bool exact,
 			return false;
 		/* fall through */
 	case CHUNK_EXTENT:
-		if (exact && a != chunk_addr(h, idx))
+		if ((exact && a != chunk_addr(h, idx)) || CHUNK_ARG(e) == 0 ||
+		    CHUNK_ARG(e) > h->nchunks - idx)
 			return false;
 		ref->chunk = idx;
 		ref->extent = true;
@@ -1497,7 +1501,9 @@ int heap_close(struct tips_heap *h, int crashed)
 size_t tips_heap_usable_size(const struct tips_heap *h, const void *ptr)
 {
 	struct block_ref ref;
-	if (!h || !ptr || !block_find(h, (const char *)ptr - BLOCK_HEADER_SIZE, true, &ref) ||
+	uintptr_t p = (uintptr_t)ptr;
+	if (!h || p < BLOCK_HEADER_SIZE ||
+	    !block_find(h, (const void *)(p - BLOCK_HEADER_SIZE), true, &ref) ||
 	    !block_is_allocated(h, &ref))
 		return 0;
 	return ref.usable;

@@ -739,21 +739,113 @@ static int art_create(const struct tips_index_config *cfg, void **rootp)
 
 /* Zeroes the lock word of @n and of every node below (see "Lock words in PM"); checks
  * node types on the way. */
-static int reset_locks(struct art_node *n)
+/* ---- checks of what open and walk follow ------------------------------------------------ */
+
+/* Levels below the root: each consumes at least one key byte. */
+#define ART_MAX_DEPTH (TIPS_MAX_KEY + 1u)
+
+/* A leaf, checked before it is followed: a block holding its header, key (1..
+ * TIPS_MAX_KEY bytes) and, unless 8 bytes long, its value. */
+static int leaf_check(const struct art_leaf *l, const void *from)
 {
-	if (n->type < ART_N4 || n->type > ART_N256 || LD(n->count) > node_cap[n->type])
-		return TIPS_ECORRUPT;
-	atomic_store_explicit(&n->lock, 0, memory_order_relaxed);
-	unsigned b = 0;
-	uintptr_t c;
-	for (unsigned from = 0; from < 256 && (c = next_child(n, from, &b)); from = b + 1) {
-		if (!is_leaf(c)) {
-			int rc = reset_locks(as_node(c));
-			if (rc)
-				return rc;
-		}
+	if (!IDX_CHECK_BLOCK(l, sizeof(*l)))
+		return IDX_CORRUPT(from, "leaf link %p: expected an allocated block of >= %zu "
+				   "bytes", (const void *)l, sizeof(*l));
+	size_t bytes = sizeof(*l) + l->klen + (l->vlen != 8 ? l->vlen : 0);
+	if (l->klen == 0 || l->klen > TIPS_MAX_KEY || l->vlen > TIPS_MAX_VALUE ||
+	    !IDX_CHECK_BLOCK(l, bytes))
+		return IDX_CORRUPT(l, "klen %u, vlen %u: expected 1..%u key bytes and a leaf "
+				   "that fits its block", l->klen, l->vlen, TIPS_MAX_KEY);
+	return 0;
+}
+
+/* An inner node, checked before it is followed: an allocated block of its type's size,
+ * a valid type, a count within capacity, a Node48's index naming its 48 slots. */
+static int node_check(const struct art_node *n, const void *from)
+{
+	if (!IDX_CHECK_BLOCK(n, sizeof(*n)))
+		return IDX_CORRUPT(from, "node link %p: expected an allocated block of >= %zu "
+				   "bytes", (const void *)n, sizeof(*n));
+	if (n->type < ART_N4 || n->type > ART_N256 || !IDX_CHECK_BLOCK(n, node_size(n->type)) ||
+	    LD(n->count) > node_cap[n->type])
+		return IDX_CORRUPT(n, "type %u, count %u: expected a type of 1..4, a block of its "
+				   "size and a count within its capacity", n->type,
+				   (unsigned)LD(n->count));
+	if (n->type == ART_N48) {
+		const struct art_n48 *p = (const struct art_n48 *)n;
+		for (unsigned b = 0; b < 256; b++)
+			if (LD(p->index[b]) > 48)
+				return IDX_CORRUPT(n, "index[%u] = %u: expected 0..48", b,
+						   (unsigned)LD(p->index[b]));
 	}
 	return 0;
+}
+
+/* A tagged child word @c of @from: a leaf or a node, checked. */
+static int child_check(uintptr_t c, const void *from)
+{
+	return is_leaf(c) ? leaf_check(as_leaf(c), from) : node_check(as_node(c), from);
+}
+
+/* Node addresses met so far (DRAM, open addressing): open reaches each node once. */
+struct seen {
+	uintptr_t *v;
+	size_t cap, n;
+};
+
+/* 1 if @p was added, 0 if it was there, TIPS_ENOMEM. */
+static int seen_add(struct seen *s, const void *p)
+{
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 1024;
+		uintptr_t *v = calloc(cap, sizeof(*v));
+		if (!v)
+			return TIPS_ENOMEM;
+		for (size_t i = 0; i < s->cap; i++)
+			for (size_t j = s->v[i] ? mix64(s->v[i]) & (cap - 1) : cap; j < cap;
+			     j = (j + 1) & (cap - 1))
+				if (!v[j]) {
+					v[j] = s->v[i];
+					break;
+				}
+		free(s->v);
+		s->v = v;
+		s->cap = cap;
+	}
+	for (size_t j = mix64((uintptr_t)p) & (s->cap - 1);; j = (j + 1) & (s->cap - 1)) {
+		if (s->v[j] == (uintptr_t)p)
+			return 0;
+		if (!s->v[j]) {
+			s->v[j] = (uintptr_t)p;
+			s->n++;
+			return 1;
+		}
+	}
+}
+
+/* Zeroes the lock word of @n (checked) and of every node below, checking each leaf and
+ * node before following it; a node reached twice, or deeper than a key can reach, is
+ * reported. */
+static int reset_locks(struct art_node *n, unsigned depth, struct seen *seen)
+{
+	if (depth > ART_MAX_DEPTH)
+		return IDX_CORRUPT(n, "depth %u: expected at most %u levels", depth, ART_MAX_DEPTH);
+	atomic_store_explicit(&n->lock, 0, memory_order_relaxed);
+	uintptr_t vl = LD(n->vleaf);
+	int rc = vl ? leaf_check(as_leaf(vl), n) : 0;
+	unsigned b = 0;
+	uintptr_t c;
+	for (unsigned from = 0; rc == 0 && from < 256 && (c = next_child(n, from, &b));
+	     from = b + 1) {
+		if ((rc = child_check(c, n)) || is_leaf(c))
+			continue;
+		rc = seen_add(seen, as_node(c));
+		if (rc == 0)
+			rc = IDX_CORRUPT(as_node(c), "node reached twice: expected a tree");
+		else if (rc == 1)
+			rc = reset_locks(as_node(c), depth + 1, seen);
+	}
+	return rc;
 }
 
 static int art_open(void *rootv, void **indexp)
@@ -761,14 +853,19 @@ static int art_open(void *rootv, void **indexp)
 	struct art_root *root = rootv;
 	if (!root || !indexp)
 		return TIPS_EINVAL;
-	if (root->magic != ART_MAGIC || root->tree.h.type != ART_N256)
-		return TIPS_ECORRUPT;
+	if (!IDX_CHECK_BLOCK(root, sizeof(*root)) || root->magic != ART_MAGIC ||
+	    root->tree.h.type != ART_N256)
+		return IDX_CORRUPT(root, "root: expected an allocated block of >= %zu bytes with "
+				   "magic 0x%llx holding a Node256", sizeof(*root),
+				   (unsigned long long)ART_MAGIC);
 	struct art_index *t = malloc(sizeof(*t));
 	if (!t)
 		return TIPS_ENOMEM;
 	t->root = root;
 	t->tree = &root->tree.h;
-	int rc = reset_locks(t->tree);
+	struct seen seen = { 0 };
+	int rc = reset_locks(t->tree, 0, &seen);
+	free(seen.v);
 	if (rc) {
 		free(t);
 		return rc;
@@ -1429,34 +1526,42 @@ static long art_scan(void *index, const void *start, size_t klen, size_t count,
 
 /* ---- walk ------------------------------------------------------------------------------ */
 
-static int walk_below(struct art_node *n, tips_walk_fn fn, void *arg)
+static int walk_below(struct art_node *n, unsigned depth, tips_walk_fn fn, void *arg)
 {
+	if (depth > ART_MAX_DEPTH)
+		return IDX_CORRUPT(n, "depth %u: expected at most %u levels", depth, ART_MAX_DEPTH);
 	uintptr_t vl = LD(n->vleaf);
-	int rc = vl ? fn(as_leaf(vl), arg) : 0;
+	int rc = vl ? leaf_check(as_leaf(vl), n) : 0;
+	if (rc == 0 && vl)
+		rc = fn(as_leaf(vl), arg);
 	unsigned b = 0;
 	uintptr_t c;
 	for (unsigned from = 0; rc == 0 && from < 256 && (c = next_child(n, from, &b));
 	     from = b + 1) {
+		if ((rc = child_check(c, n)))
+			break;
 		if (is_leaf(c)) {
 			rc = fn(as_leaf(c), arg);
 		} else {
 			rc = fn(as_node(c), arg);
 			if (rc == 0)
-				rc = walk_below(as_node(c), fn, arg);
+				rc = walk_below(as_node(c), depth + 1, fn, arg);
 		}
 	}
 	return rc;
 }
 
-/* The root block (which holds the root node), then every node and leaf below; stops at
- * (and returns) fn's first non-zero. Takes no lock: no write runs meanwhile. */
+/* The root block (which holds the root node), then every node and leaf below, each
+ * checked before it is followed (a cycle is caught by the depth limit and the caller's
+ * bound on fn calls); stops at (and returns) fn's first non-zero. Takes no lock: no
+ * write runs meanwhile. */
 static int art_walk(void *index, tips_walk_fn fn, void *arg)
 {
 	struct art_index *t = index;
 	if (!fn)
 		return TIPS_EINVAL;
 	int rc = fn(t->root, arg);
-	return rc ? rc : walk_below(t->tree, fn, arg);
+	return rc ? rc : walk_below(t->tree, 0, fn, arg);
 }
 
 const struct tips_index_ops IDX_SYM(ops) = {

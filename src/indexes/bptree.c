@@ -585,15 +585,38 @@ static int bpt_create(const struct tips_index_config *cfg, void **rootp)
 	return 0;
 }
 
+/* A link to node @n at @level, read from @from, checked before it is followed: an
+ * allocated node block, its level, a count within the fanout (inner nodes >= 1), and
+ * ord[] naming physical slots. */
+static int node_check(const struct bpt_node *n, uint32_t level, const void *from)
+{
+	if (!IDX_CHECK_BLOCK(n, sizeof(*n)))
+		return IDX_CORRUPT(from, "link %p: expected an allocated node block of >= %zu "
+				   "bytes", (const void *)n, sizeof(*n));
+	if (n->level != level || n->count > BPT_FANOUT || (level > 0 && n->count == 0))
+		return IDX_CORRUPT(n, "level %u, count %u: expected level %u and a count of "
+				   "%u..%u", n->level, n->count, level, level > 0 ? 1u : 0u,
+				   BPT_FANOUT);
+	for (unsigned i = 0; i < n->count; i++)
+		if (n->ord[i] >= BPT_FANOUT)
+			return IDX_CORRUPT(n, "ord[%u] = %u: expected a slot below %u", i,
+					   n->ord[i], BPT_FANOUT);
+	return 0;
+}
+
 static int bpt_open(void *rootv, void **indexp)
 {
 	struct bpt_root *root = rootv;
 	if (!root || !indexp)
 		return TIPS_EINVAL;
-	if (root->magic != BPT_MAGIC || !root->root || root->height < 1 ||
-	    root->height > BPT_MAX_HEIGHT || root->root->level != root->height - 1 ||
-	    root->root->count > BPT_FANOUT)
-		return TIPS_ECORRUPT;
+	if (!IDX_CHECK_BLOCK(root, sizeof(*root)) || root->magic != BPT_MAGIC ||
+	    root->height < 1 || root->height > BPT_MAX_HEIGHT)
+		return IDX_CORRUPT(root, "root: expected an allocated block of >= %zu bytes with "
+				   "magic 0x%llx and a height of 1..%u", sizeof(*root),
+				   (unsigned long long)BPT_MAGIC, BPT_MAX_HEIGHT);
+	int rc = node_check(root->root, (uint32_t)root->height - 1, root);
+	if (rc)
+		return rc;
 
 	struct bpt_index *t = NULL;
 	if (posix_memalign((void **)&t, _Alignof(struct bpt_index), sizeof(*t)))
@@ -994,36 +1017,94 @@ static long bpt_scan(void *index, const void *start, size_t klen, size_t count,
 
 /* ---- walk ------------------------------------------------------------------------------ */
 
-static int walk_node(const struct bpt_node *n, tips_walk_fn fn, void *arg)
+struct walk_state {
+	tips_walk_fn fn;
+	void *arg;
+	const struct bpt_node *prev_leaf; /* the leaf before in key order, NULL at first */
+};
+
+/* Slot @s of @n (read in ord position @i): its key length within limits and, beyond 8
+ * bytes, its key block (not for an inner node's first key, which is never read);
+ * a leaf's value length within limits and, beyond 8 bytes, its value block. An inner
+ * node's first key is not checked: it stands for minus infinity. */
+static int slot_check(const struct bpt_node *n, unsigned i, unsigned s)
 {
-	int rc = fn(n, arg);
+	uint32_t m = n->meta[s], klen = meta_klen(m), vlen = meta_vlen(m);
+	bool key_read = n->level == 0 || i > 0;
+	if ((key_read && (klen == 0 || klen > TIPS_MAX_KEY)) || (n->level == 0 && vlen > TIPS_MAX_VALUE) ||
+	    (n->level > 0 && vlen != 0))
+		return IDX_CORRUPT(n, "slot %u: klen %u, vlen %u: expected a key of 1..%u bytes "
+				   "and a value of at most %u (0 in an inner node)", s, klen, vlen,
+				   TIPS_MAX_KEY, TIPS_MAX_VALUE);
+	if (klen > 8 && key_read && !IDX_CHECK_BLOCK(n->e[s].kx, klen))
+		return IDX_CORRUPT(n, "slot %u: key block %p: expected an allocated block of "
+				   ">= %u bytes", s, (const void *)n->e[s].kx, klen);
+	if (n->level == 0 && vlen > 8 && !IDX_CHECK_BLOCK(n->e[s].val.block, vlen))
+		return IDX_CORRUPT(n, "slot %u: value block %p: expected an allocated block of "
+				   ">= %u bytes", s, (const void *)n->e[s].val.block, vlen);
+	return 0;
+}
+
+/* The leaves in key order must be the leaf chain scans follow. */
+static int leaf_chain_check(struct walk_state *w, const struct bpt_node *leaf)
+{
+	if (w->prev_leaf && w->prev_leaf->next != leaf)
+		return IDX_CORRUPT(w->prev_leaf, "next %p: expected the next leaf in key order, "
+				   "%p", (const void *)w->prev_leaf->next, (const void *)leaf);
+	w->prev_leaf = leaf;
+	return 0;
+}
+
+/* Reports @n; a leaf also takes its place in the leaf chain. */
+static int fn_checked(const struct bpt_node *n, struct walk_state *w)
+{
+	int rc = n->level == 0 ? leaf_chain_check(w, n) : 0;
+	return rc ? rc : w->fn(n, w->arg);
+}
+
+/* @n was checked by node_check; recursion depth is bounded by its level. */
+static int walk_node(const struct bpt_node *n, struct walk_state *w)
+{
+	int rc = fn_checked(n, w);
 	for (unsigned i = 0; i < n->count && rc == 0; i++) {
 		unsigned s = n->ord[i];
 		uint32_t m = n->meta[s];
+		if ((rc = slot_check(n, i, s)))
+			break;
 		if (n->level == 0) {
 			if (meta_klen(m) > 8)
-				rc = fn(n->e[s].kx, arg);
+				rc = w->fn(n->e[s].kx, w->arg);
 			if (rc == 0 && meta_vlen(m) > 8)
-				rc = fn(n->e[s].val.block, arg);
+				rc = w->fn(n->e[s].val.block, w->arg);
 		} else {
 			if (i > 0 && meta_klen(m) > 8) /* the first key is never read, owns nothing */
-				rc = fn(n->e[s].kx, arg);
+				rc = w->fn(n->e[s].kx, w->arg);
 			if (rc == 0)
-				rc = walk_node(n->e[s].val.child, fn, arg);
+				rc = node_check(n->e[s].val.child, n->level - 1, n);
+			if (rc == 0)
+				rc = walk_node(n->e[s].val.child, w);
 		}
 	}
 	return rc;
 }
 
-/* The root block, then every node with its key and value blocks; stops at (and
- * returns) fn's first non-zero. Takes no lock: the contract says no write runs. */
+/* The root block, then every node with its key and value blocks, each checked before
+ * it is followed (levels fall by one per link, so no cycle; the leaves in key order
+ * must form the leaf chain); stops at (and returns) fn's first non-zero. Takes no
+ * lock: the contract says no write runs. */
 static int bpt_walk(void *index, tips_walk_fn fn, void *arg)
 {
 	struct bpt_index *t = index;
 	if (!fn)
 		return TIPS_EINVAL;
+	struct walk_state w = { fn, arg, NULL };
 	int rc = fn(t->root, arg);
-	return rc ? rc : walk_node(t->root->root, fn, arg);
+	if (rc == 0)
+		rc = walk_node(t->root->root, &w);
+	if (rc == 0 && w.prev_leaf && w.prev_leaf->next)
+		rc = IDX_CORRUPT(w.prev_leaf, "next %p: expected NULL after the last leaf",
+				 (const void *)w.prev_leaf->next);
+	return rc;
 }
 
 const struct tips_index_ops IDX_SYM(ops) = {

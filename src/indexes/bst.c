@@ -294,13 +294,34 @@ static int bst_create(const struct tips_index_config *cfg, void **rootp)
 	return 0;
 }
 
+/* A link to @n (NULL allowed), read from @from, checked before it is followed: a
+ * block that holds the node's header, key (1..TIPS_MAX_KEY bytes) and value. */
+static int node_check(const struct bst_node *n, const void *from)
+{
+	if (!n)
+		return 0;
+	if (!IDX_CHECK_BLOCK(n, sizeof(*n)))
+		return IDX_CORRUPT(from, "link %p: expected an allocated block of >= %zu bytes",
+				   (const void *)n, sizeof(*n));
+	if (n->klen == 0 || n->klen > TIPS_MAX_KEY || n->vlen > TIPS_MAX_VALUE ||
+	    !IDX_CHECK_BLOCK(n, sizeof(*n) + (size_t)n->klen + n->vlen))
+		return IDX_CORRUPT(n, "klen %u, vlen %u: expected 1..%u key bytes and a value "
+				   "that fit the block", n->klen, n->vlen, TIPS_MAX_KEY);
+	return 0;
+}
+
 static int bst_open(void *rootv, void **indexp)
 {
 	struct bst_root *root = rootv;
 	if (!root || !indexp)
 		return TIPS_EINVAL;
-	if (root->magic != BST_MAGIC)
-		return TIPS_ECORRUPT;
+	if (!IDX_CHECK_BLOCK(root, sizeof(*root)) || root->magic != BST_MAGIC)
+		return IDX_CORRUPT(root, "root: expected an allocated block of >= %zu bytes "
+				   "starting with magic 0x%llx", sizeof(*root),
+				   (unsigned long long)BST_MAGIC);
+	int rc = node_check(root->tree, root);
+	if (rc)
+		return rc;
 
 	struct bst_index *t = NULL;
 	if (posix_memalign((void **)&t, _Alignof(struct bst_index), sizeof(*t)))
@@ -671,7 +692,9 @@ static long bst_scan(void *index, const void *start, size_t klen, size_t count,
 
 /* The root, then every node (pre-order); stops at (and returns) fn's first non-zero.
  * Takes no lock: the contract says no write runs meanwhile. Reads a block's pointers
- * before handing it to fn, so fn may free it. */
+ * before handing it to fn, so fn may free it; checks each (node_check) before it is
+ * pushed, so a damaged link is reported, never followed (a cycle is caught by the
+ * caller's bound on fn calls). */
 static int bst_walk(void *index, tips_walk_fn fn, void *arg)
 {
 	struct bst_index *t = index;
@@ -686,6 +709,8 @@ static int bst_walk(void *index, tips_walk_fn fn, void *arg)
 	while (rc == 0 && st.n) {
 		struct bst_node *n = st.v[--st.n];
 		struct bst_node *l = n->left, *r = n->right;
+		if ((rc = node_check(l, n)) || (rc = node_check(r, n)))
+			break;
 		rc = fn(n, arg);
 		if (rc == 0 && ((l && !stack_push(&st, l)) || (r && !stack_push(&st, r))))
 			rc = TIPS_ENOMEM;

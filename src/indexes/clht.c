@@ -677,13 +677,42 @@ static bool table_valid(const struct clht_table *t)
 	       (uintptr_t)t - (uintptr_t)t->block < CLHT_LINE;
 }
 
+/* Bytes of a table block from its start through the last overflow bucket. */
+static uint64_t table_bytes(const struct clht_table *t)
+{
+	return (uint64_t)((uintptr_t)t - (uintptr_t)t->block) + sizeof(*t) +
+	       (t->nbuckets + t->novf) * sizeof(struct clht_bucket);
+}
+
+/* The root and its table, checked before open follows them. The table header sits at
+ * the first 64-byte boundary of its block, so the block starts at most a line below;
+ * the header is read only once a block is known to hold it. */
+static int root_check(const struct clht_root *root)
+{
+	if (!IDX_CHECK_BLOCK(root, sizeof(*root)) || root->magic != CLHT_MAGIC)
+		return IDX_CORRUPT(root, "root: expected an allocated block of >= %zu bytes "
+				   "starting with magic 0x%llx", sizeof(*root),
+				   (unsigned long long)CLHT_MAGIC);
+	const struct clht_table *t = root->table;
+	bool held = false;
+	for (uintptr_t back = 0; back < CLHT_LINE && back <= (uintptr_t)t && !held; back += 8)
+		held = IDX_CHECK_BLOCK((const void *)((uintptr_t)t - back), back + sizeof(*t));
+	if (!held || !table_valid(t) || !IDX_CHECK_BLOCK(t->block, table_bytes(t)))
+		return IDX_CORRUPT(root, "table %p: expected a table header (magic 0x%llx, a "
+				   "power of two >= %u buckets, a quarter more for overflow) in an "
+				   "allocated block that holds every bucket", (const void *)t,
+				   (unsigned long long)CLHT_TMAGIC, CLHT_MIN_BUCKETS);
+	return 0;
+}
+
 static int clht_open(void *rootv, void **indexp)
 {
 	struct clht_root *root = rootv;
 	if (!root || !indexp)
 		return TIPS_EINVAL;
-	if (root->magic != CLHT_MAGIC || !table_valid(root->table))
-		return TIPS_ECORRUPT;
+	int rc = root_check(root);
+	if (rc)
+		return rc;
 	struct clht_table *t = root->table;
 
 	struct clht_index *h = malloc(sizeof(*h));
@@ -981,9 +1010,47 @@ static long clht_scan(void *index, const void *start, size_t klen, size_t count,
 	return passed;
 }
 
+/* The out-of-line key word @kw of slot @i of @b, checked before the walk reports it. */
+static int key_block_check(const struct clht_bucket *b, int i, uint64_t kw)
+{
+	const struct clht_key *k = (const struct clht_key *)(uintptr_t)kw;
+	if (!IDX_CHECK_BLOCK(k, sizeof(*k)) || k->klen == 0 || k->klen == 8 ||
+	    k->klen > TIPS_MAX_KEY || !IDX_CHECK_BLOCK(k, sizeof(*k) + k->klen))
+		return IDX_CORRUPT(b, "slot %d: key block %p: expected an allocated block holding "
+				   "a key of 1..%u bytes (not 8)", i, (const void *)k, TIPS_MAX_KEY);
+	return 0;
+}
+
+/* The out-of-line value word @vw (not NULL) of slot @i of @b, likewise. */
+static int value_block_check(const struct clht_bucket *b, int i, uint64_t vw)
+{
+	const struct clht_val *v = (const struct clht_val *)(uintptr_t)vw;
+	if (!IDX_CHECK_BLOCK(v, sizeof(*v)) || v->vlen == 0 || v->vlen == 8 ||
+	    v->vlen > TIPS_MAX_VALUE || !IDX_CHECK_BLOCK(v, sizeof(*v) + v->vlen))
+		return IDX_CORRUPT(b, "slot %d: value block %p: expected an allocated block "
+				   "holding a value of 1..%u bytes (not 8)", i, (const void *)v,
+				   TIPS_MAX_VALUE);
+	return 0;
+}
+
+/* The overflow link @next of @b: NULL, or a bucket of @t's overflow area. */
+static int next_check(const struct clht_table *t, const struct clht_bucket *b,
+		      const struct clht_bucket *next)
+{
+	const struct clht_bucket *first = t->buckets + t->nbuckets;
+	uintptr_t off = (uintptr_t)next - (uintptr_t)first;
+	if (next && (off % sizeof(*next) || off / sizeof(*next) >= t->novf))
+		return IDX_CORRUPT(b, "overflow link %p: expected one of the %llu overflow "
+				   "buckets at %p", (const void *)next,
+				   (unsigned long long)t->novf, (const void *)first);
+	return 0;
+}
+
 /* Root, table block, then every out-of-line key and value block (overflow buckets live
  * in the table block); stops at (and returns) fn's first non-zero. Not concurrent with
- * writes (contract), so it reads the buckets without snapshots. */
+ * writes (contract), so it reads the buckets without snapshots. Every link, key and
+ * value block is checked before it is followed or reported; a chain longer than the
+ * overflow area is a cycle. */
 static int clht_walk(void *index, tips_walk_fn fn, void *arg)
 {
 	struct clht_index *h = index;
@@ -994,8 +1061,8 @@ static int clht_walk(void *index, tips_walk_fn fn, void *arg)
 	if (rc == 0)
 		rc = fn(t->block, arg);
 	for (uint64_t bi = 0; bi < t->nbuckets && rc == 0; bi++) {
-		for (struct clht_bucket *b = &t->buckets[bi]; b && rc == 0;
-		     b = atomic_load_explicit(&b->next, memory_order_acquire)) {
+		uint64_t hops = 0;
+		for (struct clht_bucket *b = &t->buckets[bi], *next; b && rc == 0; b = next) {
 			uint32_t m = atomic_load_explicit(&b->layout, memory_order_acquire);
 			for (int i = 0; i < CLHT_SLOTS && rc == 0; i++) {
 				if (!(m & L_OCC(i)))
@@ -1004,11 +1071,18 @@ static int clht_walk(void *index, tips_walk_fn fn, void *arg)
 								   memory_order_relaxed);
 				uint64_t vw = atomic_load_explicit(&b->slot[i].val,
 								   memory_order_relaxed);
-				if (!(m & L_KIN(i)))
+				if (!(m & L_KIN(i)) && !(rc = key_block_check(b, i, kw)))
 					rc = fn((const void *)(uintptr_t)kw, arg);
-				if (rc == 0 && !(m & L_VIN(i)) && vw)
+				if (rc == 0 && !(m & L_VIN(i)) && vw &&
+				    !(rc = value_block_check(b, i, vw)))
 					rc = fn((const void *)(uintptr_t)vw, arg);
 			}
+			next = atomic_load_explicit(&b->next, memory_order_acquire);
+			if (rc == 0 && (rc = next_check(t, b, next)) == 0 && next &&
+			    ++hops > t->novf)
+				rc = IDX_CORRUPT(b, "overflow chain of bucket %llu: expected at most "
+						 "%llu links (a cycle)", (unsigned long long)bi,
+						 (unsigned long long)t->novf);
 		}
 	}
 	return rc;

@@ -179,15 +179,48 @@ static int hash_create(const struct tips_index_config *cfg, void **rootp)
 	return 0;
 }
 
+/* The root and its bucket array, checked before open follows them. */
+static int root_check(const struct hash_root *root)
+{
+	if (!IDX_CHECK_BLOCK(root, sizeof(*root)))
+		return IDX_CORRUPT(root, "root: expected an allocated block of >= %zu bytes",
+				   sizeof(*root));
+	if (root->magic != HASH_MAGIC || root->nbuckets < HASH_MIN_BUCKETS ||
+	    root->nbuckets > HASH_MAX_BUCKETS || (root->nbuckets & (root->nbuckets - 1)))
+		return IDX_CORRUPT(root, "root: magic 0x%llx, %llu buckets: expected magic 0x%llx "
+				   "and a power of two >= %u buckets",
+				   (unsigned long long)root->magic,
+				   (unsigned long long)root->nbuckets,
+				   (unsigned long long)HASH_MAGIC, HASH_MIN_BUCKETS);
+	if (!IDX_CHECK_BLOCK(root->buckets, root->nbuckets * sizeof(*root->buckets)))
+		return IDX_CORRUPT(root, "bucket array %p: expected an allocated block of >= %llu "
+				   "bytes", (void *)root->buckets,
+				   (unsigned long long)(root->nbuckets * sizeof(*root->buckets)));
+	return 0;
+}
+
+/* A node a chain links to, checked before the walk follows it: a block that holds
+ * its header, key (1..TIPS_MAX_KEY bytes) and value. */
+static int node_check(const struct hash_node *n, const void *from)
+{
+	if (!IDX_CHECK_BLOCK(n, sizeof(*n)))
+		return IDX_CORRUPT(from, "chain link %p: expected an allocated block of >= %zu "
+				   "bytes", (const void *)n, sizeof(*n));
+	if (n->klen == 0 || n->klen > TIPS_MAX_KEY || n->vlen > TIPS_MAX_VALUE ||
+	    !IDX_CHECK_BLOCK(n, sizeof(*n) + (size_t)n->klen + n->vlen))
+		return IDX_CORRUPT(n, "klen %u, vlen %u: expected 1..%u key bytes and a value "
+				   "that fit the block", n->klen, n->vlen, TIPS_MAX_KEY);
+	return 0;
+}
+
 static int hash_open(void *rootv, void **indexp)
 {
 	struct hash_root *root = rootv;
 	if (!root || !indexp)
 		return TIPS_EINVAL;
-	if (root->magic != HASH_MAGIC || root->nbuckets < HASH_MIN_BUCKETS ||
-	    root->nbuckets > HASH_MAX_BUCKETS || (root->nbuckets & (root->nbuckets - 1)) ||
-	    !root->buckets)
-		return TIPS_ECORRUPT;
+	int rc = root_check(root);
+	if (rc)
+		return rc;
 
 	struct hash_index *h = NULL;
 	if (posix_memalign((void **)&h, _Alignof(struct hash_index), sizeof(*h)))
@@ -360,8 +393,9 @@ static long hash_scan(void *index, const void *start, size_t klen, size_t count,
 	return passed;
 }
 
-/* Root, bucket array, then every node; stops at (and returns) fn's first non-zero.
- * Takes no lock: the contract says no write runs meanwhile. */
+/* Root, bucket array, then every node, each checked before it is followed (a cycle
+ * is caught by the caller's bound on fn calls); stops at (and returns) fn's first
+ * non-zero. Takes no lock: the contract says no write runs meanwhile. */
 static int hash_walk(void *index, tips_walk_fn fn, void *arg)
 {
 	struct hash_index *h = index;
@@ -372,8 +406,12 @@ static int hash_walk(void *index, tips_walk_fn fn, void *arg)
 		return rc;
 	rc = fn(h->buckets, arg);
 	for (uint64_t b = 0; b <= h->mask && rc == 0; b++) {
+		const void *from = &h->buckets[b];
 		for (struct hash_node *n = h->buckets[b], *next; n && rc == 0; n = next) {
+			if ((rc = node_check(n, from)))
+				break;
 			next = n->next;
+			from = n;
 			rc = fn(n, arg);
 		}
 	}

@@ -29,6 +29,13 @@
  *   IDX_LOG(addr, size)  must precede every store to memory that existed before the
  *                        current operation, covering exactly the bytes stored (size > 0).
  *                        A no-op in the dram build.
+ *   IDX_CHECK_BLOCK(p, min_size)
+ *                        true if @p may be followed: in the tips build, @p starts an
+ *                        allocated heap block of >= min_size usable bytes
+ *                        (tips_block_valid); in the dram build, @p is not NULL (malloc
+ *                        blocks cannot be checked). open and walk use it on every
+ *                        pointer read from PM, and IDX_CORRUPT(node, fmt, ...) to fail
+ *                        with TIPS_ECORRUPT and a message naming the index and node.
  * An index never flushes or fences: the framework makes its stores durable.
  *
  * Safe memory reclamation for lock-free readers (part of the volatile original, the
@@ -50,9 +57,12 @@
 
 #include <tips/tips.h>
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "indexes/idx_alloc.h"
+#include "util/errors_internal.h"
 #include "util/grace.h"
 
 #ifndef IDX_PREFIX
@@ -73,12 +83,14 @@
 #define IDX_FREE(p) tips_free(p)
 #define IDX_LOG(addr, size) ((void)tips_ulog_add((addr), (size)))
 #define IDX_FREE_BARRIER() ((void)0)
+#define IDX_CHECK_BLOCK(p, min_size) (tips_block_valid((p), (min_size)) != 0)
 #else
 #define IDX_VARIANT "dram-"
 #define IDX_ALLOC(size) idx_dram_alloc(size)
 #define IDX_FREE(p) grace_free(p)
 #define IDX_LOG(addr, size) ((void)(addr), (void)(size))
 #define IDX_FREE_BARRIER() grace_free_barrier()
+#define IDX_CHECK_BLOCK(p, min_size) ((void)(min_size), (p) != NULL)
 #endif
 
 #define IDX_READ_ENTER() grace_read_enter()
@@ -86,5 +98,19 @@
 
 /* "dram-hash" / "tips-hash" */
 #define IDX_NAME IDX_VARIANT IDX_BASE_NAME
+
+/* return IDX_CORRUPT(node, "what was expected", ...): TIPS_ECORRUPT with a message. */
+#define IDX_CORRUPT(node, ...) idx_corrupt(IDX_NAME, (const void *)(node), __VA_ARGS__)
+
+__attribute__((format(printf, 3, 4), unused))
+static int idx_corrupt(const char *index, const void *node, const char *fmt, ...)
+{
+	char what[160];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return tips_set_error(TIPS_ECORRUPT, "%s: node %p: %s", index, node, what);
+}
 
 #endif /* TIPS_IDX_HOOKS_H */

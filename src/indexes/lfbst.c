@@ -470,10 +470,15 @@ static int lf_open(void *rootv, void **indexp)
 	struct lfbst_root *root = rootv;
 	if (!root || !indexp)
 		return TIPS_EINVAL;
+	if (!IDX_CHECK_BLOCK(root, sizeof(*root)))
+		return IDX_CORRUPT(root, "root: expected an allocated block of >= %zu bytes",
+				   sizeof(*root));
 	if (root->magic != LFBST_MAGIC || root->r.h.kind != LF_INF2 || root->r.h.leaf ||
 	    root->s.h.kind != LF_INF1 || root->s.h.leaf ||
 	    edge_node(atomic_load(&root->r.child[0])) != &root->s.h)
-		return TIPS_ECORRUPT;
+		return IDX_CORRUPT(root, "root: expected magic 0x%llx and the sentinels R (inf2) "
+				   "and S (inf1), R's left child S",
+				   (unsigned long long)LFBST_MAGIC);
 	struct lfbst *t = malloc(sizeof(*t));
 	if (!t)
 		return TIPS_ENOMEM;
@@ -810,10 +815,57 @@ static long lf_scan(void *index, const void *start, size_t klen, size_t count, t
 
 /* ---- walk ----------------------------------------------------------------------------- */
 
+/* Bytes a node needs: its fixed part, a key longer than 8, a leaf's value longer than 8. */
+static size_t node_bytes(const struct lf_hdr *h)
+{
+	size_t n = h->leaf ? sizeof(struct lf_leaf) : sizeof(struct lf_inner);
+	if (h->klen > 8)
+		n += h->klen;
+	if (h->leaf && h->vlen > 8)
+		n += h->vlen;
+	return n;
+}
+
+/* The target @n of an edge of @from, checked before the walk follows it: one of the
+ * root's sentinel nodes, or an allocated block holding a well-formed node. */
+static int node_check(const struct lfbst_root *root, const struct lf_hdr *n, const void *from)
+{
+	if (n == &root->s.h || n == &root->r.h)
+		return n->leaf == 0 ? 0 : IDX_CORRUPT(n, "sentinel R or S: expected an inner node");
+	for (unsigned i = 0; i < 3; i++)
+		if (n == &root->inf[i].h)
+			return n->leaf == 1 && n->kind == LF_INF0 + i
+				       ? 0 : IDX_CORRUPT(n, "sentinel leaf inf%u: expected leaf 1, "
+							 "kind %u", i, LF_INF0 + i);
+	if (!IDX_CHECK_BLOCK(n, sizeof(*n)))
+		return IDX_CORRUPT(from, "edge to %p: expected a sentinel or an allocated block of "
+				   ">= %zu bytes", (const void *)n, sizeof(*n));
+	bool real = n->kind == LF_REAL;
+	if (n->leaf > 1 || n->kind > LF_INF2 || (real && (n->klen == 0 || n->klen > TIPS_MAX_KEY)) ||
+	    (!real && n->klen != 0) || (n->leaf && n->vlen > TIPS_MAX_VALUE) ||
+	    !IDX_CHECK_BLOCK(n, node_bytes(n)))
+		return IDX_CORRUPT(n, "leaf %u, kind %u, klen %u, vlen %u: expected a leaf flag, "
+				   "a kind of 0..3, a key of 1..%u bytes (0 for a sentinel) and a "
+				   "node that fits its block", n->leaf, n->kind, n->klen, n->vlen,
+				   TIPS_MAX_KEY);
+	return 0;
+}
+
+/* Pushes the target of @edge of @in after checking it. */
+static int push_child(struct nstack *st, const struct lfbst_root *root, struct lf_inner *in,
+		      _Atomic uintptr_t *edge)
+{
+	struct lf_hdr *c = edge_node(edge_load(edge));
+	int rc = node_check(root, c, in);
+	return rc ? rc : nstack_push(st, c);
+}
+
 /* The root block, then every node reachable from R that is not inside it (each exactly
  * once: the tree is a tree); marks are masked, so a leaf of a pending remove, still
- * linked, is reported too. Stops at (and returns) fn's first non-zero. Not concurrent
- * with writes (the contract); it still reads edges atomically. */
+ * linked, is reported too. Every edge is checked (node_check) before it is followed;
+ * a cycle is caught by the caller's bound on fn calls, or, among the root's five
+ * sentinel nodes, by counting them. Stops at (and returns) fn's first non-zero. Not
+ * concurrent with writes (the contract); it still reads edges atomically. */
 static int lf_walk(void *index, tips_walk_fn fn, void *arg)
 {
 	struct lfbst *t = index;
@@ -826,15 +878,21 @@ static int lf_walk(void *index, tips_walk_fn fn, void *arg)
 	struct nstack st;
 	nstack_init(&st);
 	rc = nstack_push(&st, &t->R->h);
+	unsigned sentinels_seen = 0;
 	while (rc == 0 && st.n) {
 		struct lf_hdr *n = st.a[--st.n];
+		bool in_root = (const char *)n >= lo && (const char *)n < hi;
+		if (in_root && ++sentinels_seen > 5) {
+			rc = IDX_CORRUPT(n, "sentinel reached twice: expected a tree");
+			break;
+		}
 		if (!n->leaf) {
 			struct lf_inner *in = (struct lf_inner *)n;
-			rc = nstack_push(&st, edge_node(edge_load(&in->child[1])));
+			rc = push_child(&st, t->root, in, &in->child[1]);
 			if (rc == 0)
-				rc = nstack_push(&st, edge_node(edge_load(&in->child[0])));
+				rc = push_child(&st, t->root, in, &in->child[0]);
 		}
-		if (rc == 0 && ((const char *)n < lo || (const char *)n >= hi))
+		if (rc == 0 && !in_root)
 			rc = fn(n, arg);
 	}
 	nstack_free(&st);

@@ -327,10 +327,20 @@ static int lf_open(void *rootv, void **indexp)
 	struct lf_root *root = rootv;
 	if (!root || !indexp)
 		return TIPS_EINVAL;
+	if (!IDX_CHECK_BLOCK(root, sizeof(*root)))
+		return IDX_CORRUPT(root, "root: expected an allocated block of >= %zu bytes",
+				   sizeof(*root));
 	if (root->magic != LF_MAGIC || root->nbuckets < LF_MIN_BUCKETS ||
-	    root->nbuckets > LF_MAX_BUCKETS || (root->nbuckets & (root->nbuckets - 1)) ||
-	    !root->buckets)
-		return TIPS_ECORRUPT;
+	    root->nbuckets > LF_MAX_BUCKETS || (root->nbuckets & (root->nbuckets - 1)))
+		return IDX_CORRUPT(root, "root: magic 0x%llx, %llu buckets: expected magic 0x%llx "
+				   "and a power of two >= %u buckets",
+				   (unsigned long long)root->magic,
+				   (unsigned long long)root->nbuckets,
+				   (unsigned long long)LF_MAGIC, LF_MIN_BUCKETS);
+	if (!IDX_CHECK_BLOCK((const void *)root->buckets, root->nbuckets * sizeof(uintptr_t)))
+		return IDX_CORRUPT(root, "bucket array %p: expected an allocated block of >= %llu "
+				   "bytes", (const void *)root->buckets,
+				   (unsigned long long)(root->nbuckets * sizeof(uintptr_t)));
 	struct lf_index *h = malloc(sizeof(*h));
 	if (!h)
 		return TIPS_ENOMEM;
@@ -559,9 +569,25 @@ static long lf_scan(void *index, const void *start, size_t klen, size_t count,
 	return passed;
 }
 
+/* A node a list links to, checked before the walk follows it: a block holding its
+ * header, key (1..TIPS_MAX_KEY bytes) and, beyond 8 bytes, its value. */
+static int node_check(const struct lf_node *n, const void *from)
+{
+	if (!IDX_CHECK_BLOCK(n, sizeof(*n)))
+		return IDX_CORRUPT(from, "link %p: expected an allocated block of >= %zu bytes",
+				   (const void *)n, sizeof(*n));
+	size_t bytes = sizeof(*n) + n->klen + (n->vlen > LF_INLINE_MAX ? n->vlen : 0);
+	if (n->klen == 0 || n->klen > TIPS_MAX_KEY || n->vlen > TIPS_MAX_VALUE ||
+	    !IDX_CHECK_BLOCK(n, bytes))
+		return IDX_CORRUPT(n, "klen %u, vlen %u: expected 1..%u key bytes and a node "
+				   "that fits its block", n->klen, n->vlen, TIPS_MAX_KEY);
+	return 0;
+}
+
 /* Root, bucket array, then every node linked in a list (a marked node still linked is
- * owned too: its unlinker will free it), each once; stops at (and returns) fn's first
- * non-zero. The contract says no write runs meanwhile. */
+ * owned too: its unlinker will free it), each once and checked (node_check) before it
+ * is followed; a cycle is caught by the caller's bound on fn calls. Stops at (and
+ * returns) fn's first non-zero. The contract says no write runs meanwhile. */
 static int lf_walk(void *index, tips_walk_fn fn, void *arg)
 {
 	struct lf_index *h = index;
@@ -574,8 +600,12 @@ static int lf_walk(void *index, tips_walk_fn fn, void *arg)
 	for (uint64_t b = 0; b <= h->mask && rc == 0; b++) {
 		struct lf_node *n = node_of(atomic_load_explicit(&h->buckets[b],
 							       memory_order_acquire));
+		const void *from = &h->buckets[b];
 		while (n && rc == 0) {
 			struct lf_node *cur = n;
+			if ((rc = node_check(cur, from)))
+				break;
+			from = cur;
 			n = node_of(atomic_load_explicit(&cur->next, memory_order_acquire));
 			rc = fn(cur, arg);
 		}

@@ -175,6 +175,17 @@ static bool layout_plausible(const struct pool_header *h)
 	       h->map_addr < (1ull << 47) && h->size <= (1ull << 47) - h->map_addr;
 }
 
+/* True if @h is a pool header of this layout whose magic or version alone was damaged:
+ * with both restored, its checksum holds. */
+static bool header_damaged(const struct pool_header *h)
+{
+	struct pool_header fixed = *h;
+	memcpy(fixed.magic, POOL_MAGIC, 8);
+	fixed.layout_version = POOL_LAYOUT_VERSION;
+	return fixed.header_bytes == offsetof(struct pool_header, checksum) &&
+	       fixed.checksum == header_checksum(&fixed);
+}
+
 static uint64_t intent_checksum(const struct pool_grow_intent *g)
 {
 	return crc32(0, (const Bytef *)g, offsetof(struct pool_grow_intent, checksum));
@@ -222,6 +233,12 @@ static int header_apply_intent(struct pool_header *h, const char *path)
  */
 static int header_validate(struct pool_header *h, uint64_t file_size, const char *path)
 {
+	if (file_size >= POOL_HEADER_SIZE && (memcmp(h->magic, POOL_MAGIC, 8) != 0 ||
+					      h->layout_version != POOL_LAYOUT_VERSION) &&
+	    header_damaged(h))
+		return tips_set_error(TIPS_ECORRUPT, "%s: pool header: magic or layout version "
+				      "(offset 0..11) damaged: expected \"%.8s\" and version %u",
+				      path, POOL_MAGIC, POOL_LAYOUT_VERSION);
 	if (file_size < 8 || memcmp(h->magic, POOL_MAGIC, 8) != 0)
 		return tips_set_error(TIPS_ENOTPOOL, "%s is not a TIPS pool (no pool magic)", path);
 	if (file_size < POOL_HEADER_SIZE)

@@ -1,9 +1,21 @@
 /*
- * check.c - tips_db_check(): does the heap hold allocated exactly the blocks the index
- * owns? After recovery and reclamation every allocated block must be reachable from
- * the index (else it leaked) and every block the index reaches must be allocated (else
- * it was freed twice, or freed while still linked). Used by `tips pool check --index`
- * and by tips-crashtest.
+ * check.c - verification of what the framework reads back from a pool.
+ *
+ * fw_check_root() and fw_index_attach() run at every open: no word read from PM is
+ * followed before it is range-checked (the index root must start an allocated heap
+ * block; every OLog's head, tail and records must lie inside its ring) or checksummed
+ * (the header's identity, ULog records: fw_validate, ulog.c). With TIPS_VERIFY the
+ * index itself is walked (fw_verify_index) before recovery replays into it: each
+ * index's walk checks every pointer (tips_block_valid) and node before following it,
+ * and the walk is bounded by the number of allocated blocks, so a cycle is reported
+ * instead of followed. Lookups stay unchecked, for speed: a pool that these checks
+ * reject must not be used (docs/framework.md).
+ *
+ * tips_db_check(): does the heap hold allocated exactly the blocks the index owns?
+ * After recovery and reclamation every allocated block must be reachable from the
+ * index (else it leaked) and every block the index reaches must be allocated (else it
+ * was freed twice, or freed while still linked). Used by `tips pool check --index` and
+ * by tips-crashtest. Every TIPS_ECORRUPT returned from here carries a message.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -11,6 +23,112 @@
 
 #include "tips/framework.h"
 #include "util/errors_internal.h"
+
+/* The smallest root object an index can have: a magic word and one more. */
+#define FW_ROOT_MIN_BYTES 16u
+
+int fw_check_root(const struct fw_header *fw, struct tips_heap *heap, const char *path)
+{
+	if (fw->state != FW_STATE_CREATING && fw->state != FW_STATE_OPEN &&
+	    fw->state != FW_STATE_CLEAN)
+		return tips_set_error(TIPS_ECORRUPT, "%s: framework header: state %llu (root area "
+				      "offset %zu): expected 1 (creating), 2 (open) or 3 (clean)",
+				      path, (unsigned long long)fw->state,
+				      offsetof(struct fw_header, state));
+	if (fw->flush_done > 1)
+		return tips_set_error(TIPS_ECORRUPT, "%s: framework header: flush_done %llu (root "
+				      "area offset %zu): expected 0 or 1", path,
+				      (unsigned long long)fw->flush_done,
+				      offsetof(struct fw_header, flush_done));
+	if (fw->state == FW_STATE_CREATING && !fw->flush_done)
+		return 0; /* no root yet: the creation is redone */
+	if (tips_heap_usable_size(heap, (const void *)(uintptr_t)fw->index_root) <
+	    FW_ROOT_MIN_BYTES)
+		return tips_set_error(TIPS_ECORRUPT, "%s: framework header: index root 0x%llx "
+				      "(root area offset %zu): expected the start of an allocated "
+				      "heap block of at least %u bytes", path,
+				      (unsigned long long)fw->index_root,
+				      offsetof(struct fw_header, index_root), FW_ROOT_MIN_BYTES);
+	return 0;
+}
+
+static int count_block(const struct tips_heap_block *b, void *arg)
+{
+	(void)b;
+	(*(uint64_t *)arg)++;
+	return 0;
+}
+
+/* A walk's callback, wrapped: no index has more blocks than the heap holds allocated,
+ * so a walk that reports more is going round a cycle. */
+struct bounded_walk {
+	tips_walk_fn fn;
+	void *arg;
+	uint64_t limit, seen;
+	const char *index;
+};
+
+static int bounded_visit(const void *block, void *arg)
+{
+	struct bounded_walk *w = arg;
+	if (++w->seen > w->limit)
+		return tips_set_error(TIPS_ECORRUPT, "%s: index walk: block %p is block number "
+				      "%llu, expected at most the %llu blocks the heap holds "
+				      "allocated (a cycle among the index's pointers)", w->index,
+				      block, (unsigned long long)w->seen,
+				      (unsigned long long)w->limit);
+	return w->fn(block, w->arg);
+}
+
+int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg)
+{
+	if (!db || !fn)
+		return tips_set_error(TIPS_EINVAL, "tips_db_walk: database and callback required");
+	struct bounded_walk w = { fn, arg, 0, 0, db->ops->name };
+	int rc = tips_heap_walk(db->heap, count_block, &w.limit);
+	if (rc)
+		return rc;
+	tips_set_error(0, "%s", "");
+	fw_set_current(db); /* the walk's tips_block_valid checks this heap */
+	rc = db->ops->walk(db->index, bounded_visit, &w);
+	fw_set_current(NULL);
+	if (rc < 0 && tips_errormsg()[0] == '\0')
+		tips_set_error(rc, "%s: index walk failed without saying why", db->ops->name);
+	return rc;
+}
+
+static int ignore_block(const void *block, void *arg)
+{
+	(void)block;
+	(void)arg;
+	return 0;
+}
+
+int fw_verify_index(struct tips_db *db)
+{
+	return tips_db_walk(db, ignore_block, NULL);
+}
+
+int fw_index_attach(struct tips_db *db)
+{
+	tips_set_error(0, "%s", "");
+	fw_set_current(db); /* the index's open checks its root with tips_block_valid */
+	int rc = db->ops->open(db->root, &db->index);
+	fw_set_current(NULL);
+	if (rc) {
+		db->index = NULL;
+		if (tips_errormsg()[0] == '\0')
+			tips_set_error(rc, "%s: open of the index on root %p failed without saying "
+				       "why", db->ops->name, db->root);
+		return rc;
+	}
+	for (unsigned i = 0; i < db->ologs.n; i++)
+		if ((rc = olog_verify(&db->ologs.logs[i], i)))
+			return rc;
+	if (db->cfg.flags & TIPS_VERIFY)
+		rc = fw_verify_index(db);
+	return rc;
+}
 
 struct block_list {
 	uint64_t *addr, *size;

@@ -655,7 +655,10 @@ static int fw_format(struct tips_db *db, const struct tips_config *cfg)
  * short; anything else is left alone. */
 static bool fw_needs_format(const struct fw_header *fw)
 {
-	if (fw->magic == FW_MAGIC_FORMATTING || (fw->magic == FW_MAGIC && fw->state == 0))
+	/* A torn format never set the root (fw_format zeroes it): state 0 beside a root is
+	 * damage, which fw_validate reports, not a format to redo over the index. */
+	if (fw->magic == FW_MAGIC_FORMATTING ||
+	    (fw->magic == FW_MAGIC && fw->state == 0 && fw->index_root == 0))
 		return true;
 	const unsigned char *p = (const unsigned char *)fw;
 	for (size_t i = 0; i < sizeof(*fw); i++)
@@ -664,11 +667,24 @@ static bool fw_needs_format(const struct fw_header *fw)
 	return true;
 }
 
+/* True if only the magic or layout version of @fw was damaged. */
+static bool fw_identity_damaged(const struct fw_header *fw)
+{
+	struct fw_header fixed = *fw;
+	fixed.magic = FW_MAGIC;
+	fixed.layout_version = FW_LAYOUT_VERSION;
+	return fixed.checksum == fw_checksum(&fixed);
+}
+
 static int fw_validate(struct tips_db *db, const char *path)
 {
 	const struct fw_header *fw = db->fw;
 	size_t log_size = 0;
 	tips_pool_log_area(db->pool, &log_size);
+	if ((fw->magic != FW_MAGIC || fw->layout_version != FW_LAYOUT_VERSION) &&
+	    fw_identity_damaged(fw))
+		return tips_set_error(TIPS_ECORRUPT, "%s: framework header: magic or layout "
+				      "version damaged (the checksum holds with them restored)", path);
 	if (fw->magic != FW_MAGIC)
 		return tips_set_error(TIPS_EMISMATCH, "%s: the pool holds no TIPS index", path);
 	if (fw->layout_version != FW_LAYOUT_VERSION)
@@ -681,7 +697,7 @@ static int fw_validate(struct tips_db *db, const char *path)
 	if (strncmp(fw->index_name, db->ops->name, FW_NAME_MAX) != 0)
 		return tips_set_error(TIPS_EMISMATCH, "%s: the pool holds index '%.*s', not '%s'",
 				      path, (int)FW_NAME_MAX, fw->index_name, db->ops->name);
-	return 0;
+	return fw_check_root(fw, db->heap, path);
 }
 
 static int volatile_state_init(struct tips_db *db)
@@ -762,7 +778,7 @@ static int index_create(struct tips_db *db)
 	fw->state = FW_STATE_OPEN;
 	pm_persist(&fw->state, sizeof(fw->state));
 	db->root = (void *)fw->index_root;
-	return db->ops->open(db->root, &db->index);
+	return fw_index_attach(db);
 }
 
 static bool logs_empty(const struct tips_db *db)
@@ -877,7 +893,7 @@ int tips_open(const char *path, const struct tips_config *config,
 	} else if (db->fw->state == FW_STATE_CLEAN && logs_empty(db)) {
 		db->fw->state = FW_STATE_OPEN;
 		pm_persist(&db->fw->state, sizeof(db->fw->state));
-		rc = db->ops->open(db->root, &db->index);
+		rc = fw_index_attach(db);
 	} else {
 		db->fw->state = FW_STATE_OPEN;
 		pm_persist(&db->fw->state, sizeof(db->fw->state));
@@ -954,13 +970,6 @@ void tips_stats(struct tips_db *db, struct tips_stats *out)
 	out->replay_stalls = atomic_load(&db->replay_stalls);
 	out->heap_reserved = atomic_load(&db->heap_reserved);
 	out->heap_room = heap_room(db->heap);
-}
-
-int tips_db_walk(struct tips_db *db, tips_walk_fn fn, void *arg)
-{
-	if (!db || !fn)
-		return tips_set_error(TIPS_EINVAL, "tips_db_walk: database and callback required");
-	return db->ops->walk(db->index, fn, arg);
 }
 
 struct tips_pool *tips_db_pool(struct tips_db *db)

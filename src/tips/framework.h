@@ -118,6 +118,9 @@ void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, si
 		 const void *val, size_t vlen, uint64_t entry);
 /* The record at logical offset @pos (never a PAD: they are skipped); advances *pos. */
 const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t end);
+/* Checks the persistent head and tail of @log (slot @slot) and every record between
+ * them; 0 or TIPS_ECORRUPT with a message naming the slot, offset and expectation. */
+int olog_verify(const struct olog *log, unsigned slot);
 
 /* ---- ULog (ulog.c) --------------------------------------------------------------- */
 
@@ -262,6 +265,17 @@ void replay_wake(struct tips_db *db);
 /* Applies every record in the OLogs with all workers, reclaiming as needed (recovery,
  * from the opening thread, before the persist thread starts). */
 int replay_recovered(struct tips_db *db);
+
+/* check.c */
+/* Range-checks the index root of @fw (state, flush_done, root block) before open
+ * follows it; 0 or TIPS_ECORRUPT with a message. */
+int fw_check_root(const struct fw_header *fw, struct tips_heap *heap, const char *path);
+/* Opens the index on db->root (ops->open, with tips_block_valid usable), then checks
+ * every OLog, and with TIPS_VERIFY walks the whole index (fw_verify_index): run before
+ * recovery replays anything. Every failure carries a message. */
+int fw_index_attach(struct tips_db *db);
+/* The structural check of ops->walk, bounded by the heap's allocated blocks. */
+int fw_verify_index(struct tips_db *db);
 
 /* reclaim.c */
 /* UNO reclamation; called by the persist thread between epochs (or at open/close). */

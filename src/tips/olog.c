@@ -7,12 +7,16 @@
  * flushed and fenced. Only then does durable_tail (DRAM) move, and replay and scans
  * read no further than durable_tail, so nobody ever acts on a record whose tail is not
  * persistent. Space is freed only by reclamation, which moves the head (reclaim.c).
+ * olog_verify() checks a log read back from the pool (head, tail and every record)
+ * before recovery follows it, so that a damaged log never sends a reader outside
+ * its ring.
  */
 #define _GNU_SOURCE
 #include <string.h>
 
 #include "pm/pm.h"
 #include "tips/framework.h"
+#include "util/errors_internal.h"
 
 uint64_t olog_record_size(size_t klen, size_t vlen)
 {
@@ -74,7 +78,9 @@ const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t
 {
 	while (*pos < end) {
 		const struct olog_rec *r = (const struct olog_rec *)(log->ring + *pos % log->size);
-		if (r->len == 0 || r->len % 64 || r->len > end - *pos) {
+		if (r->len == 0 || r->len % 64 || r->len > end - *pos ||
+		    r->len > log->size - *pos % log->size ||
+		    sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len) {
 			*pos = end; /* cannot happen below a persistent tail; never loop on it */
 			return NULL;
 		}
@@ -83,4 +89,48 @@ const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t
 			return r;
 	}
 	return NULL;
+}
+
+/* What is wrong with the record @r found at logical offset @pos (tail at @end), or
+ * NULL if it can be read: it lies inside the ring and below the tail, and its key and
+ * value lie inside it. */
+static const char *record_problem(const struct olog *log, const struct olog_rec *r,
+				  uint64_t pos, uint64_t end)
+{
+	if (r->len == 0 || r->len % 64)
+		return "a length that is a non-zero multiple of 64";
+	if (r->len > end - pos || r->len > log->size - pos % log->size)
+		return "a record that ends before the tail and the ring's end";
+	unsigned op = OLOG_REC_OP(r);
+	if (op == OLOG_OP_PAD)
+		return NULL;
+	if (op < OLOG_OP_INSERT || op > OLOG_OP_DELETE)
+		return "an op code of 1..5";
+	if (r->klen == 0 || r->klen > TIPS_MAX_KEY || r->vlen > TIPS_MAX_VALUE)
+		return "a key of 1..TIPS_MAX_KEY bytes and a value of at most TIPS_MAX_VALUE";
+	if (sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len)
+		return "key and value inside the record's length";
+	return NULL;
+}
+
+int olog_verify(const struct olog *log, unsigned slot)
+{
+	uint64_t head = log->pm->head, tail = log->pm->tail;
+	if (head > tail || tail - head > log->size || head % 64 || tail % 64)
+		return tips_set_error(TIPS_ECORRUPT, "OLog %u: head %llu, tail %llu: expected "
+				      "64-byte aligned offsets with head <= tail <= head + %llu",
+				      slot, (unsigned long long)head, (unsigned long long)tail,
+				      (unsigned long long)log->size);
+	for (uint64_t pos = head; pos < tail;) {
+		const struct olog_rec *r = (const struct olog_rec *)(log->ring + pos % log->size);
+		const char *problem = record_problem(log, r, pos, tail);
+		if (problem)
+			return tips_set_error(TIPS_ECORRUPT, "OLog %u: record at offset %llu (ring "
+					      "offset %llu, len %u, klen %u, vlen %u, op %u): "
+					      "expected %s", slot, (unsigned long long)pos,
+					      (unsigned long long)(pos % log->size), r->len,
+					      r->klen, r->vlen, OLOG_REC_OP(r), problem);
+		pos += r->len;
+	}
+	return 0;
 }

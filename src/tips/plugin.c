@@ -1,6 +1,6 @@
 /*
  * plugin.c - the plug-in API an index is written against (TIPS §3.2.6, Figure 2):
- * tips_alloc, tips_free, tips_ulog_add, tips_root.
+ * tips_alloc, tips_free, tips_ulog_add, tips_root, tips_block_valid.
  *
  * The framework calls an index's ops only from threads it controls (replay workers,
  * recovery, create), and each of them names its database here first, so the index
@@ -77,4 +77,12 @@ int tips_ulog_add(void *addr, size_t size)
 void *tips_root(void)
 {
 	return current ? current->root : NULL;
+}
+
+int tips_block_valid(const void *ptr, size_t min_size)
+{
+	if (!current || !ptr)
+		return 0;
+	size_t usable = tips_heap_usable_size(current->heap, ptr);
+	return usable != 0 && usable >= min_size;
 }

@@ -101,7 +101,7 @@ int recover(struct tips_db *db)
 		l->applied = l->pm->head;
 		l->recovered_end = l->pm->tail;
 	}
-	int rc = db->ops->open(db->root, &db->index);
+	int rc = fw_index_attach(db); /* checks the OLogs; with TIPS_VERIFY the index */
 	if (rc)
 		return rc;
 	rc = replay_recovered(db);

@@ -11,7 +11,8 @@
  * once (ulog_flush_targets), so repeated updates to one line cost one flush.
  * Records are appended under a mutex, so a torn record can only be the last one;
  * rollback stops at the first record with a wrong generation or checksum and restores
- * the valid ones newest first.
+ * the valid ones newest first; an intact record after a bad one means damage, not a
+ * torn append, and fails the rollback with TIPS_ECORRUPT.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -204,6 +205,35 @@ void ulog_counters(const struct ulog *u, uint64_t *bytes, uint64_t *logged,
 	*skipped_logged = atomic_load(&u->skipped_logged);
 }
 
+/* True if a whole, intact record of @gen lies at @off of the ring. */
+static bool rec_valid(const unsigned char *base, uint64_t off, uint64_t size, uint64_t gen,
+		      struct tips_pool *pool)
+{
+	if (off + sizeof(struct ulog_rec) > size)
+		return false;
+	const struct ulog_rec *r = (const struct ulog_rec *)(base + off);
+	return r->gen == gen && r->size != 0 && r->size <= TIPS_MAX_VALUE &&
+	       off + rec_bytes(r->size) <= size && rec_check(r) == r->check &&
+	       tips_pool_contains(pool, (const void *)r->addr, r->size);
+}
+
+/* The record at @off ends the ULog. Each record is persistent before the next is
+ * written, so only the last can be torn: if an intact record of this generation
+ * follows, the one at @off was damaged after it was written. */
+static int check_log_end(const unsigned char *base, uint64_t off, uint64_t size,
+			 uint64_t gen, struct tips_pool *pool)
+{
+	const struct ulog_rec *r = (const struct ulog_rec *)(base + off);
+	if (off + sizeof(*r) > size || r->gen != gen || r->size == 0 ||
+	    r->size > TIPS_MAX_VALUE || !rec_valid(base, off + rec_bytes(r->size), size, gen, pool))
+		return 0;
+	return tips_set_error(TIPS_ECORRUPT, "ULog: record at offset %llu (generation %llu, %llu "
+			      "bytes for 0x%llx) fails its checksum, yet an intact record follows: "
+			      "expected a torn record only at the end", (unsigned long long)off,
+			      (unsigned long long)gen, (unsigned long long)r->size,
+			      (unsigned long long)r->addr);
+}
+
 int ulog_rollback(void *ring, uint64_t size, uint64_t gen, struct tips_pool *pool)
 {
 	/* Find the valid prefix, then undo newest first so the oldest copy wins. */
@@ -211,10 +241,14 @@ int ulog_rollback(void *ring, uint64_t size, uint64_t gen, struct tips_pool *poo
 	unsigned char *base = ring;
 	for (uint64_t off = 0; off + sizeof(struct ulog_rec) <= size;) {
 		const struct ulog_rec *r = (const struct ulog_rec *)(base + off);
-		if (r->gen != gen || r->size == 0 || r->size > TIPS_MAX_VALUE ||
-		    off + rec_bytes(r->size) > size || rec_check(r) != r->check ||
-		    !tips_pool_contains(pool, (const void *)r->addr, r->size))
+		if (!rec_valid(base, off, size, gen, pool)) {
+			int rc = check_log_end(base, off, size, gen, pool);
+			if (rc) {
+				free(offs);
+				return rc;
+			}
 			break;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 1024;
 			uint64_t *o = realloc(offs, cap * sizeof(*o));

@@ -77,6 +77,27 @@ static void test_sizes(struct tips_heap *h, uint64_t *slots)
 	check_consistent(h);
 }
 
+/* tips_heap_usable_size() answers 0, never faults, for any address that is not the
+ * start of an allocated block: a damaged pool's pointers are checked with it. */
+static void test_usable_size_any_address(struct tips_heap *h, uint64_t *slots)
+{
+	CHECK_RC(tips_heap_alloc_to(h, 100, &slots[0]), 0);
+	CHECK_RC(tips_heap_alloc_to(h, 300000, &slots[1]), 0); /* an extent */
+	const char *run = (const char *)slots[0], *ext = (const char *)slots[1];
+	CHECK(tips_heap_usable_size(h, run) >= 100);
+	CHECK(tips_heap_usable_size(h, ext) >= 300000);
+	const uintptr_t odd[] = { 0, 1, 8, 15, 16, 4096, (uintptr_t)run + 1, (uintptr_t)run - 16,
+				  (uintptr_t)run + 8, (uintptr_t)ext + 4096, (uintptr_t)ext - 1,
+				  (uintptr_t)h, (uintptr_t)slots, UINTPTR_MAX, UINTPTR_MAX - 15,
+				  (uintptr_t)1 << 63, ((uintptr_t)run ^ ((uintptr_t)1 << 40)) };
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
+		CHECK(tips_heap_usable_size(h, (const void *)odd[i]) == 0);
+	CHECK_RC(tips_heap_free_from(h, &slots[0]), 0);
+	CHECK_RC(tips_heap_free_from(h, &slots[1]), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(tips_heap_usable_size(h, run) == 0); /* freed: no longer a block */
+}
+
 /* A freed block is not handed out again before the next checkpoint. */
 static void test_deferred_reuse(struct tips_heap *h, uint64_t *slots)
 {
@@ -435,6 +456,7 @@ int main(void)
 	check_consistent(h);
 
 	test_sizes(h, slots);
+	test_usable_size_any_address(h, slots);
 	test_deferred_reuse(h, slots);
 	test_bad_frees(h, slots);
 	test_freshness(h, slots);
