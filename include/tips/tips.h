@@ -250,6 +250,11 @@ struct tips_stats {
 	                                           that failed (retried after reclaiming) */
 	uint64_t heap_reserved;                 /* heap bytes admitted writes may still take */
 	uint64_t heap_room;                     /* heap bytes free now */
+	uint64_t heap_chunk_room;               /* of which in free chunks (any class) */
+	uint64_t heap_keep;                     /* room puts leave free (deletes may use it):
+	                                           a put is refused unless heap_room >=
+	                                           heap_reserved + its cost + heap_keep */
+	uint64_t heap_chunk_margin;             /* ... and heap_chunk_room >= this */
 };
 
 /** tips_stats() - fill @out. Thread-safe; the counters are read without a lock. */

@@ -45,6 +45,7 @@ static const uint32_t class_slot[] = {
 };
 #define NCLASSES ((int)(sizeof(class_slot) / sizeof(class_slot[0])))
 _Static_assert(sizeof(struct heap_record) == HEAP_RECORD_BYTES, "heap_internal.h says 32");
+_Static_assert(HEAP_CHUNK_SIZE == HEAP_CHUNK_BYTES, "heap_internal.h names the chunk size");
 _Static_assert(sizeof(struct heap_header) <= HEAP_GROW_PLAN_BYTES, "heap_grow_plan reads it all");
 
 /* How many times an allocation that found the heap full retries after making room. */
@@ -148,6 +149,7 @@ struct tips_heap {
 	 * run (deferred frees count as taken until the checkpoint applies them). Kept
 	 * exact by room_add() at every change; read without locks (heap_room()). */
 	_Atomic int64_t room;
+	_Atomic int64_t chunk_room;      /* the part of it in free chunks (any class) */
 };
 
 static inline void room_add(struct tips_heap *h, int64_t delta)
@@ -289,6 +291,8 @@ static bool block_is_allocated(const struct tips_heap *h, const struct block_ref
 static void chunk_mark_free(struct tips_heap *h, uint64_t idx, uint64_t n, bool free)
 {
 	room_add(h, (free ? 1 : -1) * (int64_t)(n * HEAP_CHUNK_SIZE));
+	atomic_fetch_add_explicit(&h->chunk_room, (free ? 1 : -1) * (int64_t)(n * HEAP_CHUNK_SIZE),
+				  memory_order_relaxed);
 	for (uint64_t i = idx; i < idx + n; i++) {
 		if (free)
 			h->chunk_free[i / 64] |= 1ull << (i % 64);
@@ -1072,17 +1076,10 @@ void heap_flush_logged_blocks(struct tips_heap *h)
 	pm_drain();
 }
 
-uint64_t heap_largest_extent(struct tips_heap *h)
+uint64_t heap_chunk_room(const struct tips_heap *h)
 {
-	uint64_t most = 0;
-	pthread_mutex_lock(&h->chunk_lock);
-	for (uint64_t i = 0; i < h->nchunks; i++) {
-		uint64_t e = word_get(&h->table[i]);
-		if (CHUNK_KIND(e) == CHUNK_EXTENT && CHUNK_ARG(e) > most)
-			most = CHUNK_ARG(e);
-	}
-	pthread_mutex_unlock(&h->chunk_lock);
-	return most * HEAP_CHUNK_SIZE;
+	int64_t r = atomic_load_explicit(&h->chunk_room, memory_order_relaxed);
+	return r > 0 ? (uint64_t)r : 0;
 }
 
 uint64_t heap_room(const struct tips_heap *h)

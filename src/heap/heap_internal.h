@@ -10,6 +10,9 @@
 /* Bytes of one allocation-log record (an MLog entry). */
 #define HEAP_RECORD_BYTES 32u
 
+/* Bytes of one chunk, the unit runs and extents are made of. */
+#define HEAP_CHUNK_BYTES (256u << 10)
+
 /* Smallest heap area a pool may have. */
 #define HEAP_MIN_SIZE (4ull << 20)
 
@@ -52,8 +55,9 @@ void heap_flush_logged_blocks(struct tips_heap *heap);
 /* Bytes allocations could still take (free chunks and the free slots of runs; blocks
  * freed since the last checkpoint count as taken). Lock-free, exact between changes. */
 uint64_t heap_room(const struct tips_heap *h);
-/* Bytes of the largest extent allocated now (0 if none). */
-uint64_t heap_largest_extent(struct tips_heap *h);
+/* The part of heap_room() in free chunks: what a size class without free slots, or an
+ * extent, can take. */
+uint64_t heap_chunk_room(const struct tips_heap *h);
 /* Records still free in the calling thread's lane log. */
 uint64_t heap_lane_room(struct tips_heap *heap);
 

@@ -12,11 +12,14 @@
  * of runs), reserved the costs of admitted writes replay has not applied yet, and
  * cost() a bound on what applying one record allocates (its key and value twice, for a
  * node rebuilt with a new value, plus node overhead). The headroom (1/32 of the heap,
- * at least 1 MiB, plus twice the largest block the index holds, which a table that
- * doubles needs while the old one waits for its deferred free) absorbs what no
- * per-write bound sees: a node split, a size class that needs a fresh chunk, a growing
- * table. Deletes may dip into it, so a full pool still takes the deletes that make
- * room again. Writers take reservations in batches kept
+ * at least 1 MiB, plus twice the largest table the index grew into, which a table
+ * that doubles again needs while the old one waits for its deferred free) absorbs
+ * what no per-write bound sees: a node split, a size class that needs a fresh chunk,
+ * a growing table. Deletes may dip into it, so a full pool still takes the deletes
+ * that make room again. Puts also need free chunks (a sixteenth of the headroom, at
+ * least 8): free slots serve only their own size class, and an index that needs a
+ * node of a class whose runs are full needs a fresh chunk. Writers take reservations
+ * in batches kept
  * as per-thread credit (db.c), so the shared counter is touched once per batch.
  *
  * Invariant: reserved >= the summed cost of every admitted write not yet applied.
@@ -34,6 +37,7 @@
 
 #define ADMIT_NODE_OVERHEAD 128u
 #define ADMIT_MIN_HEADROOM (1ull << 20)
+#define ADMIT_MIN_CHUNKS 8u
 
 uint64_t admit_cost(unsigned op, size_t klen, size_t vlen)
 {
@@ -48,10 +52,23 @@ uint64_t admit_headroom(uint64_t heap_bytes)
 	return h < ADMIT_MIN_HEADROOM ? ADMIT_MIN_HEADROOM : h;
 }
 
+uint64_t admit_keep(struct tips_db *db)
+{
+	return db->heap_headroom +
+	       2 * atomic_load_explicit(&db->largest_alloc, memory_order_relaxed);
+}
+
+uint64_t admit_chunk_margin(const struct tips_db *db)
+{
+	uint64_t m = db->heap_headroom / 16;
+	return m < ADMIT_MIN_CHUNKS * HEAP_CHUNK_BYTES ? ADMIT_MIN_CHUNKS * HEAP_CHUNK_BYTES : m;
+}
+
 uint64_t admit_reserve(struct tips_db *db, uint64_t need, uint64_t want, bool is_delete)
 {
-	uint64_t keep = is_delete ? 0 : db->heap_headroom +
-			2 * atomic_load_explicit(&db->largest_alloc, memory_order_relaxed);
+	uint64_t keep = is_delete ? 0 : admit_keep(db);
+	if (!is_delete && heap_chunk_room(db->heap) < admit_chunk_margin(db))
+		return 0;
 	uint64_t reserved = atomic_load_explicit(&db->heap_reserved, memory_order_relaxed);
 	for (;;) {
 		uint64_t room = heap_room(db->heap);

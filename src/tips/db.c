@@ -737,7 +737,7 @@ static int volatile_state_init(struct tips_db *db)
 	struct tips_heap_stats hs;
 	tips_heap_stats(db->heap, &hs);
 	db->heap_headroom = admit_headroom(hs.bytes_total);
-	atomic_init(&db->largest_alloc, heap_largest_extent(db->heap));
+	atomic_init(&db->largest_alloc, fw->grown_block);
 	uint64_t lane = heap_lane_room(db->heap);
 	db->epoch_records_per_worker = lane / 8 ? lane / 8 : 1;
 	db->lane_capacity = lane / 2;
@@ -970,6 +970,9 @@ void tips_stats(struct tips_db *db, struct tips_stats *out)
 	out->replay_stalls = atomic_load(&db->replay_stalls);
 	out->heap_reserved = atomic_load(&db->heap_reserved);
 	out->heap_room = heap_room(db->heap);
+	out->heap_chunk_room = heap_chunk_room(db->heap);
+	out->heap_keep = admit_keep(db);
+	out->heap_chunk_margin = admit_chunk_margin(db);
 }
 
 struct tips_pool *tips_db_pool(struct tips_db *db)

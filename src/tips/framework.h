@@ -206,8 +206,8 @@ struct tips_db {
 	_Atomic uint64_t heap_reserved;   /* cost of admitted writes not applied yet */
 	uint64_t heap_headroom;           /* room puts leave free (deletes may use it),
 	                                     besides twice the largest block below */
-	_Atomic uint64_t largest_alloc;   /* largest block the index holds or allocated:
-	                                     a table it may grow to twice its size */
+	_Atomic uint64_t largest_alloc;   /* fw->grown_block: a table the index grew into
+	                                     and may grow to twice its size */
 	_Atomic int stalled;              /* 0, or why replay stopped (TIPS_ENOMEM: the
 	                                     heap is full; puts get TIPS_ENOSPC meanwhile) */
 	_Atomic uint64_t space_req;       /* writers' requests to apply all and reclaim */
@@ -239,6 +239,10 @@ struct tips_db {
 uint64_t admit_cost(unsigned op, size_t klen, size_t vlen);
 /* Room puts keep free in a heap of @heap_bytes. */
 uint64_t admit_headroom(uint64_t heap_bytes);
+/* Room puts leave free now (the headroom and the growth reserve), and the free-chunk
+ * bytes they need besides. */
+uint64_t admit_keep(struct tips_db *db);
+uint64_t admit_chunk_margin(const struct tips_db *db);
 /* Reserves between @need and @want bytes of heap room; returns how many, or 0 if even
  * @need does not fit (deletes may use the headroom). */
 uint64_t admit_reserve(struct tips_db *db, uint64_t need, uint64_t want, bool is_delete);

@@ -48,6 +48,10 @@ struct fw_header {
 	uint64_t state;             /* FW_STATE_*; 0 until the format is complete */
 	uint64_t flush_done;        /* 1: reclamation step 1 is durable, step 2 pending */
 	uint64_t ulog_gen;          /* ULog records of another generation are void */
+	uint64_t grown_block;       /* largest block (> a size class) the index allocated
+	                               after its creation: a table it grew into, which may
+	                               double again; admission keeps room for that. 0 in
+	                               pools older than this word (it was padding) */
 };
 
 /* One OLog slot's persistent words; tail alone on its line (written per operation). */

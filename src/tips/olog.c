@@ -78,14 +78,17 @@ const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t
 {
 	while (*pos < end) {
 		const struct olog_rec *r = (const struct olog_rec *)(log->ring + *pos % log->size);
+		/* A PAD's key and value lengths are whatever the ring held before: only a
+		 * record's are checked. */
+		bool pad = OLOG_REC_OP(r) == OLOG_OP_PAD;
 		if (r->len == 0 || r->len % 64 || r->len > end - *pos ||
 		    r->len > log->size - *pos % log->size ||
-		    sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len) {
+		    (!pad && sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len)) {
 			*pos = end; /* cannot happen below a persistent tail; never loop on it */
 			return NULL;
 		}
 		*pos += r->len;
-		if (OLOG_REC_OP(r) != OLOG_OP_PAD)
+		if (!pad)
 			return r;
 	}
 	return NULL;

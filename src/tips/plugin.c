@@ -11,7 +11,10 @@
  *
  * Room: a block larger than a size class (a table an index grows into) may use the
  * headroom but never the room admitted writes were promised (admit.c); an index
- * treats that NULL as "do not grow now". The largest block sets part of the headroom. A free the
+ * treats that NULL as "do not grow now". The largest such block allocated after the
+ * index's creation (fw_header.grown_block, persisted) sets part of the headroom: a
+ * table that grew once may double again. Tables sized at creation and never grown
+ * (tips-hash) reserve nothing. A free the
  * heap cannot record (its MLog lane is full, which replay checks for before each
  * operation) leaks the block instead of stopping the process (`tips pool check`
  * reports the leak).
@@ -20,6 +23,7 @@
 #include <stdio.h>
 
 #include "heap/heap_internal.h"
+#include "pm/pm.h"
 #include "tips/framework.h"
 #include "util/errors_internal.h"
 
@@ -28,6 +32,22 @@ static _Thread_local struct tips_db *current __attribute__((tls_model("initial-e
 void fw_set_current(struct tips_db *db)
 {
 	current = db;
+}
+
+/* Remembers, durably, the largest block the index grew into (see the top). */
+static void note_growth(struct tips_db *db, size_t size)
+{
+	uint64_t most = atomic_load_explicit(&db->largest_alloc, memory_order_relaxed);
+	while (size > most && !atomic_compare_exchange_weak(&db->largest_alloc, &most, size))
+		;
+	if (size > most) {
+		pthread_mutex_lock(&db->persist_mu); /* one writer of the word at a time */
+		if (size > db->fw->grown_block) {
+			db->fw->grown_block = size;
+			pm_persist(&db->fw->grown_block, sizeof(db->fw->grown_block));
+		}
+		pthread_mutex_unlock(&db->persist_mu);
+	}
 }
 
 void *tips_alloc(size_t size)
@@ -46,9 +66,8 @@ void *tips_alloc(size_t size)
 	if (tips_heap_alloc_logged(current->heap, size, &p))
 		return NULL;
 	atomic_fetch_add_explicit(&current->mlog_allocs, 1, memory_order_relaxed);
-	uint64_t most = atomic_load_explicit(&current->largest_alloc, memory_order_relaxed);
-	while (size > most && !atomic_compare_exchange_weak(&current->largest_alloc, &most, size))
-		;
+	if (size > TIPS_HEAP_MAX_RUN_ALLOC && current->index)
+		note_growth(current, size);
 	return p;
 }
 

@@ -2,7 +2,7 @@
  * test_fill.c - a full pool never loses a database (admission, admit.c; failed replay
  * epochs, replay.c), on the tips-* index named by argv[1].
  *
- *  fill:   insert keys with 8, 100 and 1000-byte values into a pool (32 MiB, or argv[2]
+ *  fill:   insert keys with 8, 100 and 1000-byte values into a pool (16 MiB, or argv[2]
  *          MiB: the campaign fills 64 MiB) until the
  *          first error, which must be TIPS_ENOSPC; every acknowledged key reads back;
  *          deletes still work in the full pool and make room for new inserts; the
@@ -13,8 +13,9 @@
  *          parent reopens, and the pool checks clean.
  *  legacy: the pool the code before admission left behind (fw_debug_admit_all: the
  *          heap fills up under acknowledged writes replay cannot apply): close keeps
- *          them and says TIPS_ENOSPC, open says TIPS_ENOSPC and names `tips pool grow`;
- *          after tips_pool_grow() the open replays them and every key is there.
+ *          them and says TIPS_ENOSPC; open either recovers with the room it has or says
+ *          TIPS_ENOSPC and names `tips pool grow`, and after tips_pool_grow() replays
+ *          them; either way every key is there.
  * Prints one line per fill: keys acknowledged, the error, keys back after reopen.
  */
 #define _GNU_SOURCE
@@ -30,7 +31,7 @@
 #include "test_util.h"
 #include "tips/framework.h"
 
-static uint64_t pool_size = 32ull << 20; /* argv[2] MiB: 64 in the campaign */
+static uint64_t pool_size = 16ull << 20; /* argv[2] MiB: 64 in the campaign */
 #define MAX_VALUE 1000u
 
 static char path[256];
@@ -41,7 +42,11 @@ static struct tips_db *open_db(unsigned flags)
 	struct tips_config cfg;
 	tips_config_init(&cfg);
 	cfg.flags = flags;
-	cfg.pool_size = pool_size;
+	struct tips_pool_options po;
+	tips_pool_options_init(&po);
+	po.size = pool_size;
+	po.log_size = 4ull << 20; /* room for the smallest OLogs in a 16 MiB pool */
+	cfg.pool = &po;
 	cfg.expected_keys = 1u << 16;
 	struct tips_db *db = NULL;
 	int rc = tips_open(path, &cfg, ops, &db);
@@ -59,10 +64,17 @@ static void value_of(uint64_t i, unsigned len, unsigned char *out)
 		out[b] = (unsigned char)(rnd(&s) >> 56);
 }
 
+/* Key @i: scrambled (an odd multiplier is a bijection of 64-bit words), so that trees
+ * fill as they would in use and an unbalanced one (lfbst) does not become a list. */
+static void key_of(uint64_t i, unsigned char out[8])
+{
+	be64(out, i * 0x9e3779b97f4a7c15ull);
+}
+
 static int put_key(struct tips_db *db, uint64_t i, unsigned vlen)
 {
 	unsigned char key[8], val[MAX_VALUE];
-	be64(key, i);
+	key_of(i, key);
 	value_of(i, vlen, val);
 	return tips_insert(db, key, 8, val, vlen);
 }
@@ -72,7 +84,7 @@ static int check_key(struct tips_db *db, uint64_t i, unsigned vlen)
 {
 	unsigned char key[8], want[MAX_VALUE], got[MAX_VALUE];
 	size_t len = 0;
-	be64(key, i);
+	key_of(i, key);
 	value_of(i, vlen, want);
 	int rc = tips_lookup(db, key, 8, got, sizeof(got), &len);
 	if (rc)
@@ -119,7 +131,7 @@ static void test_fill(unsigned vlen)
 	uint64_t room_full = st.heap_room, deleted = 0;
 	for (uint64_t i = 0; i < n; i += 10) {
 		unsigned char key[8];
-		be64(key, i);
+		key_of(i, key);
 		int rc = tips_delete(db, key, 8);
 		if (rc)
 			fprintf(stderr, "delete in a full pool: %s: %s\n", tips_strerror(rc),
@@ -134,13 +146,21 @@ static void test_fill(unsigned vlen)
 	db = open_db(0);
 	tips_stats(db, &st);
 	uint64_t freed = st.heap_room > room_full ? st.heap_room - room_full : 0;
+	/* What admission may give puts now (tips_stats documents the rule). */
+	uint64_t usable = st.heap_room > st.heap_keep ? st.heap_room - st.heap_keep : 0;
+	uint64_t chunks = st.heap_chunk_room > st.heap_chunk_margin
+				  ? st.heap_chunk_room - st.heap_chunk_margin : 0;
+	if (chunks < usable)
+		usable = chunks; /* free slots of other size classes may not serve these keys */
 	uint64_t again = fill_from(db, n, vlen, &err);
 	CHECK(err == TIPS_ENOSPC);
-	/* The room the deletes gave back takes new keys (the admission bound is
-	 * conservative, not blind); an index whose deletes free nothing (bptree with
-	 * inline keys keeps its leaves) may take none. */
+	/* The room the deletes gave back takes new keys: the admission bound is
+	 * conservative, not blind. */
 	uint64_t cost = 2 * (8 + vlen) + 128;
-	CHECK(again >= freed / cost / 4);
+	if (again < usable / cost / 4)
+		fprintf(stderr, "second fill: %llu keys, %llu usable bytes\n",
+			(unsigned long long)again, (unsigned long long)usable);
+	CHECK(again >= usable / cost / 4);
 	tips_stats(db, &st);
 	rc = tips_close(&db);
 	if (rc)
@@ -154,8 +174,10 @@ static void test_fill(unsigned vlen)
 		bool was_deleted = i < n && i % 10 == 0;
 		if (was_deleted ? rc == TIPS_ENOTFOUND : rc == 0)
 			back += !was_deleted;
-		else
-			wrong++;
+		else if (wrong++ < 3)
+			fprintf(stderr, "key %llu of %llu (deleted: %d) after reopen: %d (%s)\n",
+				(unsigned long long)i, (unsigned long long)(n + again),
+				was_deleted, rc, rc > 0 ? "" : tips_strerror(rc));
 	}
 	CHECK(wrong == 0);
 	check_pool_clean(db);
@@ -239,7 +261,7 @@ static void test_legacy_full(void)
 {
 	unlink(path);
 	uint64_t keep = pool_size;
-	pool_size = 32ull << 20; /* the smallest pool with room for the default logs */
+	pool_size = 16ull << 20;
 	struct tips_db *db = open_db(TIPS_CREATE);
 	fw_debug_admit_all(db);
 	int err = 0;
@@ -250,18 +272,24 @@ static void test_legacy_full(void)
 	struct tips_config cfg;
 	tips_config_init(&cfg);
 	rc = tips_open(path, &cfg, ops, &db);
-	CHECK(rc == TIPS_ENOSPC && strstr(tips_errormsg(), "tips pool grow") != NULL);
-	CHECK(tips_pool_grow(path, 64ull << 20) == 0);
-	db = open_db(0);
+	/* Recovery may finish with the room it has (reclaiming applies deferred frees
+	 * the stuck process never got to); else it must say how to go on. */
+	bool grown = rc != 0;
+	if (grown) {
+		CHECK(rc == TIPS_ENOSPC && strstr(tips_errormsg(), "tips pool grow") != NULL);
+		CHECK(tips_pool_grow(path, 32ull << 20) == 0);
+		db = open_db(0);
+	}
 	uint64_t lost = 0;
 	for (uint64_t i = 0; i < n; i++)
 		lost += check_key(db, i, 100) != 0;
 	CHECK(lost == 0);
 	check_pool_clean(db);
 	CHECK(tips_close(&db) == 0);
-	printf("%s legacy full pool: %llu keys acknowledged in 32 MiB; open refused with %s; "
-	       "after growing to 64 MiB %llu lost\n", ops->name, (unsigned long long)n,
-	       tips_strerror(TIPS_ENOSPC), (unsigned long long)lost);
+	printf("%s legacy full pool: %llu keys acknowledged in 16 MiB; %s; %llu lost\n",
+	       ops->name, (unsigned long long)n,
+	       grown ? "open refused with TIPS_ENOSPC, grown to 32 MiB"
+		     : "recovery finished with the room it had", (unsigned long long)lost);
 	pool_size = keep;
 }
 
