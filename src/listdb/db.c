@@ -194,22 +194,8 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 	return 0;
 }
 
-/* The argument rule of the TIPS facade's writes (check_sizes() in src/tips/db.c): the
- * same codes, limits and messages. */
-static int check_write(struct tips_listdb *db, const void *key, size_t klen, const void *val,
-		       size_t vlen)
-{
-	if (!db || !key || klen == 0 || (vlen && !val))
-		return tips_set_error(TIPS_EINVAL, "a write needs a database, a key of 1 byte "
-				      "or more, and a value pointer when vlen > 0");
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return tips_set_error(TIPS_ETOOBIG, "key of %zu bytes or value of %zu bytes: the "
-				      "limits are %u and %u", klen, vlen, TIPS_MAX_KEY,
-				      TIPS_MAX_VALUE);
-	return 0;
-}
 
-/* Appends and indexes one entry; the arguments passed check_write(). Every failure
+/* Appends and indexes one entry; the arguments passed write_args_check(). Every failure
  * leaves nothing behind: the MemTable node is allocated before the entry is written. */
 static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size_t klen,
 		       const void *val, size_t vlen)
@@ -280,13 +266,13 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 
 int tips_listdb_put(struct tips_listdb *db, const void *key, size_t klen, const void *val, size_t vlen)
 {
-	int rc = check_write(db, key, klen, val, vlen);
+	int rc = write_args_check(db, key, klen, val, vlen);
 	return rc ? rc : write_entry(db, LD_OP_PUT, key, klen, val, vlen);
 }
 
 int tips_listdb_delete(struct tips_listdb *db, const void *key, size_t klen)
 {
-	int rc = check_write(db, key, klen, NULL, 0);
+	int rc = write_args_check(db, key, klen, NULL, 0);
 	return rc ? rc : write_entry(db, LD_OP_DELETE, key, klen, NULL, 0);
 }
 
@@ -379,7 +365,7 @@ static int present(struct tips_listdb *db, struct ld_tls *t, const void *key, si
 static int checked(struct tips_listdb *db, uint8_t op, int want_present, const void *key,
 		   size_t klen, const void *val, size_t vlen)
 {
-	int rc = check_write(db, key, klen, val, vlen);
+	int rc = write_args_check(db, key, klen, val, vlen);
 	if (rc)
 		return rc;
 	struct ld_tls *t = ld_tls_get(db);

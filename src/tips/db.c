@@ -232,19 +232,6 @@ static int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64
 
 /* ---- the write path ---------------------------------------------------------------- */
 
-static int check_sizes(struct tips_db *db, const void *key, size_t klen, const void *val,
-		       size_t vlen)
-{
-	if (!db || !key || klen == 0 || (vlen && !val))
-		return tips_set_error(TIPS_EINVAL, "a write needs a database, a key of 1 byte "
-				      "or more, and a value pointer when vlen > 0");
-	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return tips_set_error(TIPS_ETOOBIG, "key of %zu bytes or value of %zu bytes: the "
-				      "limits are %u and %u", klen, vlen, TIPS_MAX_KEY,
-				      TIPS_MAX_VALUE);
-	return 0;
-}
-
 /* Is @key present, judged under its bucket lock: the cache's newest entry, else the
  * index (which then holds every write of the key: entries leave only once applied). */
 static bool key_present(struct tips_db *db, struct cache_bucket *b, const void *key,
@@ -260,7 +247,7 @@ static bool key_present(struct tips_db *db, struct cache_bucket *b, const void *
 static int write_op(struct tips_db *db, unsigned op, const void *key, size_t klen,
 		    const void *val, size_t vlen)
 {
-	int rc = check_sizes(db, key, klen, val, vlen);
+	int rc = write_args_check(db, key, klen, val, vlen);
 	if (rc)
 		return rc;
 	struct thread_ctx *ctx = ctx_get(db);

@@ -217,6 +217,7 @@ struct tips_db {
 	                                     admission existed (fw_debug_admit_all) */
 	int epoch_rc;                     /* the last epoch's failure, 0 if none (persist
 	                                     thread, or the recovering thread) */
+	bool epoch_moved;                 /* it moved some OLog's applied point */
 	uint64_t *next_applied;           /* epoch scratch, one per OLog */
 
 	/* Statistics. */

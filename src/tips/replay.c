@@ -39,8 +39,10 @@
  * Then the persist thread reclaims (deferred frees return room, the ULog and lanes
  * empty) and retries. A heap failure sets `stalled`: puts are refused with TIPS_ENOSPC
  * (deletes are still taken) until an epoch completes. If an epoch right after a
- * reclamation applies nothing, waiting is all that can help: the thread retries when
- * a write arrives or every STALL_RETRY_NS. Nothing is dropped: a close leaves such
+ * reclamation moves no OLog's applied point, waiting is all that can help: the thread
+ * retries when a write arrives or every STALL_RETRY_NS (recovery gives up instead:
+ * it re-applies the records past the failed one each time, so records applied is no
+ * measure of progress). Nothing is dropped: a close leaves such
  * records in the OLog for the next open (tips_close then returns TIPS_ENOSPC).
  */
 #define _GNU_SOURCE
@@ -454,6 +456,7 @@ static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
 	uint64_t B = 0;
 	bool had_backlog = backlog(db) > 0;
 	db->epoch_rc = 0;
+	db->epoch_moved = false;
 	if (W > 0) {
 		uint64_t limit = (uint64_t)W * db->epoch_records_per_worker;
 		uint64_t n = epoch_collect(db, W, limit < EPOCH_MAX_RECORDS ? limit
@@ -462,9 +465,11 @@ static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
 		if (n)
 			B = epoch_apply(db, W, next_applied, &db->epoch_rc);
 		/* Also when every record taken was applied already (skipped). */
-		for (unsigned i = 0; i < db->ologs.n; i++)
-			atomic_store_explicit(&db->ologs.logs[i].applied, next_applied[i],
-					      memory_order_release);
+		for (unsigned i = 0; i < db->ologs.n; i++) {
+			struct olog *l = &db->ologs.logs[i];
+			db->epoch_moved |= next_applied[i] != atomic_load(&l->applied);
+			atomic_store_explicit(&l->applied, next_applied[i], memory_order_release);
+		}
 		if (n) {
 			atomic_fetch_add(&db->epochs, 1);
 			atomic_fetch_add(&db->replayed, B);
@@ -575,12 +580,13 @@ static void *persist_main(void *arg)
 		if (pending && pending < EPOCH_BATCH_MIN * 64 && !stopping && !serve &&
 		    !logs_need_reclaim(db))
 			persist_wait(db, EPOCH_BATCH_WAIT_NS); /* let a batch build up */
-		uint64_t applied = epoch_run(db, db->next_applied);
+		epoch_run(db, db->next_applied);
 		bool failed = db->epoch_rc != 0;
 		if (failed || serve || logs_need_reclaim(db))
 			reclaim_run(db); /* after a failure: frees, empty ULog and lanes */
-		/* Failed again right after a reclamation, with nothing applied: wait. */
-		stuck = failed && applied == 0 && after_failure;
+		/* Failed again right after a reclamation, and no OLog's applied point moved
+		 * (records of other keys may have been applied): wait for a write. */
+		stuck = failed && !db->epoch_moved && after_failure;
 		after_failure = failed;
 		if (failed)
 			cache_wake_waiters(db->cache); /* writers may now give up */
@@ -648,18 +654,18 @@ int replay_recovered(struct tips_db *db)
 	/* The opening thread runs epochs with every worker until nothing is pending,
 	 * reclaiming whenever the logs ask for it (so the MLog never overflows), and
 	 * after a failed epoch (see "Failed epochs"); it gives up when an epoch right
-	 * after a reclamation applies nothing. */
+	 * after a reclamation moves no OLog's applied point. */
 	unsigned keep = db->workers_now;
 	bool after_failure = false;
 	int rc = 0;
 	db->recovering = true;
 	while (backlog(db) > 0) {
 		db->workers_now = db->cfg.workers_up ? db->cfg.workers_up : 1;
-		uint64_t applied = epoch_run(db, db->next_applied);
+		epoch_run(db, db->next_applied);
 		bool failed = db->epoch_rc != 0;
 		if (failed || logs_need_reclaim(db))
 			reclaim_run(db);
-		if (failed && applied == 0 && after_failure) {
+		if (failed && !db->epoch_moved && after_failure) {
 			rc = db->epoch_rc;
 			break;
 		}

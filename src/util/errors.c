@@ -6,6 +6,8 @@
  */
 #include "util/errors_internal.h"
 
+#include <tips/tips.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,4 +82,17 @@ void tips_invariant_failed(const char *file, int line, const char *what)
 {
 	fprintf(stderr, "libtips: broken invariant at %s:%d: %s\n", file, line, what);
 	abort();
+}
+
+int write_args_check(const void *handle, const void *key, size_t klen, const void *val,
+		     size_t vlen)
+{
+	if (!handle || !key || klen == 0 || (vlen && !val))
+		return tips_set_error(TIPS_EINVAL, "a write needs a database, a key of 1 byte "
+				      "or more, and a value pointer when vlen > 0");
+	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return tips_set_error(TIPS_ETOOBIG, "key of %zu bytes or value of %zu bytes: the "
+				      "limits are %u and %u", klen, vlen, TIPS_MAX_KEY,
+				      TIPS_MAX_VALUE);
+	return 0;
 }

@@ -8,12 +8,19 @@
 #define TIPS_UTIL_ERRORS_INTERNAL_H
 
 #include <errno.h>
+#include <stddef.h>
 #include <tips/errors.h>
 
 int tips_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Maps an errno value to the closest TIPS_E* code. */
 int tips_errno_code(int err);
+
+/* The argument rule every key-value write of the library shares (the TIPS facade and
+ * ListDB): a handle, a key of 1..TIPS_MAX_KEY bytes, a value pointer when vlen > 0
+ * and vlen <= TIPS_MAX_VALUE. 0, TIPS_EINVAL or TIPS_ETOOBIG with the message set. */
+int write_args_check(const void *handle, const void *key, size_t klen, const void *val,
+		     size_t vlen);
 
 /* Aborts with a message naming the broken invariant; for internal bugs only. */
 #define TIPS_INVARIANT(cond, what)                                                       \

@@ -222,11 +222,16 @@ static void test_kill_once(struct shared *sh, uint64_t target, unsigned vlen)
 	if (pid == 0)
 		child_fill(sh, vlen);
 	struct timespec tick = { 0, 100000 };
-	while (atomic_load(&sh->acked) < target && !atomic_load(&sh->full))
-		nanosleep(&tick, NULL); /* polls the child's progress; the kill point is random */
-	kill(pid, SIGKILL);
 	int status;
-	waitpid(pid, &status, 0);
+	pid_t gone = 0;
+	while (atomic_load(&sh->acked) < target && !atomic_load(&sh->full) &&
+	       (gone = waitpid(pid, &status, WNOHANG)) == 0)
+		nanosleep(&tick, NULL); /* polls the child's progress; the kill point is random */
+	CHECK(gone == 0); /* the child must not die before it is killed */
+	if (gone == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
 	CHECK(atomic_load(&sh->full) != 2);
 	uint64_t acked = atomic_load(&sh->acked);
 	struct tips_db *db = open_db(0);

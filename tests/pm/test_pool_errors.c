@@ -289,10 +289,11 @@ static void test_open_not_a_pool(void)
 	REQUIRE(file_write_all(path, text, sizeof(text) - 1) == 0);
 	expect_open_fails(path, TIPS_ENOTPOOL);
 
-	/* A real pool whose magic was overwritten. */
+	/* A real pool whose magic alone was overwritten: its checksum still holds with the
+	 * magic restored, so it is reported as a damaged pool, not as a foreign file. */
 	make_closed_pool(path, sizeof(path), "nomagic");
 	REQUIRE(file_patch(path, 0, "TIPSPOOX", 8) == 0);
-	expect_open_fails(path, TIPS_ENOTPOOL);
+	expect_open_fails(path, TIPS_ECORRUPT);
 }
 
 /*
@@ -325,17 +326,22 @@ static void test_open_foreign_version(void)
 	const size_t off = offsetof(struct pool_header, layout_version);
 	uint32_t v = POOL_LAYOUT_VERSION + 1;
 	/*
-	 * The checksum covers the version, so a patched version is also a checksum
-	 * mismatch; the version is checked first, and the answer is EVERSION either way.
+	 * The checksum covers the version: a version written with its checksum is a
+	 * foreign layout (EVERSION); a version that changed under a checksum that still
+	 * holds for the current one is damage (ECORRUPT).
 	 */
-	expect_patched_header_fails(path, off, &v, sizeof(v), 0, TIPS_EVERSION);
+	expect_patched_header_fails(path, off, &v, sizeof(v), 0, TIPS_ECORRUPT);
 	expect_patched_header_fails(path, off, &v, sizeof(v), 1, TIPS_EVERSION);
 
 	/* The message says which version was found. */
-	unsigned char orig[POOL_HEADER_SIZE];
+	unsigned char orig[POOL_HEADER_SIZE], far_hdr[POOL_HEADER_SIZE];
 	REQUIRE(file_peek(path, 0, orig, sizeof(orig)) == 0);
+	memcpy(far_hdr, orig, sizeof(far_hdr));
 	uint32_t far = 7777;
-	REQUIRE(file_patch(path, (off_t)off, &far, sizeof(far)) == 0);
+	memcpy(far_hdr + off, &far, sizeof(far));
+	uint64_t sum = crc32(0, far_hdr, offsetof(struct pool_header, checksum));
+	memcpy(far_hdr + offsetof(struct pool_header, checksum), &sum, sizeof(sum));
+	REQUIRE(file_patch(path, 0, far_hdr, sizeof(far_hdr)) == 0);
 	struct tips_pool *pool = SENTINEL;
 	CHECK_RC(tips_pool_open(path, NULL, &pool), TIPS_EVERSION);
 	CHECK_MSG_HAS("7777");
