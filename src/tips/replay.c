@@ -64,6 +64,7 @@
 				      wake-up lost to store-load reordering (100 ms) */
 #define STALL_RETRY_NS 50000000    /* stuck on a full heap: retry at least this often */
 #define LANE_OP_RECORDS 64u        /* MLog records one operation may need at most */
+#define ROOM_CHECK_EVERY 16u       /* operations per check of the logs' room */
 #define ULOG_OP_MIN 4096u          /* ULog bytes kept free per worker, at least */
 #define SERVE_EPOCHS 4u            /* epochs a request for room waits at most */
 #define BLOCKED_MAX 16u            /* failed keys a worker steps around in an epoch */
@@ -130,17 +131,22 @@ static int replay_apply(struct tips_db *db, const struct olog_rec *r)
 	return rc;
 }
 
-/* TIPS_ELOGFULL unless the ULog and the calling worker's MLog lane have room for one
- * more operation while @W workers share the ULog. */
-static int room_for_op(struct tips_db *db, unsigned W)
+/* TIPS_ELOGFULL unless the ULog and the calling worker's MLog lane have room for the
+ * next ROOM_CHECK_EVERY operations while @W workers share the ULog (checked once per
+ * that many: the lane's room is read under its lock). */
+static int room_for_ops(struct tips_db *db, unsigned W)
 {
 	uint64_t per_op = 2 * atomic_load_explicit(&db->ulog_op_max, memory_order_relaxed) +
 			  ULOG_OP_MIN;
-	if (per_op * W > db->ulog_size / 2) /* an empty ULog must always pass */
-		per_op = db->ulog_size / 2 / W;
-	if (ulog_used(db->ulog) + per_op * W > db->ulog_size)
+	uint64_t need = per_op * W * ROOM_CHECK_EVERY;
+	if (need > db->ulog_size / 2) /* an empty ULog must always pass */
+		need = db->ulog_size / 2;
+	if (ulog_used(db->ulog) + need > db->ulog_size)
 		return tips_set_error(TIPS_ELOGFULL, "replay: the ULog needs a reclamation");
-	if (heap_lane_room(db->heap) < LANE_OP_RECORDS)
+	uint64_t lane_need = LANE_OP_RECORDS * ROOM_CHECK_EVERY;
+	if (lane_need > db->lane_capacity) /* an empty lane must always pass */
+		lane_need = db->lane_capacity;
+	if (heap_lane_room(db->heap) < lane_need)
 		return tips_set_error(TIPS_ELOGFULL, "replay: the MLog lane needs a reclamation");
 	return 0;
 }
@@ -187,7 +193,7 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 		struct olog_rec *r = (struct olog_rec *)w->q[i].rec;
 		if (key_blocked(blocked, nblocked, r))
 			continue;
-		int rc = room_for_op(db, W);
+		int rc = i % ROOM_CHECK_EVERY ? 0 : room_for_ops(db, W);
 		bool stop = rc != 0; /* a full log: nothing more can run before reclaiming */
 		if (rc == 0) {
 			uint64_t before = ulog_used(db->ulog);
