@@ -405,6 +405,22 @@ static void test_db_check(void)
 	unlink(path);
 }
 
+/* A log that does not fit the pool's log area is named as such (OLog or ULog, with the
+ * sizes), not reported as a too-small log area. */
+static void test_log_too_small(void)
+{
+	unlink(path);
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_CREATE;
+	cfg.pool_size = 16ull << 20; /* a 2 MiB log area: 128 KiB OLogs at most */
+	struct tips_db *db = NULL;
+	int rc = tips_open(path, &cfg, ops, &db);
+	CHECK(rc == TIPS_ESIZE && db == NULL);
+	CHECK(strstr(tips_errormsg(), "OLog of 131072 bytes is below the minimum") != NULL);
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "tips-hash";
@@ -421,5 +437,6 @@ int main(int argc, char **argv)
 	test_stats_after_load();
 	test_db_check();
 	test_hot_key();
+	test_log_too_small();
 	return test_finish("test_framework");
 }
