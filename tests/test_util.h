@@ -102,6 +102,24 @@ static inline struct tips_pool *test_pool_create(char *path, size_t len, const c
 	return test_pool_create_at(path, size, TIPS_MEDIA_AUTO);
 }
 
+/* Blocks an index's walk reports: collect with test_blocks_collect as the walk's fn. */
+struct test_blocks {
+	void **p;
+	size_t n, cap;
+};
+
+static inline int test_blocks_collect(const void *block, void *arg)
+{
+	struct test_blocks *b = arg;
+	if (b->n == b->cap) {
+		b->cap = b->cap ? 2 * b->cap : 1024;
+		b->p = realloc(b->p, b->cap * sizeof(*b->p));
+		REQUIRE(b->p != NULL);
+	}
+	b->p[b->n++] = (void *)block;
+	return 0;
+}
+
 static inline int test_finish(const char *name)
 {
 	if (test_failures) {

@@ -106,23 +106,6 @@ static void idx_make(struct idx *x, const struct tips_index_ops *ops, uint64_t e
 	}
 }
 
-struct blocks {
-	const void **p;
-	size_t n, cap;
-};
-
-static int collect_block(const void *block, void *arg)
-{
-	struct blocks *b = arg;
-	if (b->n == b->cap) {
-		b->cap = b->cap ? 2 * b->cap : 1024;
-		b->p = realloc(b->p, b->cap * sizeof(*b->p));
-		REQUIRE(b->p != NULL);
-	}
-	b->p[b->n++] = block;
-	return 0;
-}
-
 static int ptr_cmp(const void *a, const void *b)
 {
 	uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
@@ -135,8 +118,8 @@ static int ptr_cmp(const void *a, const void *b)
 static void check_walk(struct idx *x, size_t nodes)
 {
 	size_t extra = x->fixed;
-	struct blocks b = { NULL, 0, 0 };
-	CHECK_RC(x->ops->walk(x->h, collect_block, &b), 0);
+	struct test_blocks b = { NULL, 0, 0 };
+	CHECK_RC(x->ops->walk(x->h, test_blocks_collect, &b), 0);
 	if (x->exact) {
 		nodes *= x->per_key;
 		CHECK(b.n == 1 + extra + nodes);
@@ -165,8 +148,8 @@ static void check_walk(struct idx *x, size_t nodes)
 /* Closes the index and frees its blocks (dram builds allocate with malloc). */
 static void idx_destroy(struct idx *x)
 {
-	struct blocks b = { NULL, 0, 0 };
-	CHECK_RC(x->ops->walk(x->h, collect_block, &b), 0);
+	struct test_blocks b = { NULL, 0, 0 };
+	CHECK_RC(x->ops->walk(x->h, test_blocks_collect, &b), 0);
 	x->ops->close(x->h);
 	for (size_t i = 0; i < b.n; i++)
 		free((void *)b.p[i]);

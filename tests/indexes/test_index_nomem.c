@@ -148,28 +148,11 @@ static struct block_set blocks_of(struct idx *x)
 	return s;
 }
 
-struct block_list {
-	void **p;
-	size_t n, cap;
-};
-
-static int block_collect(const void *block, void *arg)
-{
-	struct block_list *b = arg;
-	if (b->n == b->cap) {
-		b->cap = b->cap ? 2 * b->cap : 1024;
-		b->p = realloc(b->p, b->cap * sizeof(*b->p));
-		REQUIRE(b->p != NULL);
-	}
-	b->p[b->n++] = (void *)block;
-	return 0;
-}
-
 /* Closes the index and frees what walk reports (dram builds allocate with malloc). */
 static void idx_destroy(struct idx *x)
 {
-	struct block_list b = { NULL, 0, 0 };
-	CHECK_RC(x->ops->walk(x->h, block_collect, &b), 0);
+	struct test_blocks b = { NULL, 0, 0 };
+	CHECK_RC(x->ops->walk(x->h, test_blocks_collect, &b), 0);
 	x->ops->close(x->h);
 	for (size_t i = 0; i < b.n; i++)
 		free(b.p[i]);
