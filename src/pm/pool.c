@@ -626,7 +626,7 @@ static int grow_check_size(const struct pool_header *h, uint64_t new_size, const
 static int grow_plan_heap(int fd, const struct pool_header *h, uint64_t new_size,
 			  const char *path, uint64_t *nchunks)
 {
-	uint64_t buf[HEAP_GROW_PLAN_BYTES / sizeof(uint64_t)];
+	uint64_t buf[HEAP_GROW_PLAN_BYTES / sizeof(uint64_t)] __attribute__((aligned(64)));
 	ssize_t n = pread(fd, buf, sizeof(buf), (off_t)h->heap_offset);
 	if (n != (ssize_t)sizeof(buf))
 		return tips_set_error(TIPS_EIO, "read of the heap header of %s failed", path);
