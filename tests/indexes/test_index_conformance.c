@@ -36,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include "test_util.h"
+#include "indexes/idx_util.h" /* mix64 */
 
 #include "bench_index.h"
 #include <tips/listdb.h>
@@ -57,15 +58,6 @@
 #define MAXK TIPS_MAX_KEY
 
 /* ---- helpers ------------------------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 /* ---- the model: a fixed set of distinct keys, each present or not, with a value ------- */
 

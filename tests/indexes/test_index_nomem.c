@@ -31,6 +31,7 @@
  */
 #define _GNU_SOURCE
 #include "test_util.h"
+#include "indexes/idx_util.h" /* mix64 */
 
 #include "indexes/idx_alloc.h"
 
@@ -122,19 +123,10 @@ struct block_set {
 	uint64_t sum, sum2;
 };
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 31;
-	x *= 0x7fb5d329728ea185ull;
-	x ^= x >> 27;
-	x *= 0x81dadef4bc2dd44dull;
-	return x ^ (x >> 33);
-}
-
 static int block_add(const void *block, void *arg)
 {
 	struct block_set *s = arg;
-	uint64_t h = mix((uint64_t)(uintptr_t)block);
+	uint64_t h = mix64((uint64_t)(uintptr_t)block);
 	s->n++;
 	s->sum += h;
 	s->sum2 += h * h;

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 
 #include "listdb/listdb_internal.h"
+#include "indexes/idx_util.h" /* mix64 */
 
 #ifndef LISTDB_HEADER
 #error "LISTDB_HEADER (the path of include/tips/listdb.h) must be defined by the build"
@@ -38,15 +39,6 @@
 
 static uint64_t seed;
 static unsigned char valbuf[TIPS_MAX_VALUE + 1], valbuf2[TIPS_MAX_VALUE + 1];
-
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 31;
-	x *= 0x7fb5d329728ea185ull;
-	x ^= x >> 27;
-	x *= 0x81dadef4bc2dd44dull;
-	return x ^ (x >> 33);
-}
 
 /* Key @i: 8 bytes spread over every shard. */
 static void key_of(uint64_t i, unsigned char k[8])
@@ -57,7 +49,7 @@ static void key_of(uint64_t i, unsigned char k[8])
 /* Value of key @i: 8..1000 bytes, its contents a function of @i. */
 static size_t value_of(uint64_t i, unsigned char *v)
 {
-	uint64_t h = mix(i ^ seed);
+	uint64_t h = mix64(i ^ seed);
 	size_t n = 8 + (size_t)(h % 993);
 	for (size_t j = 0; j < n; j++)
 		v[j] = (unsigned char)((h >> (8 * (j % 8))) + j);
