@@ -55,7 +55,7 @@ uint64_t admit_headroom(uint64_t heap_bytes)
 uint64_t admit_keep(struct tips_db *db)
 {
 	return db->heap_headroom +
-	       2 * atomic_load_explicit(&db->largest_alloc, memory_order_relaxed);
+	       2 * atomic_load_explicit(&db->grown_block, memory_order_relaxed);
 }
 
 uint64_t admit_chunk_margin(const struct tips_db *db)

@@ -178,16 +178,15 @@ static int olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t s
 			  bool is_delete)
 {
 	struct olog *log = ctx->log;
-	if (!is_delete)
-		size += log->size / 8;
-	if (olog_has_room(log, size))
+	uint64_t keep = is_delete ? 0 : log->size / 8;
+	if (olog_has_room(log, size, keep))
 		return 0;
 	count(&ctx->c.waits, 1);
 	atomic_store(&db->room_wanted, 1);
 	replay_wake(db);
 	bool stalled = false;
 	pthread_mutex_lock(&db->ologs.lock);
-	while (!olog_has_room(log, size) && !(stalled = atomic_load(&db->stalled) != 0))
+	while (!olog_has_room(log, size, keep) && !(stalled = atomic_load(&db->stalled) != 0))
 		pthread_cond_wait(&db->ologs.room, &db->ologs.lock);
 	pthread_mutex_unlock(&db->ologs.lock);
 	return stalled ? refuse(db, "no OLog room") : 0;
@@ -724,7 +723,7 @@ static int volatile_state_init(struct tips_db *db)
 	struct tips_heap_stats hs;
 	tips_heap_stats(db->heap, &hs);
 	db->heap_headroom = admit_headroom(hs.bytes_total);
-	atomic_init(&db->largest_alloc, fw->grown_block);
+	atomic_init(&db->grown_block, fw->grown_block);
 	uint64_t lane = heap_lane_room(db->heap);
 	db->epoch_records_per_worker = lane / 8 ? lane / 8 : 1;
 	db->lane_capacity = lane / 2;

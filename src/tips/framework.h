@@ -111,8 +111,9 @@ struct olog_set {
 };
 
 uint64_t olog_record_size(size_t klen, size_t vlen);
-/* True if @log has room for a record of @size bytes (the caller owns @log). */
-bool olog_has_room(const struct olog *log, uint64_t size);
+/* True if @log has room for a record of @size bytes with @keep bytes left free after
+ * it (the caller owns @log). */
+bool olog_has_room(const struct olog *log, uint64_t size, uint64_t keep);
 /* Appends and persists a record, then persists the tail: exactly two fences. */
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
 		 const void *val, size_t vlen, uint64_t entry);
@@ -206,8 +207,8 @@ struct tips_db {
 	_Atomic uint64_t heap_reserved;   /* cost of admitted writes not applied yet */
 	uint64_t heap_headroom;           /* room puts leave free (deletes may use it),
 	                                     besides twice the largest block below */
-	_Atomic uint64_t largest_alloc;   /* fw->grown_block: a table the index grew into
-	                                     and may grow to twice its size */
+	_Atomic uint64_t grown_block;     /* fw->grown_block, read on the write path: a
+	                                     table the index grew into and may double */
 	_Atomic int stalled;              /* 0, or why replay stopped (TIPS_ENOMEM: the
 	                                     heap is full; puts get TIPS_ENOSPC meanwhile) */
 	_Atomic uint64_t space_req;       /* writers' requests to apply all and reclaim */

@@ -32,11 +32,11 @@ static uint64_t append_cost(const struct olog *log, uint64_t tail, uint64_t size
 	return size <= to_end ? size : to_end + size;
 }
 
-bool olog_has_room(const struct olog *log, uint64_t size)
+bool olog_has_room(const struct olog *log, uint64_t size, uint64_t keep)
 {
 	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_relaxed);
 	uint64_t head = atomic_load_explicit(&log->head, memory_order_acquire);
-	return tail - head + append_cost(log, tail, size) <= log->size;
+	return tail - head + append_cost(log, tail, size) + keep <= log->size;
 }
 
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,

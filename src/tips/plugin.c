@@ -37,8 +37,8 @@ void fw_set_current(struct tips_db *db)
 /* Remembers, durably, the largest block the index grew into (see the top). */
 static void note_growth(struct tips_db *db, size_t size)
 {
-	uint64_t most = atomic_load_explicit(&db->largest_alloc, memory_order_relaxed);
-	while (size > most && !atomic_compare_exchange_weak(&db->largest_alloc, &most, size))
+	uint64_t most = atomic_load_explicit(&db->grown_block, memory_order_relaxed);
+	while (size > most && !atomic_compare_exchange_weak(&db->grown_block, &most, size))
 		;
 	if (size > most) {
 		pthread_mutex_lock(&db->persist_mu); /* one writer of the word at a time */
