@@ -7,13 +7,17 @@
 #   build:      gcc, cmake, pkg-config, zlib (header checksums)
 #   benchmark:  libpmemobj (the PMDK allocator baseline of tips-allocbench)
 #   framework:  liburcu (RCU grace periods of the TIPS DRAM cache)
-#   plots:      python3 and python3-venv; then <repo>/.venv holding exactly the pinned
-#               packages of requirements-plot.txt (matplotlib) for scripts/plot_bench.py
+#   server:     redis-server and redis-tools (the reference tips-server is compared with:
+#               differential tests, redis-benchmark, redis-cli), nutcracker (twemproxy, the
+#               scale-out test)
+#   plots, server tests: python3 and python3-venv; then <repo>/.venv holding exactly the
+#               pinned packages of requirements-plot.txt (matplotlib for
+#               scripts/plot_bench.py, the `redis` client for the server's tests)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(build-essential cmake pkg-config zlib1g-dev libpmemobj-dev liburcu-dev
-	python3 python3-venv)
+	python3 python3-venv redis-server redis-tools nutcracker)
 
 missing=()
 for p in "${packages[@]}"; do

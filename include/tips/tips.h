@@ -14,6 +14,7 @@
 #include <tips/errors.h>
 #include <tips/pool.h>
 #include <tips/heap.h>
+#include <tips/batch.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -205,6 +206,30 @@ TIPS_API int tips_update(struct tips_db *db, const void *key, size_t klen, const
 TIPS_API int tips_put(struct tips_db *db, const void *key, size_t klen, const void *val,
 		      size_t vlen); /* insert or overwrite */
 TIPS_API int tips_delete(struct tips_db *db, const void *key, size_t klen);
+
+/**
+ * tips_batch_commit() - apply every operation of @b (tips/batch.h) as one atomic,
+ * durable write. Any thread may call it. The batch's keys are locked (in a fixed
+ * order) while its conditions are judged and its records are logged; each key's net
+ * effect is one ordinary OLog record, and all of them are made durable by one OLog tail
+ * update: two fences for the whole batch. Recovery replays the batch whole or not at
+ * all, because a record counts only below the tail. Readers see each key switch
+ * atomically (see tips/batch.h for what a reader of several keys may observe).
+ * Return: 0; the error of a failed add (TIPS_EINVAL, TIPS_ETOOBIG, TIPS_ENOMEM);
+ * TIPS_EKEYEXISTS / TIPS_ENOTFOUND (a failed condition: tips_batch_failed_op() names
+ * it); TIPS_ETOOBIG (more than tips_batch_limit() allows); TIPS_ENOSPC, TIPS_ENOMEM as
+ * for single writes. On any error nothing was applied.
+ */
+TIPS_API int tips_batch_commit(struct tips_db *db, struct tips_batch *b);
+
+/**
+ * tips_batch_limit() - the most distinct keys (*@max_ops) and logged bytes (*@max_bytes:
+ * tips_batch_bytes() plus 64 bytes of record header per key, rounded up to 64) that one
+ * tips_batch_commit() on @db accepts. They come from the OLog and the DRAM cache sizes
+ * chosen at open (a batch must fit in one thread's OLog beside the room kept for
+ * deletes, and in a share of the cache). Either pointer may be NULL.
+ */
+TIPS_API void tips_batch_limit(struct tips_db *db, size_t *max_ops, size_t *max_bytes);
 
 /**
  * tips_lookup() - copy the value of @key into @val (at most @cap bytes); its full

@@ -20,6 +20,8 @@
 
 /* A new commit stamp: unique, and larger than every stamp taken before. */
 uint64_t ts_take(void);
+/* @n consecutive stamps at once; returns the first (the others follow it). */
+uint64_t ts_take_n(uint64_t n);
 /* The last stamp taken: a scan starting now includes stamps up to this one. */
 uint64_t ts_scan_point(void);
 
@@ -114,6 +116,16 @@ uint64_t olog_record_size(size_t klen, size_t vlen);
 /* True if @log has room for a record of @size bytes with @keep bytes left free after
  * it (the caller owns @log). */
 bool olog_has_room(const struct olog *log, uint64_t size, uint64_t keep);
+/* True if @log has room for @bytes more bytes of records and PADs with @keep left. */
+bool olog_has_room_bytes(const struct olog *log, uint64_t bytes, uint64_t keep);
+/* Writes one record at *@tail (after a PAD if it does not fit before the ring's end)
+ * and flushes it without a fence; advances *@tail. Only the log's owner calls it, and
+ * nothing reads past durable_tail until olog_commit(). */
+void olog_put_record(struct olog *log, uint64_t *tail, unsigned op, uint64_t ts,
+		     const void *key, size_t klen, const void *val, size_t vlen, uint64_t entry);
+/* Makes every record below @tail durable: fence, then the tail persisted (fence 2).
+ * @records: how many records it covers (for the replay rate). */
+void olog_commit(struct olog *log, uint64_t tail, uint64_t records);
 /* Appends and persists a record, then persists the tail: exactly two fences. */
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
 		 const void *val, size_t vlen, uint64_t entry);

@@ -7,6 +7,9 @@
  * flushed and fenced. Only then does durable_tail (DRAM) move, and replay and scans
  * read no further than durable_tail, so nobody ever acts on a record whose tail is not
  * persistent. Space is freed only by reclamation, which moves the head (reclaim.c).
+ * A write batch is several records put one after another (olog_put_record, no fence)
+ * and committed by one tail update (olog_commit): the same two fences, and a crash
+ * leaves all of them below the persistent tail or none.
  * olog_verify() checks a log read back from the pool (head, tail and every record)
  * before recovery follows it, so that a damaged log never sends a reader outside
  * its ring.
@@ -39,11 +42,18 @@ bool olog_has_room(const struct olog *log, uint64_t size, uint64_t keep)
 	return tail - head + append_cost(log, tail, size) + keep <= log->size;
 }
 
-void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
-		 const void *val, size_t vlen, uint64_t entry)
+bool olog_has_room_bytes(const struct olog *log, uint64_t bytes, uint64_t keep)
+{
+	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_relaxed);
+	uint64_t head = atomic_load_explicit(&log->head, memory_order_acquire);
+	return tail - head + bytes + keep <= log->size;
+}
+
+void olog_put_record(struct olog *log, uint64_t *ptail, unsigned op, uint64_t ts,
+		     const void *key, size_t klen, const void *val, size_t vlen, uint64_t entry)
 {
 	uint64_t size = olog_record_size(klen, vlen);
-	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_relaxed);
+	uint64_t tail = *ptail;
 	uint64_t to_end = log->size - tail % log->size;
 	if (size > to_end) {
 		struct olog_rec *pad = (struct olog_rec *)(log->ring + tail % log->size);
@@ -64,14 +74,26 @@ void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, si
 	if (vlen)
 		memcpy(r->data + klen, val, vlen);
 	pm_flush(r, sizeof(*r) + klen + vlen);
-	pm_drain(); /* fence 1: the record is persistent */
-	tail += size;
+	*ptail = tail + size;
+}
+
+void olog_commit(struct olog *log, uint64_t tail, uint64_t records)
+{
+	pm_drain(); /* fence 1: every record below @tail is persistent */
 	log->pm->tail = tail;
 	pm_persist(&log->pm->tail, sizeof(log->pm->tail)); /* fence 2: durability point */
 	atomic_store_explicit(&log->durable_tail, tail, memory_order_release);
 	atomic_store_explicit(&log->appended,
-			      atomic_load_explicit(&log->appended, memory_order_relaxed) + 1,
+			      atomic_load_explicit(&log->appended, memory_order_relaxed) + records,
 			      memory_order_relaxed);
+}
+
+void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
+		 const void *val, size_t vlen, uint64_t entry)
+{
+	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_relaxed);
+	olog_put_record(log, &tail, op, ts, key, klen, val, vlen, entry);
+	olog_commit(log, tail, 1);
 }
 
 const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t end)

@@ -27,6 +27,11 @@ uint64_t ts_take(void)
 	return atomic_fetch_add(&clock_now, 1) + 1;
 }
 
+uint64_t ts_take_n(uint64_t n)
+{
+	return atomic_fetch_add(&clock_now, n) + 1;
+}
+
 uint64_t ts_scan_point(void)
 {
 	return atomic_load(&clock_now);

@@ -1,0 +1,90 @@
+/*
+ * batch_internal.h - the write batch as the stores see it (tips/batch.h is the public
+ * side). A batch is a list of operations whose keys and values sit in one byte buffer.
+ * Before a commit, batch_group() sorts the operations by key (stable: a key's
+ * operations stay in the order they were added) so a store can lock each key once,
+ * judge every condition with batch_group_check() and log only each key's last write
+ * (batch_group_last()), which is the key's net effect ("last write wins").
+ * Invariant: items[i].off + klen + vlen <= used for every item; error != 0 means the
+ * batch must not be committed.
+ */
+#ifndef TIPS_UTIL_BATCH_INTERNAL_H
+#define TIPS_UTIL_BATCH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <tips/batch.h>
+
+enum batch_op {
+	BATCH_PUT = 1,
+	BATCH_INSERT, /* condition: absent */
+	BATCH_UPDATE, /* condition: present */
+	BATCH_DELETE, /* none */
+	BATCH_REMOVE, /* condition: present */
+};
+
+struct batch_item {
+	uint8_t op;     /* enum batch_op */
+	uint32_t klen;
+	uint32_t vlen;
+	size_t off;     /* key at buf + off, value right after it */
+};
+
+struct tips_batch {
+	struct batch_item *items;
+	size_t n, cap;
+	unsigned char *buf;
+	size_t used, buf_cap;
+	int error;        /* a failed add: the commit returns it */
+	size_t error_op;  /* position the failed add would have had */
+	size_t failed_op; /* set by a commit that failed on one operation, else SIZE_MAX */
+	/* batch_group()'s result: positions sorted by (key, position); group g is
+	 * order[group_end[g-1] .. group_end[g]) (group_end[-1] = 0). */
+	size_t *order, *group_end;
+	size_t ngroups, group_cap;
+};
+
+static inline const unsigned char *batch_key(const struct tips_batch *b, size_t i)
+{
+	return b->buf + b->items[i].off;
+}
+
+static inline const unsigned char *batch_val(const struct tips_batch *b, size_t i)
+{
+	return b->buf + b->items[i].off + b->items[i].klen;
+}
+
+static inline bool batch_op_is_delete(unsigned op)
+{
+	return op == BATCH_DELETE || op == BATCH_REMOVE;
+}
+
+/* Sorts and groups the operations by key; 0 or TIPS_ENOMEM (with a message). */
+int batch_group(struct tips_batch *b);
+
+/* First and one-past-last index into b->order of group @g. */
+static inline size_t batch_group_begin(const struct tips_batch *b, size_t g)
+{
+	return g ? b->group_end[g - 1] : 0;
+}
+
+/* The last operation (a position in items) of group @g: the key's net effect. */
+static inline size_t batch_group_last(const struct tips_batch *b, size_t g)
+{
+	return b->order[b->group_end[g] - 1];
+}
+
+/* True if some operation of group @g has a condition (the store must then tell
+ * batch_group_check() whether the key is present before the batch). */
+bool batch_group_conditional(const struct tips_batch *b, size_t g);
+
+/* Judges group @g's conditions in order, starting from @present; returns 0, or
+ * TIPS_EKEYEXISTS / TIPS_ENOTFOUND with *failed set to the failing position. */
+int batch_group_check(const struct tips_batch *b, size_t g, bool present, size_t *failed);
+
+/* The commit's argument checks: NULL batch, a failed add. 0 or the code (with a
+ * message naming the operation; sets failed_op). */
+int batch_commit_check(struct tips_batch *b, const char *who);
+
+#endif /* TIPS_UTIL_BATCH_INTERNAL_H */
