@@ -212,9 +212,9 @@ void cache_unreserve(struct cache *c, unsigned n)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void cache_count_unapplied(struct cache *c)
+void cache_count_unapplied(struct cache *c, uint64_t n)
 {
-	atomic_fetch_add(&c->unapplied, 1);
+	atomic_fetch_add(&c->unapplied, n);
 }
 
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)

@@ -36,6 +36,7 @@ void tips_batch_free(struct tips_batch **pb)
 	free(b->buf);
 	free(b->order);
 	free(b->group_end);
+	free(b->scratch);
 	free(b);
 	*pb = NULL;
 }
@@ -218,6 +219,18 @@ int batch_group_check(const struct tips_batch *b, size_t g, bool present, size_t
 		}
 	}
 	return 0;
+}
+
+void *batch_scratch(struct tips_batch *b, size_t bytes)
+{
+	if (bytes > b->scratch_bytes) {
+		void *p = realloc(b->scratch, bytes);
+		if (!p)
+			return NULL;
+		b->scratch = p;
+		b->scratch_bytes = bytes;
+	}
+	return b->scratch;
 }
 
 int batch_commit_check(struct tips_batch *b, const char *who)
