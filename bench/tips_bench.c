@@ -16,6 +16,12 @@
  *    the watermark), and a miss is an error unless that id was removed: the error names
  *    the key and the run fails.
  * With --upsert, the inserts (load and run) and updates are blind puts (bench_put).
+ * With --batch N, writes are committed in write batches (tips/batch.h) of up to N: the
+ * load's inserts N at a time; in the run phase consecutive inserts and updates of a
+ * thread, committed when N are pending or before the thread's next read, remove or
+ * scan (so a thread reads its own writes). A pending insert keeps the thread's
+ * inflight bound, so `latest` never draws it before it is committed. Latency is then
+ * sampled per commit, and fences per write are the commit's fences over its writes.
  * Counters: operations per thread (the statistics thread samples their sum every
  * --sample-ms for the timeline), latency for a sampled share of operations (with the
  * thread's flush/fence counters around them, which gives fences per read and per
@@ -161,6 +167,68 @@ struct worker_arg {
 	unsigned t;
 };
 
+/* A thread's writes waiting for their commit (--batch). */
+struct pending {
+	struct tips_batch *batch;
+	uint64_t first_id;     /* record id of the first write (for an error message) */
+	unsigned n;
+	unsigned n_of[NOPS];   /* writes by kind (insert, update) */
+	bool insert_pending;   /* holds the thread's inflight insert bound */
+	bool sample;           /* time this commit */
+};
+
+/* Adds a write of record @id to the thread's batch. */
+static int pending_add(struct pending *p, const struct options *o, enum op op, uint64_t id,
+		       const unsigned char *k, const unsigned char *v)
+{
+	if (p->n == 0)
+		p->first_id = id;
+	p->n++;
+	p->n_of[op]++;
+	if (o->upsert)
+		return tips_batch_put(p->batch, k, o->key_size, v, o->value_size);
+	return op == OP_INSERT ? tips_batch_insert(p->batch, k, o->key_size, v, o->value_size)
+			       : tips_batch_update(p->batch, k, o->key_size, v, o->value_size);
+}
+
+/* Commits the pending writes of thread @t (if any), with their latency and fences when
+ * the batch is sampled. */
+static void pending_commit(struct bench *b, unsigned t, struct pending *p)
+{
+	if (p->n == 0)
+		return;
+	struct thread_result *res = &b->res[t];
+	struct tips_pm_counters c0, c1;
+	uint64_t t0 = 0;
+	if (p->sample) {
+		tips_pm_counters_thread(&c0);
+		t0 = now_ns();
+	}
+	int rc = bench_batch_commit(&b->idx, p->batch);
+	if (p->sample) {
+		uint64_t t1 = now_ns();
+		tips_pm_counters_thread(&c1);
+		histogram_record(&res->lat, t1 - t0);
+		for (int op = OP_INSERT; op <= OP_UPDATE && rc == 0; op++) {
+			/* The commit's fences shared out over its writes. */
+			res->per_op[op].n += p->n_of[op];
+			res->per_op[op].fences += (c1.fences - c0.fences) * p->n_of[op] / p->n;
+			res->per_op[op].lines += (c1.lines_flushed - c0.lines_flushed) *
+						 p->n_of[op] / p->n;
+		}
+	}
+	if (rc) {
+		report_lost(b, "batch commit", p->first_id, rc);
+		res->failed = true;
+	}
+	if (p->insert_pending)
+		atomic_store(&b->slots[t].inflight, UINT64_MAX);
+	tips_batch_clear(p->batch);
+	memset(p->n_of, 0, sizeof(p->n_of));
+	p->n = 0;
+	p->insert_pending = p->sample = false;
+}
+
 static void run_ops(struct bench *b, unsigned t)
 {
 	const struct options *o = &b->o;
@@ -171,14 +239,25 @@ static void run_ops(struct bench *b, unsigned t)
 	struct rng sampler;
 	rng_seed(&sampler, o->seed, 5000 + t);
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
+	struct pending pend = { 0 };
+	if (o->batch && tips_batch_new(&pend.batch)) {
+		report_lost(b, "batch", 0, TIPS_ENOMEM);
+		res->failed = true;
+		return;
+	}
 	uint64_t lo = o->ops * t / o->threads, hi = o->ops * (t + 1) / o->threads;
 	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
 			      !atomic_load_explicit(&b->time_up, memory_order_relaxed);
 	     i++) {
 		enum op op = pick_op(o, &g.rng);
 		bool sample = o->latency_sample > 0 && rng_double(&sampler) < o->latency_sample;
+		bool batched = o->batch && (op == OP_INSERT || op == OP_UPDATE);
+		if (o->batch && !batched)
+			pending_commit(b, t, &pend); /* the thread reads its own writes */
 		uint64_t id;
-		if (op == OP_INSERT) {
+		if (op == OP_INSERT && pend.insert_pending) {
+			id = atomic_fetch_add(&b->next_insert, 1); /* the bound stays the first's */
+		} else if (op == OP_INSERT) {
 			atomic_store(&b->slots[t].inflight, atomic_load(&b->next_insert));
 			id = atomic_fetch_add(&b->next_insert, 1);
 			atomic_store(&b->slots[t].inflight, id);
@@ -194,6 +273,23 @@ static void run_ops(struct bench *b, unsigned t)
 			id = keygen_next(&g, o->records);
 		}
 		make_key(o, id, k);
+		if (batched) {
+			make_value(o, id, i, v);
+			if (pending_add(&pend, o, op, id, k, v)) {
+				report_lost(b, "batch add", id, TIPS_EINVAL);
+				res->failed = true;
+			}
+			pend.insert_pending |= op == OP_INSERT;
+			pend.sample |= sample;
+			if (pend.n == o->batch)
+				pending_commit(b, t, &pend);
+			res->ops[op]++;
+			atomic_store_explicit(&b->slots[t].done,
+					      atomic_load_explicit(&b->slots[t].done,
+								   memory_order_relaxed) + 1,
+					      memory_order_relaxed);
+			continue;
+		}
 		struct tips_pm_counters c0, c1;
 		uint64_t t0 = 0;
 		if (sample) {
@@ -250,17 +346,39 @@ static void run_ops(struct bench *b, unsigned t)
 				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
 	}
+	pending_commit(b, t, &pend);
+	tips_batch_free(&pend.batch);
 }
 
 static void load_ops(struct bench *b, unsigned t)
 {
 	const struct options *o = &b->o;
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
+	struct pending pend = { 0 };
+	if (o->batch && tips_batch_new(&pend.batch)) {
+		report_lost(b, "batch", 0, TIPS_ENOMEM);
+		b->res[t].failed = true;
+		return;
+	}
 	uint64_t lo = o->records * t / o->threads, hi = o->records * (t + 1) / o->threads;
 	for (uint64_t id = lo; id < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed);
 	     id++) {
 		make_key(o, id, k);
 		make_value(o, id, 0, v);
+		if (o->batch) {
+			if (pending_add(&pend, o, OP_INSERT, id, k, v)) {
+				report_lost(b, "batch add", id, TIPS_EINVAL);
+				b->res[t].failed = true;
+			}
+			if (pend.n == o->batch || id + 1 == hi)
+				pending_commit(b, t, &pend);
+			b->res[t].ops[OP_INSERT]++;
+			atomic_store_explicit(&b->slots[t].done,
+					      atomic_load_explicit(&b->slots[t].done,
+								   memory_order_relaxed) + 1,
+					      memory_order_relaxed);
+			continue;
+		}
 		int rc = o->upsert ? bench_put(&b->idx, k, o->key_size, v, o->value_size)
 				   : bench_insert(&b->idx, k, o->key_size, v, o->value_size);
 		if (rc) {
@@ -272,6 +390,7 @@ static void load_ops(struct bench *b, unsigned t)
 				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
 	}
+	tips_batch_free(&pend.batch);
 }
 
 static void *worker(void *p)
@@ -663,6 +782,9 @@ static void usage(FILE *f)
 		"  --upsert           inserts (load and run) and updates are blind puts: tips_put,\n"
 		"                     tips_listdb_put, pmdk_hash_put; dram-*: insert, then update if\n"
 		"                     the key exists\n"
+		"  --batch N          commit writes in atomic batches of up to N (tips/batch.h):\n"
+		"                     the load N inserts at a time, the run consecutive writes\n"
+		"                     of a thread (tips-*; dram-*: one by one, as the baseline)\n"
 		"  --pool PATH        tips-* pool (default a fresh file in /dev/shm, removed\n"
 		"                     afterwards unless --keep); --pool-size SIZE\n"
 		"  --json FILE        also write the results as one JSON document\n"
@@ -697,6 +819,7 @@ static void usage(FILE *f)
 enum {
 	OPT_UPSERT = 1000, OPT_LDB_CACHE, OPT_LDB_SECOND, OPT_LDB_MEMTABLE, OPT_LDB_THREADS,
 	OPT_LDB_DOMAINS, OPT_LDB_OBLIVIOUS, OPT_LDB_FLUSH, OPT_LDB_NO_COMPACTION, OPT_LDB_SETTLE,
+	OPT_BATCH,
 };
 
 /* An unsigned number in [lo, hi] (K/M/G suffixes allowed): 0 or -1. */
@@ -730,7 +853,7 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		{ "listdb-oblivious", 0, 0, OPT_LDB_OBLIVIOUS },
 		{ "listdb-flush", 1, 0, OPT_LDB_FLUSH },
 		{ "listdb-no-compaction", 0, 0, OPT_LDB_NO_COMPACTION },
-		{ "listdb-settle", 0, 0, OPT_LDB_SETTLE },
+		{ "listdb-settle", 0, 0, OPT_LDB_SETTLE }, { "batch", 1, 0, OPT_BATCH },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	struct tips_listdb_config *ldb = &o->listdb;
@@ -807,6 +930,10 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 			break;
 		case 'B': o->baseline = optarg; break;
 		case OPT_UPSERT: o->upsert = true; break;
+		case OPT_BATCH:
+			if (parse_count(optarg, 1, 4096, &v)) return -1;
+			o->batch = (unsigned)v;
+			break;
 		case OPT_LDB_CACHE:
 			if (parse_count(optarg, 0, UINT64_MAX, &ldb->cache_entries)) return -1;
 			o->listdb_cache_set = true;
@@ -873,10 +1000,11 @@ static void json_config(FILE *json, const struct options *o)
 	fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
 		"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
-		"\"max_seconds\":%g,\"upsert\":%s,\"ratios\":{", o->index,
+		"\"max_seconds\":%g,\"upsert\":%s,\"batch\":%u,\"ratios\":{", o->index,
 		(unsigned long long)o->records, (unsigned long long)o->ops, o->threads, o->workload,
 		keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
-		(unsigned long long)o->seed, o->max_seconds, o->upsert ? "true" : "false");
+		(unsigned long long)o->seed, o->max_seconds, o->upsert ? "true" : "false",
+		o->batch);
 	for (int i = 0; i < NOPS; i++)
 		fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
 	fprintf(json, "}},");
@@ -945,6 +1073,13 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 	int rc = bench_index_open(&b->idx, o->index, o->pool, o->pool_size, expected, o->keep);
 	if (rc) {
 		fprintf(stderr, "tips-bench: cannot open %s: %s\n", o->index, tips_errormsg());
+		free(b);
+		return EXIT_SETUP;
+	}
+	if (o->batch && !bench_index_has_batches(&b->idx)) {
+		fprintf(stderr, "tips-bench: %s has no write batches (--batch applies to tips-*, "
+			"dram-* and listdb)\n", o->index);
+		bench_index_close(&b->idx);
 		free(b);
 		return EXIT_SETUP;
 	}

@@ -16,12 +16,13 @@
 #include <stdint.h>
 #include <tips/batch.h>
 
+/* The public kinds (tips/batch.h) under the part's short names. */
 enum batch_op {
-	BATCH_PUT = 1,
-	BATCH_INSERT, /* condition: absent */
-	BATCH_UPDATE, /* condition: present */
-	BATCH_DELETE, /* none */
-	BATCH_REMOVE, /* condition: present */
+	BATCH_PUT = TIPS_BATCH_PUT,
+	BATCH_INSERT = TIPS_BATCH_INSERT, /* condition: absent */
+	BATCH_UPDATE = TIPS_BATCH_UPDATE, /* condition: present */
+	BATCH_DELETE = TIPS_BATCH_DELETE, /* none */
+	BATCH_REMOVE = TIPS_BATCH_REMOVE, /* condition: present */
 };
 
 struct batch_item {
