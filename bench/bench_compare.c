@@ -313,9 +313,13 @@ static void print_table(const struct session *s)
 {
 	const struct options *o = s->o;
 	printf("\ntips-bench compare: %llu records, %llu ops, %u threads, %s keys (%u B), "
-	       "values %u B, medians of %u runs, run phase capped at %g s\n",
+	       "values %u B, medians of %u runs, run phase capped at %g s%s",
 	       (unsigned long long)o->records, (unsigned long long)o->ops, o->threads,
-	       keydist_name(o->dist), o->key_size, o->value_size, o->repeat, o->max_seconds);
+	       keydist_name(o->dist), o->key_size, o->value_size, o->repeat, o->max_seconds,
+	       o->upsert ? ", writes are puts" : "");
+	if (o->batch)
+		printf(", write batches of up to %u", o->batch);
+	putchar('\n');
 	printf("%-4s %-16s %12s %12s %7s %-16s %10s %9s %9s\n", "wl", "index", "load Mops/s",
 	       "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr", "fence/rd");
 	for (unsigned w = 0; w < s->nworkload; w++)
@@ -349,9 +353,9 @@ static void json_runs(FILE *f, const char *sep, const struct cell *c, const char
 {
 	double v[100];
 	unsigned n = completed(c, field, v);
-	fprintf(f, "%s\"%s\":{\"median\":%.1f,\"runs\":[", sep, name, median(c, field));
+	fprintf(f, "%s\"%s\":{\"median\":%.10g,\"runs\":[", sep, name, median(c, field));
 	for (unsigned i = 0; i < n; i++)
-		fprintf(f, "%s%.1f", i ? "," : "", v[i]);
+		fprintf(f, "%s%.10g", i ? "," : "", v[i]);
 	fprintf(f, "]}");
 }
 
@@ -367,11 +371,11 @@ static int write_json(const struct session *s)
 	}
 	fprintf(f, "{\"kind\":\"tips-bench-compare\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"dist\":\"%s\",\"skew\":%g,\"key_size\":%u,\"value_size\":%u,"
-		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"baseline\":\"%s\"},"
-		"\"results\":[", (unsigned long long)o->records, (unsigned long long)o->ops,
-		o->threads, keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
-		(unsigned long long)o->seed, o->repeat, o->max_seconds,
-		o->baseline ? o->baseline : "twin");
+		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"baseline\":\"%s\","
+		"\"upsert\":%s,\"batch\":%u},\"results\":[", (unsigned long long)o->records,
+		(unsigned long long)o->ops, o->threads, keydist_name(o->dist), o->skew, o->key_size,
+		o->value_size, o->scan_len, (unsigned long long)o->seed, o->repeat, o->max_seconds,
+		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch);
 	for (unsigned k = 0; k < s->nworkload * s->nindex; k++) {
 		const struct cell *c = &s->cell[k];
 		fprintf(f, "%s{\"index\":\"%s\",\"workload\":\"%s\",\"baseline\":", k ? "," : "",
