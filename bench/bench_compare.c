@@ -320,8 +320,9 @@ static void print_table(const struct session *s)
 	if (o->batch)
 		printf(", write batches of up to %u", o->batch);
 	putchar('\n');
-	printf("%-4s %-16s %12s %12s %7s %-16s %10s %9s %9s\n", "wl", "index", "load Mops/s",
-	       "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr", "fence/rd");
+	printf("%-4s %-16s %12s %12s %7s %-16s %10s %9s %9s %13s\n", "wl", "index",
+	       "load Mops/s", "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr", "fence/rd",
+	       "cpu ns/op a+b");
 	for (unsigned w = 0; w < s->nworkload; w++)
 		for (unsigned i = 0; i < s->nindex; i++) {
 			const struct cell *c = &s->cell[w * s->nindex + i];
@@ -340,10 +341,13 @@ static void print_table(const struct session *s)
 				snprintf(fw, sizeof(fw), "%.3f", MEDIAN(c, fences_w));
 				snprintf(fr, sizeof(fr), "%.3f", MEDIAN(c, fences_r));
 			}
-			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9s %9s%s%s\n",
+			char cpu[32];
+			snprintf(cpu, sizeof(cpu), "%.0f+%.0f", MEDIAN(c, cpu_app),
+				 MEDIAN(c, cpu_backend));
+			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9s %9s %13s%s%s\n",
 			       c->workload, c->index, MEDIAN(c, load_ops_per_sec) / 1e6, run / 1e6,
-			       ratio, vs, MEDIAN(c, p99), fw, fr, any_capped(c) ? "  (capped)" : "",
-			       c->failed ? "  FAILED RUNS" : "");
+			       ratio, vs, MEDIAN(c, p99), fw, fr, cpu,
+			       any_capped(c) ? "  (capped)" : "", c->failed ? "  FAILED RUNS" : "");
 		}
 }
 
@@ -404,7 +408,9 @@ static int write_json(const struct session *s)
 			fprintf(f, "},\"fences_per_write\":{\"median\":null,\"runs\":[]},"
 				"\"fences_per_read\":{\"median\":null,\"runs\":[]}");
 		}
-		fprintf(f, ",\"runs\":[");
+		JSON_RUNS(f, ",\"cpu_ns_per_op\":{", c, "app", cpu_app);
+		JSON_RUNS(f, ",", c, "background", cpu_backend);
+		fprintf(f, "},\"runs\":[");
 		for (unsigned r = 0, first = 1; r < c->runs; r++)
 			if (c->json[r]) {
 				fprintf(f, "%s%s", first ? "" : ",", c->json[r]);

@@ -29,6 +29,11 @@
  * for listdb its own (tips_listdb_stats: flushes, compactions, stalls, caches).
  * pmdk-hash persists through libpmemobj, which those counters do not see: its flushes,
  * fences and PM bytes are reported as unavailable (n/a, JSON null), never as 0.
+ * CPU time: each worker thread reads its own CPU clock around its phase, and the phase
+ * reads the process's; the difference is the CPU of everything else, which is the
+ * store's background (persist thread, replay workers, gc; ListDB's flush and
+ * compaction threads) plus the sampler's few wake-ups. Both are reported per
+ * operation: noise on a shared machine moves them far less than throughput.
  * The same seed gives every thread the same sequence of operations and keys.
  *
  * Exit codes: 0 done, 1 an operation failed (a lost key), 2 usage, 3 setup failed.
@@ -75,6 +80,7 @@ struct thread_result {
 	uint64_t ops[NOPS];
 	uint64_t removed_misses;
 	struct tips_pm_counters pm;
+	uint64_t cpu_ns; /* the thread's CPU time in the phase */
 	bool failed;
 };
 
@@ -97,6 +103,13 @@ struct bench {
 static double secs_between(const struct timespec *a, const struct timespec *b)
 {
 	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec t;
+	clock_gettime(id, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 static uint64_t now_ns(void)
@@ -400,10 +413,12 @@ static void *worker(void *p)
 	struct tips_pm_counters c0, c1;
 	pthread_barrier_wait(&b->barrier);
 	tips_pm_counters_thread(&c0);
+	uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	if (b->phase == 0)
 		load_ops(b, a->t);
 	else
 		run_ops(b, a->t);
+	b->res[a->t].cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	tips_pm_counters_thread(&c1);
 	b->res[a->t].pm.fences = c1.fences - c0.fences;
 	b->res[a->t].pm.lines_flushed = c1.lines_flushed - c0.lines_flushed;
@@ -464,6 +479,7 @@ struct phase_result {
 	struct tips_stats st0, st1;
 	struct tips_listdb_stats ls0, ls1; /* listdb */
 	struct tips_pm_counters all0, all1;
+	uint64_t proc_cpu_ns; /* the process's CPU time in the phase */
 };
 
 static int run_phase(struct bench *b, int phase, struct phase_result *pr)
@@ -494,6 +510,7 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	/* The clock starts before the barrier opens: no operation can precede it, even if
 	 * this thread is descheduled while the workers run. */
 	clock_gettime(CLOCK_MONOTONIC, &b->start);
+	uint64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	pthread_barrier_wait(&b->barrier);
 	if (pthread_create(&samp, NULL, sampler, b))
 		return -1;
@@ -501,6 +518,7 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 		pthread_join(th[t], NULL);
 	struct timespec end;
 	clock_gettime(CLOCK_MONOTONIC, &end);
+	pr->proc_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
 	atomic_store(&b->stop_sampler, 1);
 	pthread_join(samp, NULL);
 	pthread_barrier_destroy(&b->barrier);
@@ -524,6 +542,8 @@ struct run_summary {
 	double fences_w, lines_w, fences_r, lines_r; /* from sampled operations */
 	double fences_w_all, pm_bytes_per_op;        /* all threads, whole phase */
 	double timeline_mean, timeline_stddev;       /* ops per interval */
+	double cpu_app, cpu_backend;                 /* CPU ns per operation: the worker
+							threads, everything else */
 	bool pm_counted; /* the pm counters see this index's persistence (not pmdk-*) */
 };
 
@@ -561,6 +581,12 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 	s->fences_r = rn ? (double)(per[OP_READ].fences + per[OP_SCAN].fences) / (double)rn : 0;
 	s->lines_r = rn ? (double)(per[OP_READ].lines + per[OP_SCAN].lines) / (double)rn : 0;
 	s->fences_w_all = writes ? (double)(pr->all1.fences - pr->all0.fences) / (double)writes : 0;
+	uint64_t app = 0;
+	for (unsigned t = 0; t < b->o.threads; t++)
+		app += b->res[t].cpu_ns;
+	uint64_t other = pr->proc_cpu_ns > app ? pr->proc_cpu_ns - app : 0;
+	s->cpu_app = pr->ops ? (double)app / (double)pr->ops : 0;
+	s->cpu_backend = pr->ops ? (double)other / (double)pr->ops : 0;
 	s->pm_bytes_per_op = pr->ops ? (double)(pr->all1.bytes_persisted -
 						 pr->all0.bytes_persisted) / (double)pr->ops : 0;
 	/* The last interval is partial: leave it out of the spread. */
@@ -582,8 +608,9 @@ static const char *const quantile_names[] = { "p50", "p90", "p99", "p999", "p999
 static void print_phase(const char *name, const struct phase_result *pr,
 			const struct run_summary *s)
 {
-	printf("%-5s %12.0f ops/s  %10llu ops in %.3f s", name, pr->ops_per_sec,
-	       (unsigned long long)pr->ops, pr->seconds);
+	printf("%-5s %12.0f ops/s  %10llu ops in %.3f s  cpu ns/op %.0f + %.0f background",
+	       name, pr->ops_per_sec, (unsigned long long)pr->ops, pr->seconds, s->cpu_app,
+	       s->cpu_backend);
 	if (s->lat.total)
 		printf("  latency ns p50 %llu p99 %llu p99.9 %llu max %llu",
 		       (unsigned long long)histogram_quantile(&s->lat, 0.5),
@@ -597,8 +624,10 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 		       const struct phase_result *pr, const struct run_summary *s)
 {
 	fprintf(f, "\"%s\":{\"ops\":%llu,\"seconds\":%.6f,\"ops_per_sec\":%.1f,\"capped\":%s,"
+		"\"cpu_ns_per_op\":{\"app\":%.1f,\"background\":%.1f,\"total\":%.1f},"
 		"\"op_counts\":{", name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec,
-		pr->capped ? "true" : "false");
+		pr->capped ? "true" : "false", s->cpu_app, s->cpu_backend,
+		s->cpu_app + s->cpu_backend);
 	for (int i = 0; i < NOPS; i++)
 		fprintf(f, "%s\"%s\":%llu", i ? "," : "", op_names[i], (unsigned long long)s->ops[i]);
 	fprintf(f, "},\"removed_key_misses\":%llu,\"latency_ns\":{\"samples\":%llu",
@@ -1150,6 +1179,7 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 			.p99 = (double)histogram_quantile(&rs->lat, 0.99),
 			.p999 = (double)histogram_quantile(&rs->lat, 0.999),
 			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
+			.cpu_app = rs->cpu_app, .cpu_backend = rs->cpu_backend,
 			.pm_counted = bench_index_pm_counted(&b->idx),
 			.peak_rss_kib = ru.ru_maxrss,
 		};

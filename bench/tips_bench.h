@@ -49,6 +49,8 @@ struct run_brief {
 	double load_ops_per_sec, run_ops_per_sec;
 	double p50, p99, p999;     /* run phase latency, ns */
 	double fences_w, fences_r; /* run phase, sampled operations */
+	double cpu_app, cpu_backend; /* run phase CPU ns per operation: the worker threads,
+					everything else (the store's background) */
 	bool pm_counted;           /* false: fences unavailable (pmdk-*), not 0 */
 	long peak_rss_kib;
 };

@@ -58,6 +58,7 @@ def run(args, path):
 NUMBER = (int, float)
 PHASE_SCHEMA = {
     "ops": int, "seconds": NUMBER, "ops_per_sec": NUMBER, "capped": bool,
+    "cpu_ns_per_op": dict,
     "op_counts": dict, "removed_key_misses": int, "latency_ns": dict,
     "latency_cdf": list, "timeline_ms": int, "timeline": list,
     "timeline_stddev": NUMBER, "persist": dict,
@@ -227,6 +228,13 @@ def main():
     check_single(doc, True, records, ops, {"read": 0.5, "update": 0.5})
     doc = run(["--index", "dram-hash", "--workload", "a"] + common, path("noupsert.json"))
     check(doc["config"].get("upsert") is False, "upsert: false by default")
+
+    # CPU per operation: the workers' own clocks, and the rest of the process.
+    for phase in ("load", "run"):
+        cpu = doc["run" if phase == "run" else "load"]["cpu_ns_per_op"]
+        check(cpu["app"] > 0 and cpu["background"] >= 0 and
+              abs(cpu["total"] - cpu["app"] - cpu["background"]) < 0.5,
+              "cpu_ns_per_op of the %s phase: %s" % (phase, cpu))
 
     # --batch: two fences per commit, shared by its writes.
     doc = run(["--index", "tips-hash", "--workload", "load", "--upsert", "--batch", "16"] +
