@@ -353,6 +353,7 @@ static void free_after_grace(struct cache *c, struct unlinked *u)
 
 static void *gc_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "tips-gc"); /* for perf and top */
 	struct cache *c = arg;
 	struct unlinked u = { 0 };
 	uint64_t *work = NULL;
