@@ -23,6 +23,9 @@ struct tips_listdb;
 struct tips_listdb_config;
 
 #define BENCH_LISTDB_NAME "listdb"
+/* An index whose every operation succeeds and does nothing: what the harness itself
+ * costs per operation (its ceiling). Built like a dram-* index. */
+#define BENCH_NULL_NAME "null"
 
 struct bench_index {
 	const struct tips_index_ops *ops; /* dram, tips: the ops table; pmdk: NULL */
@@ -36,7 +39,7 @@ struct bench_index {
 };
 
 /* Every index bench_index_open() knows, NULL-terminated: tips_index_names(), then the
- * baselines (pmdk-hash), then listdb. The first call builds the list: make it before
+ * baselines (pmdk-hash), then listdb, then null. The first call builds the list: make it before
  * threads run. */
 const char *const *bench_index_names(void);
 
