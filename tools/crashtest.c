@@ -896,6 +896,30 @@ static const struct store_kind listdb_store = {
 	.check_closed = NULL,
 };
 
+/* ---- opening in a child ---------------------------------------------------------------- */
+
+#define LOCK_WAIT_MS 5000u /* how long a child waits for a dead child's pool lock */
+
+/*
+ * Opens the store as st->open does, but waits up to LOCK_WAIT_MS while the pool is
+ * locked (TIPS_ELOCKED). Only the previous child, already reaped, can hold it: its
+ * flock lives as long as the open file, which its mapping of the pool keeps open, and
+ * the kernel may drop that mapping after the process is gone (whoever else holds the
+ * address space a moment, such as a `ps` reading /proc/PID/cmdline, puts it last). A
+ * lock still held after the wait is reported.
+ */
+static int store_open(const struct store_kind *st, const struct options *o, bool create,
+		      const struct tips_pool_options *popts, void **db)
+{
+	for (unsigned waited = 0;; waited += 10) {
+		int rc = st->open(o, create, popts, db);
+		if (rc != TIPS_ELOCKED || waited >= LOCK_WAIT_MS)
+			return rc;
+		struct timespec ts = { 0, 10 * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* ---- the workload child -------------------------------------------------------------- */
 
 struct worker {
@@ -1021,7 +1045,7 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 	sim_options(&popts, crash_at, o->evict, sim_seed);
 	const struct store_kind *st = o->store;
 	void *db;
-	int rc = st->open(o, false, sim ? &popts : NULL, &db);
+	int rc = store_open(st, o, false, sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
@@ -1054,7 +1078,7 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 static void child_create(const struct options *o)
 {
 	void *db;
-	int rc = o->store->open(o, true, NULL, &db);
+	int rc = store_open(o->store, o, true, NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: create %s: %s (%s)\n", o->pool, tips_strerror(rc),
 			tips_errormsg());
@@ -1070,7 +1094,7 @@ static void child_recovery(const struct options *o, struct shared *sh, uint64_t 
 	struct tips_pool_options popts;
 	sim_options(&popts, crash_at, o->evict, sim_seed);
 	void *db;
-	int rc = o->store->open(o, false, o->sim ? &popts : NULL, &db);
+	int rc = store_open(o->store, o, false, o->sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: recovery child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
@@ -1233,7 +1257,7 @@ static void child_verify(const struct options *o, struct shared *sh, uint64_t cr
 	const struct store_kind *st = o->store;
 	void *db;
 	double t0 = now_ms();
-	int rc = st->open(o, false, NULL, &db);
+	int rc = store_open(st, o, false, NULL, &db);
 	sh->open_ms = now_ms() - t0;
 	sh->open_rc = rc;
 	if (rc) {

@@ -145,22 +145,6 @@ TIPS_API int tips_listdb_update(struct tips_listdb *db, const void *key, size_t 
 			   size_t vlen);
 TIPS_API int tips_listdb_remove(struct tips_listdb *db, const void *key, size_t klen);
 
-/**
- * tips_listdb_batch_commit() - apply every operation of @b (tips/batch.h) as one atomic
- * write, durable with one fence whatever the batch's size, and recovered all or nothing
- * after a crash, through MemTable flushes and compactions alike. Thread-safe.
- * Return: 0; the error of a failed add; TIPS_EKEYEXISTS / TIPS_ENOTFOUND (a failed
- * condition: tips_batch_failed_op() names it); TIPS_ETOOBIG (past
- * tips_listdb_batch_limit()); the codes of the single writes above. On any error
- * nothing was applied.
- */
-TIPS_API int tips_listdb_batch_commit(struct tips_listdb *db, struct tips_batch *b);
-
-/** tips_listdb_batch_limit() - the most operations and logged bytes one
- * tips_listdb_batch_commit() accepts. Either pointer may be NULL. */
-TIPS_API void tips_listdb_batch_limit(struct tips_listdb *db, size_t *max_ops,
-				      size_t *max_bytes);
-
 /** tips_listdb_get() - as tips_lookup(): copy the value of @key into @val (up to @cap
  * bytes) and its length into *@vlen. Thread-safe, no fence, never blocked by writers.
  * Return: 0; TIPS_ENOTFOUND (absent, or @klen > TIPS_MAX_KEY); TIPS_ESIZE (value
