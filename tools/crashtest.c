@@ -1325,9 +1325,8 @@ struct key_state {
 	unsigned char val[VAL_MAX];
 };
 
-/* The operation a writer thread has in flight (intent without ack). */
+/* An operation a writer thread has in flight (intent without ack). */
 struct inflight {
-	bool valid;
 	unsigned op;
 	uint64_t key, seq;
 	uint32_t vlen;
@@ -1560,7 +1559,7 @@ static uint64_t read_messages(struct campaign *c, int fd, pid_t child, uint64_t 
 			if (m.vlen)
 				seq_record(c, m.seq, m.key, m.vlen);
 			c->inflight[m.thread][c->n_inflight[m.thread]++] =
-				(struct inflight){ true, m.op, m.key, m.seq, m.vlen };
+				(struct inflight){ m.op, m.key, m.seq, m.vlen };
 		} else if (m.kind == MSG_ACK) {
 			model_ack(c, m.thread, m.rc);
 			if (kill_after && ++acks == kill_after)
@@ -2015,6 +2014,8 @@ int main(int argc, char **argv)
 	if (listdb)
 		fprintf(stderr, " memtable=%llu domains=%u",
 			(unsigned long long)c.o.listdb_memtable, c.o.listdb_domains);
+	if (c.o.batch)
+		fprintf(stderr, " batch=%u", c.o.batch);
 	fputc('\n', stderr);
 	double t0 = now_ms();
 	campaign_run(&c);
