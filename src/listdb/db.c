@@ -195,48 +195,41 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 }
 
 
-/* Appends and indexes one entry; the arguments passed write_args_check(). Every failure
- * leaves nothing behind: the MemTable node is allocated before the entry is written. */
-static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size_t klen,
-		       const void *val, size_t vlen)
+/* Takes @n consecutive slots (1 <= @n <= capacity) of the mutable MemTable into *@mt and
+ * *@slot, sealing it and starting a new one when it has fewer left. The caller must
+ * count every slot in (*@mt)->done once it is filled or given up. 0, or the error of
+ * switch_memtable(). */
+static int take_slots(struct tips_listdb *db, uint64_t n, struct ld_memtable **out,
+		      uint64_t *slot)
 {
-	struct ld_tls *t = ld_tls_get(db);
-	if (!t)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
-	unsigned h = random_height(t);
-	struct ld_mnode *node = ld_mt_node_new(h);
-	if (!node)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
-	int rc;
-	struct ld_memtable *mt;
-	uint64_t slot;
 	for (;;) {
 		/* The read section keeps the MemTable alive between the load and the slot: a
 		 * flushed MemTable is freed only after a grace period. A valid slot keeps it
 		 * alive from then on (the flush waits for every slot's insert); a full or sealed
 		 * one is left before switch_memtable, which may wait for the flusher. */
 		grace_read_enter();
-		mt = atomic_load(&db->mutable_mt);
-		slot = atomic_fetch_add(&mt->issued, 1);
-		bool ok = !(slot & LD_MT_SEALED) && slot < mt->capacity;
+		struct ld_memtable *mt = atomic_load(&db->mutable_mt);
+		uint64_t s = atomic_fetch_add(&mt->issued, n);
+		bool sealed = s & LD_MT_SEALED, ok = !sealed && s + n <= mt->capacity;
+		if (!ok && !sealed && s < mt->capacity)
+			atomic_fetch_add(&mt->done, mt->capacity - s); /* too few left: empty */
 		grace_read_exit();
-		if (ok)
-			break;
-		if ((rc = switch_memtable(db, mt, LD_ANY_FAILURE))) { /* compares the pointer only */
-			free(node);
-			return rc;
+		if (ok) {
+			*out = mt;
+			*slot = s;
+			return 0;
 		}
+		int rc = switch_memtable(db, mt, LD_ANY_FAILURE); /* compares the pointer only */
+		if (rc)
+			return rc;
 	}
-	size_t size = ld_entry_size(h, klen, vlen);
-	struct ld_entry *e;
-	struct ld_chunk *c;
-	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, op == LD_OP_DELETE, &e, &c);
-	if (rc) {
-		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
-		free(node);
-		return rc;
-	}
-	e->lsn = (mt->seq << 32) | slot;
+}
+
+/* Writes entry @e (room from ld_log_reserve) with its checksum; persists nothing. */
+static void fill_entry(struct ld_entry *e, uint64_t lsn, uint8_t op, unsigned h,
+		       const void *key, size_t klen, const void *val, size_t vlen)
+{
+	e->lsn = lsn;
 	e->klen = (uint32_t)klen;
 	e->vlen = (uint32_t)vlen;
 	e->op = op;
@@ -252,15 +245,51 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 		memcpy(vp, val, vlen);
 	memset(vp + vlen, 0, ld_pad8(vlen) - vlen);
 	e->csum = ld_entry_checksum(e);
+}
+
+static void count_write(struct ld_tls *t, uint8_t op)
+{
+	if (op == LD_OP_PUT)
+		LD_COUNT(t, puts, 1);
+	else
+		LD_COUNT(t, deletes, 1);
+}
+
+/* Appends and indexes one entry; the arguments passed write_args_check(). Every failure
+ * leaves nothing behind: the MemTable node is allocated before the entry is written. */
+static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size_t klen,
+		       const void *val, size_t vlen)
+{
+	struct ld_tls *t = ld_tls_get(db);
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
+	unsigned h = random_height(t);
+	struct ld_mnode *node = ld_mt_node_new(h);
+	if (!node)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
+	struct ld_memtable *mt;
+	uint64_t slot;
+	int rc = take_slots(db, 1, &mt, &slot);
+	if (rc) {
+		free(node);
+		return rc;
+	}
+	size_t size = ld_entry_size(h, klen, vlen);
+	struct ld_entry *e;
+	struct ld_chunk *c;
+	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, op == LD_OP_DELETE, &e, &c);
+	if (rc) {
+		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
+		free(node);
+		return rc;
+	}
+	fill_entry(e, (mt->seq << 32) | slot, op, h, key, klen, val, vlen);
 	pm_persist(e, size); /* the durability point */
 	atomic_fetch_add(&c->entries, 1);
 	atomic_store(&c->max_seq, mt->seq);
 	ld_mt_insert(mt, node, e);
 	atomic_fetch_add(&mt->done, 1);
-	if (op == LD_OP_PUT)
-		LD_COUNT(t, puts, 1);
-	else
-		LD_COUNT(t, deletes, 1);
+	count_write(t, op);
 	return 0;
 }
 

@@ -130,8 +130,9 @@ struct ld_memtable {
 
 struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
 void ld_mt_destroy(struct ld_memtable *mt);
-/* A node of @height layers for ld_mt_insert (malloc; NULL when DRAM is out). Taken
- * before the entry is written, so that a put never persists an entry it cannot index. */
+/* A node of @height layers for ld_mt_insert (malloc, its height set; NULL when DRAM is
+ * out). Taken before the entry is written, so that a put never persists an entry it
+ * cannot index; the entry gets the node's height. */
 struct ld_mnode *ld_mt_node_new(unsigned height);
 /* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);
