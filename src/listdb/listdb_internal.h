@@ -40,7 +40,8 @@
 #include "listdb/lcache.h"
 
 #define LD_MAGIC 0x31424474734c6954ull /* "TiLstDB1" */
-#define LD_LAYOUT_VERSION 2u /* 2: entry checksum from hash_key (e01bf1c) */
+#define LD_LAYOUT_VERSION 3u /* 2: entry checksum from hash_key (e01bf1c); 3: write
+                                batch headers in the log (entry.h) */
 #define LD_CHUNK_SIZE (1u << 20)
 #define LD_MAX_CHUNKS 60000u
 #define LD_MAX_SHARDS 16u

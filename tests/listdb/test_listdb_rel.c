@@ -407,6 +407,8 @@ static void poke_root(const char *path, void (*poke)(struct ld_root *))
 }
 
 static void set_version_99(struct ld_root *r) { r->layout_version = 99; }
+/* Layout 2: the log before write batches (its readers would stop at a batch header). */
+static void set_version_2(struct ld_root *r) { r->layout_version = 2; }
 static void set_domains_0(struct ld_root *r) { r->domains = 0; }
 
 static void test_codes(void)
@@ -444,6 +446,8 @@ static void test_codes(void)
 	CHECK_LISTED(tips_listdb_open(path, &cfg, &db2), TIPS_ELOCKED, "tips_listdb_open");
 	CHECK_RC(tips_listdb_close(&db), 0);
 	poke_root(path, set_version_99);
+	CHECK_LISTED(tips_listdb_open(path, &cfg, &db), TIPS_EVERSION, "tips_listdb_open");
+	poke_root(path, set_version_2);
 	CHECK_LISTED(tips_listdb_open(path, &cfg, &db), TIPS_EVERSION, "tips_listdb_open");
 	tips_listdb_destroy(path);
 	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
