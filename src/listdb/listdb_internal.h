@@ -9,7 +9,8 @@
  *   zipper.c    Zipper compaction of one L0 table into L1 (Algorithm 3)
  *   gc.c        reclamation of log chunks whose every entry is obsolete
  *   lcache.c    the lookup caches (lcache.h)
- *   db.c        open/recovery (Algorithm 5), put/get/scan, the background threads
+ *   db.c        open/recovery (Algorithm 5), put/get/scan, write batches, the background
+ *               threads
  *
  * Levels and shards. Keys are split into `shards` ranges by their first byte; every
  * PMTable (each L0 table and L1) is one skiplist per shard, so compaction threads merge
