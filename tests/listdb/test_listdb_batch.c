@@ -692,26 +692,12 @@ static void test_crash(unsigned rounds)
 
 int main(int argc, char **argv)
 {
-	const char *only = NULL;
+	const char *only;
 	unsigned rounds = 30;
-	seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-			rounds = (unsigned)strtoul(argv[++i], NULL, 0);
-		else if (argv[i][0] != '-')
-			only = argv[i];
-		else {
-			fprintf(stderr, "usage: test_listdb_batch [api|fences|concurrent|crash] "
-				"[--seed N] [--rounds N]\n");
-			return 2;
-		}
-	}
-	if (!seed)
-		seed = 1;
-	ld_test_init("listdb_batch", 120);
-	printf("seed %llu\n", (unsigned long long)seed);
+	int rc = ld_test_args(argc, argv, "listdb_batch", "test_listdb_batch [api|fences|"
+			      "concurrent|crash] [--seed N] [--rounds N]", &only, &seed, &rounds);
+	if (rc)
+		return rc;
 	if (!only || !strcmp(only, "api"))
 		test_api();
 	if (!only || !strcmp(only, "fences"))

@@ -931,26 +931,13 @@ static void test_kill(unsigned rounds)
 
 int main(int argc, char **argv)
 {
-	const char *only = NULL;
+	const char *only;
 	unsigned rounds = 4;
-	seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-			rounds = (unsigned)strtoul(argv[++i], NULL, 0);
-		else if (argv[i][0] != '-')
-			only = argv[i];
-		else {
-			fprintf(stderr, "usage: test_listdb_rel [nullval|args|codes|delete|dram|fill|"
-				"kill] [--seed N] [--rounds N]\n");
-			return 2;
-		}
-	}
-	if (!seed)
-		seed = 1;
-	ld_test_init("listdb_rel", 240);
-	printf("seed %llu\n", (unsigned long long)seed);
+	int rc = ld_test_args(argc, argv, "listdb_rel", "test_listdb_rel [nullval|args|codes|"
+			      "delete|dram|fill|kill] [--seed N] [--rounds N]", &only, &seed,
+			      &rounds);
+	if (rc)
+		return rc;
 	if (!only || !strcmp(only, "nullval"))
 		test_nullval();
 	if (!only || !strcmp(only, "args"))
