@@ -17,9 +17,9 @@
  *   crash       a forked child commits batches on SIM media (simulated power failure
  *               at a random persist event, dirty lines evicted at random) with 64-entry
  *               MemTables, so crashes land in commits, flushes, compactions and chunk
- *               reclamation; after recovery every key holds exactly what the
- *               acknowledged batches left, and the batch in flight is wholly there or
- *               wholly absent
+ *               reclamation; then 10 children killed with SIGKILL on ordinary media.
+ *               After recovery every key holds exactly what the acknowledged batches
+ *               left, and the batch in flight is wholly there or wholly absent
  * Usage: test_listdb_batch [api|fences|concurrent|crash] [--seed N] [--rounds N]
  */
 #define _GNU_SOURCE
@@ -491,17 +491,11 @@ static void xsend(int fd, uint64_t kind, uint64_t n)
 		_exit(4);
 }
 
-/* The child: commits XBATCHES batches, telling the parent about each (struct xmsg). */
-static void xchild(const char *path, int fd, uint64_t crash_at, uint64_t sim_seed)
+/* The child: commits XBATCHES batches on pools of @popts (NULL: ordinary media),
+ * telling the parent about each (struct xmsg). */
+static void xchild(const char *path, int fd, const struct tips_pool_options *popts)
 {
-	struct tips_pool_options popts;
-	tips_pool_options_init(&popts);
-	popts.media = TIPS_MEDIA_SIM;
-	popts.sim_crash_at = crash_at;
-	popts.sim_evict = 0.5;
-	popts.sim_seed = sim_seed;
-	popts.sim_crash_exit_code = XEXIT;
-	struct tips_listdb *db = open_db(path, XMEMTABLE, &popts);
+	struct tips_listdb *db = open_db(path, XMEMTABLE, popts);
 	struct tips_batch *b = NULL;
 	REQUIRE_RC(tips_batch_new(&b), 0);
 	uint8_t ops[XKEYS];
@@ -596,8 +590,10 @@ static unsigned xverify(struct tips_listdb *db, uint64_t acked, uint64_t infligh
 static uint64_t xstart[XBATCHES + 1], xack[XBATCHES + 1], xtotal, xflushes, xcompactions;
 
 /* Reads the child's messages: the last acknowledged batch and the one in flight (0:
- * none); @calibrate: records where the commits were. */
-static void xread(int fd, bool calibrate, uint64_t *last_ack, uint64_t *inflight)
+ * none); @calibrate: records where the commits were; @kill_after (0: never): kills
+ * child @pid with SIGKILL once that many batches are acknowledged. */
+static void xread(int fd, bool calibrate, pid_t pid, uint64_t kill_after, uint64_t *last_ack,
+		  uint64_t *inflight)
 {
 	struct xmsg m;
 	*last_ack = *inflight = 0;
@@ -606,6 +602,8 @@ static void xread(int fd, bool calibrate, uint64_t *last_ack, uint64_t *inflight
 			*inflight = m.n;
 		else if (m.kind == X_ACK)
 			*last_ack = m.n;
+		if (m.kind == X_ACK && m.n == kill_after)
+			kill(pid, SIGKILL);
 		if (!calibrate)
 			continue;
 		if (m.kind == X_START && m.n <= XBATCHES)
@@ -622,8 +620,51 @@ static void xread(int fd, bool calibrate, uint64_t *last_ack, uint64_t *inflight
 		*inflight = 0;
 }
 
-/* One run of the child armed at @crash_at (0: never, the calibration run). */
-static void xround(unsigned round, uint64_t crash_at)
+/* How a round's child ends: SIM media armed at @crash_at (0: never; the calibration
+ * run), or ordinary media and SIGKILL after @kill_after acknowledged batches. */
+struct xend {
+	uint64_t crash_at, kill_after;
+};
+
+/* Runs the child; returns what it said: the last acknowledged batch and the one in
+ * flight. False (reported) if it ended in another way than planned. */
+static bool xrun(unsigned round, const char *path, struct xend how, uint64_t *last_ack,
+		 uint64_t *inflight, const char **end)
+{
+	struct tips_pool_options sim;
+	tips_pool_options_init(&sim);
+	sim.media = TIPS_MEDIA_SIM;
+	sim.sim_crash_at = how.crash_at;
+	sim.sim_evict = 0.5;
+	sim.sim_seed = mix64(seed + round);
+	sim.sim_crash_exit_code = XEXIT;
+	int pfd[2];
+	REQUIRE(pipe(pfd) == 0);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		alarm(0);
+		xchild(path, pfd[1], how.kill_after ? NULL : &sim);
+	}
+	close(pfd[1]);
+	xread(pfd[0], !how.crash_at && !how.kill_after, pid, how.kill_after, last_ack, inflight);
+	close(pfd[0]);
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	bool done = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	bool crashed = how.crash_at && WIFEXITED(status) && WEXITSTATUS(status) == XEXIT;
+	bool killed = how.kill_after && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+	*end = crashed ? "power failure" : killed ? "SIGKILL" : "finished first";
+	if (!done && !crashed && !killed) {
+		fprintf(stderr, "crash round %u: the child ended with status %d\n", round, status);
+		test_failures++;
+	}
+	return done || crashed || killed;
+}
+
+/* One round: a child ending as @how, then recovery and the checks. */
+static void xround(unsigned round, struct xend how)
 {
 	char path[256];
 	ld_path(path, sizeof(path));
@@ -631,28 +672,10 @@ static void xround(unsigned round, uint64_t crash_at)
 	 * test's subject (such a pool is refused as not a ListDB one). */
 	struct tips_listdb *db = open_db(path, XMEMTABLE, NULL);
 	REQUIRE_RC(tips_listdb_close(&db), 0);
-	int pfd[2];
-	REQUIRE(pipe(pfd) == 0);
-	uint64_t sim_seed = mix64(seed + round);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0) {
-		close(pfd[0]);
-		alarm(0);
-		xchild(path, pfd[1], crash_at, sim_seed);
-	}
-	close(pfd[1]);
 	uint64_t last_ack, inflight;
-	xread(pfd[0], crash_at == 0, &last_ack, &inflight);
-	close(pfd[0]);
-	int status;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	bool crashed = WIFEXITED(status) && WEXITSTATUS(status) == XEXIT;
-	if (!crashed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-		fprintf(stderr, "crash round %u: the child ended with status %d\n", round, status);
-		test_failures++;
+	const char *end;
+	if (!xrun(round, path, how, &last_ack, &inflight, &end))
 		return;
-	}
 	db = open_db(path, XMEMTABLE, NULL);
 	int applied = 0;
 	unsigned bad = xverify(db, last_ack, inflight, &applied);
@@ -669,10 +692,11 @@ static void xround(unsigned round, uint64_t crash_at)
 	CHECK(xstate(db, 0) == 0);
 	struct tips_listdb_stats st;
 	tips_listdb_stats(db, &st);
-	if (crash_at)
-		printf("crash round %u at event %llu/%s: %llu batches acknowledged, batch in "
-		       "flight %llu %s; %llu entries recovered; %u keys wrong\n", round,
-		       (unsigned long long)crash_at, crashed ? "crashed" : "finished first",
+	if (how.crash_at || how.kill_after)
+		printf("crash round %u, %s at %s %llu: %llu batches acknowledged, batch in "
+		       "flight %llu %s; %llu entries recovered; %u keys wrong\n", round, end,
+		       how.crash_at ? "event" : "batch",
+		       (unsigned long long)(how.crash_at ? how.crash_at : how.kill_after),
 		       (unsigned long long)last_ack, (unsigned long long)inflight,
 		       !inflight ? "-" : applied ? "applied" : "absent",
 		       (unsigned long long)st.recovered_entries, bad);
@@ -680,12 +704,13 @@ static void xround(unsigned round, uint64_t crash_at)
 	tips_listdb_destroy(path);
 }
 
-/* Odd rounds crash at any persist event of a run; even ones inside a commit (between
- * its start and its acknowledgement in the calibration run), where a batch is torn. */
-static void test_crash(unsigned rounds)
+/* Power failures: odd rounds at any persist event of a run; even ones inside a commit
+ * (between its start and its acknowledgement in the calibration run), where a batch is
+ * torn. Then @kills rounds killed with SIGKILL after a random batch. */
+static void test_crash(unsigned rounds, unsigned kills)
 {
 	ld_phase = "crash: calibration";
-	xround(0, 0);
+	xround(0, (struct xend){ 0, 0 });
 	REQUIRE(xtotal > 0);
 	CHECK(xflushes > 4 && xcompactions > 4); /* crashes can land in them */
 	uint64_t in_commits = 0;
@@ -696,11 +721,15 @@ static void test_crash(unsigned rounds)
 	       (unsigned long long)in_commits, (unsigned long long)xflushes,
 	       (unsigned long long)xcompactions);
 	uint64_t rs = seed | 1;
-	for (unsigned r = 1; r <= rounds; r++) {
-		ld_phase = "crash: round";
+	for (unsigned r = 1; r <= rounds + kills; r++) {
+		ld_phase = r <= rounds ? "crash: power failure round" : "crash: SIGKILL round";
 		uint64_t n = 1 + rnd(&rs) % XBATCHES;
 		uint64_t span = xack[n] > xstart[n] ? xack[n] - xstart[n] : 1;
-		xround(r, r % 2 ? 1 + rnd(&rs) % xtotal : xstart[n] + 1 + rnd(&rs) % span);
+		struct xend how = { r % 2 ? 1 + rnd(&rs) % xtotal : xstart[n] + 1 + rnd(&rs) % span,
+				    0 };
+		if (r > rounds)
+			how = (struct xend){ 0, n };
+		xround(r, how);
 	}
 }
 
@@ -719,6 +748,6 @@ int main(int argc, char **argv)
 	if (!only || !strcmp(only, "concurrent"))
 		test_concurrent();
 	if (!only || !strcmp(only, "crash"))
-		test_crash(rounds);
+		test_crash(rounds, 10);
 	return test_finish("test_listdb_batch");
 }
