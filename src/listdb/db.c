@@ -477,7 +477,8 @@ static int batch_too_big(const struct tips_listdb *db, const struct tips_batch *
 	return 0;
 }
 
-/* A commit's DRAM, taken before any lock or slot: per key, its MemTable node. */
+/* A commit's DRAM, taken before any lock or slot: per key, its MemTable node (the
+ * array in the batch's scratch memory, kept for its next commit). */
 struct batch_nodes {
 	struct ld_mnode **node;
 	size_t n;
@@ -487,13 +488,12 @@ static void batch_nodes_free(struct batch_nodes *m, bool consumed)
 {
 	for (size_t g = 0; g < m->n && !consumed; g++)
 		free(m->node[g]);
-	free(m->node);
 }
 
-static int batch_nodes_new(struct ld_tls *t, const struct tips_batch *b, struct batch_nodes *m)
+static int batch_nodes_new(struct ld_tls *t, struct tips_batch *b, struct batch_nodes *m)
 {
 	m->n = 0;
-	m->node = malloc(b->ngroups * sizeof(*m->node));
+	m->node = batch_scratch(b, b->ngroups * sizeof(*m->node));
 	for (; m->node && m->n < b->ngroups; m->n++)
 		if (!(m->node[m->n] = ld_mt_node_new(random_height(t))))
 			break;
