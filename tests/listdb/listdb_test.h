@@ -1,7 +1,7 @@
 /*
  * listdb_test.h - what the ListDB tests share: scratch database paths under /dev/shm
- * (one prefix per test process, removed at exit), and a watchdog that names the phase
- * a hung test was in.
+ * (one prefix per test process, removed at exit), a watchdog that names the phase a
+ * hung test was in, and the command line of a test of several cases.
  *
  * A database with D domains is D pool files (@path, @path.d1 ...); tips_pool_create()
  * builds each under a hidden temporary name (".NAME.creating-XXXXXX") first. Every one
