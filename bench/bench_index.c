@@ -341,7 +341,7 @@ int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, si
 
 int bench_index_has_batches(const struct bench_index *b)
 {
-	return !b->pmdk && !b->ldb;
+	return !b->pmdk;
 }
 
 /* dram-*: the batch's operations one by one, in order (the volatile baseline keeps no
@@ -374,6 +374,8 @@ int bench_batch_commit(struct bench_index *b, struct tips_batch *batch)
 {
 	if (!bench_index_has_batches(b))
 		return TIPS_EINVAL;
+	if (b->ldb)
+		return tips_listdb_batch_commit(b->ldb, batch);
 	return b->db ? tips_batch_commit(b->db, batch) : batch_one_by_one(b, batch);
 }
 

@@ -843,6 +843,11 @@ static int ldb_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, si
 	return tips_listdb_get(s, k, kl, v, cap, vl);
 }
 
+static int ldb_batch(void *s, struct tips_batch *b)
+{
+	return tips_listdb_batch_commit(s, b);
+}
+
 static long ldb_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
 		     void *arg)
 {
@@ -891,6 +896,7 @@ static const struct store_kind listdb_store = {
 	.remove = ldb_remove,
 	.lookup = ldb_lookup,
 	.scan = ldb_scan,
+	.batch = ldb_batch,
 	.stats = ldb_stats,
 	.check = ldb_check,
 	.check_closed = NULL,
