@@ -1,18 +1,23 @@
 /*
- * tips_pibench.cpp - libtips_pibench.so, a PiBench plug-in (tree_api.h) over libtips's
- * public API: one library, the index chosen at run time by TIPS_PIBENCH_INDEX
- * (default tips-hash). tips-NAME runs through the TIPS facade on a pool, dram-NAME
- * (the volatile original) through its ops table in DRAM; bench_index.h does both, as
- * it does for tips-bench, so the two harnesses measure the same paths.
+ * tips_pibench.cpp - a PiBench plug-in (tree_api.h) over libtips's public API, built
+ * once per PiBench layout (TIPS_PIBENCH_LAYOUT: libtips_pibench.so for master,
+ * libtips_pibench_bulkload.so, libtips_pibench_tls.so); the index is chosen at run
+ * time by TIPS_PIBENCH_INDEX (default tips-hash). tips-NAME runs through the TIPS
+ * facade on a pool, dram-NAME (the volatile original) through its ops table in DRAM;
+ * bench_index.h does both, as it does for tips-bench, so the two harnesses measure the
+ * same paths.
  *
  * What it keeps:
+ * - The layout. Only the #if blocks of tree_api.h and of this file differ between the
+ *   libraries; each overrides exactly the virtual functions of its layout.
  * - Order. Our indexes order keys as byte strings (memcmp). PiBench's 8-byte keys are
  *   native uint64 values, so an 8-byte key is stored big-endian and turned back when
  *   a scan returns it: scans come out in numeric order. Other sizes pass as bytes.
  * - The tree_api contract: insert of a present key, update and remove of an absent
  *   one return false and change nothing; scan's buffer belongs to the calling thread
  *   (thread_local, grown as needed, valid until that thread's next scan); any thread
- *   may call at any time, as the facade and the indexes allow.
+ *   may call at any time, as the facade and the indexes allow (tls_setup has nothing
+ *   to do: libtips sets a thread up at its first call).
  * - Quiet failures. Any other error (pool full, key too long) returns false and is
  *   reported once per tree on stderr, not once per operation.
  * - The pool. pool_path is opened if it exists, else created, and kept; an empty
@@ -135,8 +140,10 @@ public:
 	static tips_tree *make(const tree_options_t &options);
 	~tips_tree() override;
 
+#if TIPS_PIBENCH_LAYOUT != TIPS_PIBENCH_LAYOUT_MASTER
 	bool bulk_load(const char *records, size_t count, size_t key_size,
 		       size_t value_size) override;
+#endif
 	bool find(const char *key, size_t key_size, char *value_out) override;
 	bool insert(const char *key, size_t key_size, const char *value,
 		    size_t value_size) override;
@@ -144,6 +151,9 @@ public:
 		    size_t value_size) override;
 	bool remove(const char *key, size_t key_size) override;
 	int scan(const char *key, size_t key_size, int count, char *&records_out) override;
+#if TIPS_PIBENCH_LAYOUT == TIPS_PIBENCH_LAYOUT_TLS
+	void tls_setup() override {} /* libtips sets a thread up at its first call */
+#endif
 
 private:
 	tips_tree(size_t key_size, size_t value_size)
@@ -236,6 +246,7 @@ bool tips_tree::outcome(const char *op, int rc, int expected)
 	return false;
 }
 
+#if TIPS_PIBENCH_LAYOUT != TIPS_PIBENCH_LAYOUT_MASTER
 bool tips_tree::bulk_load(const char *records, size_t count, size_t key_size,
 			  size_t value_size)
 {
@@ -246,6 +257,7 @@ bool tips_tree::bulk_load(const char *records, size_t count, size_t key_size,
 	}
 	return true;
 }
+#endif
 
 bool tips_tree::find(const char *key, size_t key_size, char *value_out)
 {

@@ -1,17 +1,26 @@
 /*
- * test_pibench_plugin.cpp - drives libtips_pibench.so the way PiBench does and checks
- * the tree_api contract (bench/pibench/tree_api.h) for tips-hash and dram-hash.
+ * test_pibench_plugin.cpp - drives one libtips_pibench*.so exactly as one PiBench
+ * layout calls it, and checks the tree_api contract for tips-hash and dram-hash. It
+ * is built once per layout (TIPS_PIBENCH_LAYOUT, as the plug-ins are) and run on the
+ * library of that layout.
+ *
+ * Invariant: every call goes through the vtable slot the PiBench of that layout calls
+ * (slot_table below, written from upstream's include/tree_api.hpp at each commit and
+ * not from the class in bench/pibench/tree_api.h): a library of another layout, or a
+ * wrong declaration in tree_api.h, makes the calls land in other functions and the
+ * checks fail. Only tree_options_t and create_tree's type come from tree_api.h.
  *
  * Like the harness, it links no libtips: it dlopen()s the plug-in (RTLD_NOW, path in
  * argv[1]), finds create_tree with dlsym, picks the index with TIPS_PIBENCH_INDEX,
- * calls from threads that come and go without any set-up call, and deletes the tree
- * on the main thread. Checked: key 0; insert of a present key, update and remove of
- * an absent one (false, nothing changes); scans in numeric order against a std::map
- * model, with a buffer of each thread's own; 3 rounds of 2 short-lived threads and
- * concurrent inserts of disjoint keys; bulk_load; for tips-hash the data surviving a
- * delete and re-create on the same pool_path, and a temporary pool (empty pool_path)
- * removed with the tree; one stderr line for repeated failures; an unknown index name
- * giving nullptr.
+ * calls from threads that come and go (in the tls layout each calls tls_setup first,
+ * as PiBench's threads do) and deletes the tree on the main thread. Checked: key 0;
+ * insert of a present key, update and remove of an absent one (false, nothing
+ * changes); scans in numeric order against a std::map model, with a buffer of each
+ * thread's own; 3 rounds of 2 short-lived threads and concurrent inserts of disjoint
+ * keys; bulk_load (layouts that have it); for tips-hash the data surviving a delete
+ * and re-create on the same pool_path, and a temporary pool (empty pool_path) removed
+ * with the tree; one stderr line for repeated failures; an unknown index name giving
+ * nullptr.
  */
 #include "tree_api.h"
 
@@ -44,6 +53,83 @@
 
 namespace {
 
+/*
+ * The vtable slots PiBench's compiled code calls, per layout. Itanium C++ ABI: the
+ * virtual destructor takes slots 0 (complete object) and 1 (deleting: `delete tree`),
+ * then come the virtual functions in declaration order; -1: not in this layout.
+ *   master a78171a:   ~tree_api find insert update remove scan
+ *   bulk-loading cd88a61:  ~tree_api bulk_load find insert update remove scan
+ *   optiql 11c74d6 (2023): ~tree_api bulk_load find insert update remove scan tls_setup
+ */
+struct slot_table {
+	int destroy, bulk_load, find, insert, update, remove, scan, tls_setup;
+};
+#if TIPS_PIBENCH_LAYOUT == TIPS_PIBENCH_LAYOUT_MASTER
+constexpr slot_table slots = { 1, -1, 2, 3, 4, 5, 6, -1 };
+#elif TIPS_PIBENCH_LAYOUT == TIPS_PIBENCH_LAYOUT_BULKLOAD
+constexpr slot_table slots = { 1, 2, 3, 4, 5, 6, 7, -1 };
+#else
+constexpr slot_table slots = { 1, 2, 3, 4, 5, 6, 7, 8 };
+#endif
+
+/* A tree as PiBench of this layout calls it: by slot number. */
+class pibench_tree {
+public:
+	explicit pibench_tree(tree_api *t) : t_(t) {}
+	explicit operator bool() const { return t_ != nullptr; }
+
+	bool bulk_load(const char *records, size_t count, size_t key_size,
+		       size_t value_size) const
+	{
+		return call<bool, const char *, size_t, size_t, size_t>(
+			slots.bulk_load, records, count, key_size, value_size);
+	}
+	bool find(const char *key, size_t key_size, char *value_out) const
+	{
+		return call<bool, const char *, size_t, char *>(slots.find, key, key_size,
+								 value_out);
+	}
+	bool insert(const char *key, size_t key_size, const char *value,
+		    size_t value_size) const
+	{
+		return call<bool, const char *, size_t, const char *, size_t>(
+			slots.insert, key, key_size, value, value_size);
+	}
+	bool update(const char *key, size_t key_size, const char *value,
+		    size_t value_size) const
+	{
+		return call<bool, const char *, size_t, const char *, size_t>(
+			slots.update, key, key_size, value, value_size);
+	}
+	bool remove(const char *key, size_t key_size) const
+	{
+		return call<bool, const char *, size_t>(slots.remove, key, key_size);
+	}
+	int scan(const char *key, size_t key_size, int count, char *&records_out) const
+	{
+		return call<int, const char *, size_t, int, char *&>(slots.scan, key, key_size,
+								      count, records_out);
+	}
+	/* What every PiBench thread does first: tls_setup in the tls layout, else nothing. */
+	void begin_thread() const
+	{
+		if (slots.tls_setup >= 0)
+			call<void>(slots.tls_setup);
+	}
+	/* `delete tree`: the deleting destructor. */
+	void destroy() { call<void>(slots.destroy); t_ = nullptr; }
+
+private:
+	template <typename R, typename... Args> R call(int slot, Args... args) const
+	{
+		REQUIRE(slot >= 0 && t_);
+		using fn = R (*)(tree_api *, Args...);
+		void *const *vtable = *reinterpret_cast<void *const *const *>(t_);
+		return reinterpret_cast<fn>(vtable[slot])(t_, args...);
+	}
+	tree_api *t_;
+};
+
 using create_tree_fn = tree_api *(*)(const tree_options_t &);
 create_tree_fn create;
 
@@ -57,22 +143,22 @@ struct key8 {
 
 uint64_t value_of(uint64_t key) { return key * 3 + 1; }
 
-bool insert(tree_api *t, uint64_t k, uint64_t v)
+bool insert(const pibench_tree &t, uint64_t k, uint64_t v)
 {
-	return t->insert(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
+	return t.insert(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
 }
 
-bool update(tree_api *t, uint64_t k, uint64_t v)
+bool update(const pibench_tree &t, uint64_t k, uint64_t v)
 {
-	return t->update(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
+	return t.update(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
 }
 
 /* find() into PiBench's large buffer; *out is the value's first 8 bytes. */
-bool find(tree_api *t, uint64_t k, uint64_t *out)
+bool find(const pibench_tree &t, uint64_t k, uint64_t *out)
 {
 	char buf[4096];
 	std::memset(buf, 0xee, sizeof(buf));
-	bool found = t->find(key8(k).bytes, 8, buf);
+	bool found = t.find(key8(k).bytes, 8, buf);
 	std::memcpy(out, buf, sizeof(*out));
 	return found;
 }
@@ -84,7 +170,8 @@ uint64_t u64_at(const char *p)
 	return v;
 }
 
-tree_api *make(const char *index, const std::string &pool_path = "")
+/* create_tree as PiBench calls it. */
+pibench_tree make(const char *index, const std::string &pool_path = "")
 {
 	setenv("TIPS_PIBENCH_INDEX", index, 1);
 	tree_options_t o;
@@ -92,16 +179,20 @@ tree_api *make(const char *index, const std::string &pool_path = "")
 	o.value_size = value_size;
 	o.pool_path = pool_path;
 	o.num_threads = 2;
-	return create(o);
+#if TIPS_PIBENCH_LAYOUT == TIPS_PIBENCH_LAYOUT_TLS
+	static int epoch_manager; /* PiBench passes its own; the plug-in must not need it */
+	o.data = &epoch_manager;
+#endif
+	return pibench_tree(create(o));
 }
 
 /* Scans @count from @start and compares with the model: same keys from the first
  * key >= start, ascending, right values, count == min(count, keys available). */
-void check_scan(tree_api *t, const std::map<uint64_t, uint64_t> &model, uint64_t start,
+void check_scan(const pibench_tree &t, const std::map<uint64_t, uint64_t> &model, uint64_t start,
 		int count)
 {
 	char *records = nullptr;
-	int n = t->scan(key8(start).bytes, 8, count, records);
+	int n = t.scan(key8(start).bytes, 8, count, records);
 	auto it = model.lower_bound(start);
 	int available = (int)std::distance(it, model.end());
 	REQUIRE(n == std::min(count, available));
@@ -113,7 +204,7 @@ void check_scan(tree_api *t, const std::map<uint64_t, uint64_t> &model, uint64_t
 }
 
 /* Key 0, insert of a present key, update and remove of present and absent keys. */
-void check_point_ops(tree_api *t, std::map<uint64_t, uint64_t> &model)
+void check_point_ops(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	uint64_t v = 0;
 	REQUIRE(!find(t, 0, &v));
@@ -127,11 +218,11 @@ void check_point_ops(tree_api *t, std::map<uint64_t, uint64_t> &model)
 	REQUIRE(update(t, 0, 79));
 	REQUIRE(find(t, 0, &v) && v == 79);
 
-	REQUIRE(!t->remove(key8(5).bytes, 8)); /* absent */
+	REQUIRE(!t.remove(key8(5).bytes, 8)); /* absent */
 	REQUIRE(insert(t, 5, 50));
-	REQUIRE(t->remove(key8(5).bytes, 8));
+	REQUIRE(t.remove(key8(5).bytes, 8));
 	REQUIRE(!find(t, 5, &v));
-	REQUIRE(!t->remove(key8(5).bytes, 8));
+	REQUIRE(!t.remove(key8(5).bytes, 8));
 	REQUIRE(insert(t, 5, 51)); /* a removed key can come back */
 	REQUIRE(find(t, 5, &v) && v == 51);
 	model[0] = 79;
@@ -140,7 +231,7 @@ void check_point_ops(tree_api *t, std::map<uint64_t, uint64_t> &model)
 
 /* Keys in random order, including values whose little-endian bytes sort differently
  * from their numeric order (255 < 256, 2^32-1 < 2^32...); scans from many starts. */
-void check_scans(tree_api *t, std::map<uint64_t, uint64_t> &model)
+void check_scans(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	std::vector<uint64_t> keys;
 	for (uint64_t k = 10; k <= 2000; k += 10)
@@ -160,19 +251,20 @@ void check_scans(tree_api *t, std::map<uint64_t, uint64_t> &model)
 		for (int count : { 1, 7, 100, 1000 })
 			check_scan(t, model, start, count);
 	char *records = nullptr;
-	REQUIRE(t->scan(key8(0).bytes, 8, 0, records) == 0);
+	REQUIRE(t.scan(key8(0).bytes, 8, 0, records) == 0);
 }
 
 /* Two threads scanning at once: each gets its own buffer, and its records stay right
  * while the other thread scans. */
-void check_scan_buffers(tree_api *t, const std::map<uint64_t, uint64_t> &model)
+void check_scan_buffers(const pibench_tree &t, const std::map<uint64_t, uint64_t> &model)
 {
 	std::atomic<int> arrived{0};
 	char *buffers[2] = { nullptr, nullptr };
 	auto worker = [&](int id) {
+		t.begin_thread();
 		uint64_t start = id ? 1000 : 20;
 		char *records = nullptr;
-		int n = t->scan(key8(start).bytes, 8, 50, records);
+		int n = t.scan(key8(start).bytes, 8, 50, records);
 		buffers[id] = records;
 		arrived++;
 		while (arrived.load() < 2)
@@ -194,7 +286,7 @@ void check_scan_buffers(tree_api *t, const std::map<uint64_t, uint64_t> &model)
 
 /* Threads that come and go: 3 rounds of 2, each thread inserting and finding its own
  * keys (7 distinct threads with main, more than PiBench's 2T-1 = 3), then 4 at once. */
-void check_threads(tree_api *t, std::map<uint64_t, uint64_t> &model)
+void check_threads(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	const uint64_t base = 1ull << 40;
 	static const uint64_t per_thread = 500;
@@ -204,6 +296,7 @@ void check_threads(tree_api *t, std::map<uint64_t, uint64_t> &model)
 		for (int i = 0; i < threads; i++) {
 			uint64_t first = next + i * per_thread;
 			v.emplace_back([t, first] {
+				t.begin_thread();
 				for (uint64_t k = first; k < first + per_thread; k++)
 					REQUIRE(insert(t, k, value_of(k)));
 				for (uint64_t k = first; k < first + per_thread; k++) {
@@ -230,7 +323,8 @@ void check_threads(tree_api *t, std::map<uint64_t, uint64_t> &model)
 	check_scan(t, model, base + 123, 100);
 }
 
-void check_bulk_load(tree_api *t, std::map<uint64_t, uint64_t> &model)
+/* Bulk loading, in the layouts that have it. */
+void check_bulk_load(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	const uint64_t base = 1ull << 48;
 	std::vector<char> records;
@@ -241,13 +335,15 @@ void check_bulk_load(tree_api *t, std::map<uint64_t, uint64_t> &model)
 		records.insert(records.end(), (const char *)&v, (const char *)&v + 8);
 		model[k] = v;
 	}
-	REQUIRE(t->bulk_load(records.data(), 64, 8, 8));
+	if (slots.bulk_load < 0)
+		return;
+	REQUIRE(t.bulk_load(records.data(), 64, 8, 8));
 	check_scan(t, model, base, 64);
 }
 
 /* Failures other than exists/absent (here: a key longer than libtips allows) return
  * false and print one line on stderr, however often they happen. */
-void check_failure_reported_once(tree_api *t)
+void check_failure_reported_once(const pibench_tree &t)
 {
 	char path[] = "/tmp/tips-pibench-stderr.XXXXXX";
 	int fd = mkstemp(path);
@@ -258,7 +354,7 @@ void check_failure_reported_once(tree_api *t)
 	std::vector<char> big(4096, 'k');
 	uint64_t v = 1;
 	for (int i = 0; i < 5; i++)
-		REQUIRE(!t->insert(big.data(), big.size(), (const char *)&v, 8));
+		REQUIRE(!t.insert(big.data(), big.size(), (const char *)&v, 8));
 	std::fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
@@ -276,8 +372,9 @@ void check_failure_reported_once(tree_api *t)
 
 void check_index(const char *index)
 {
-	tree_api *t = make(index);
+	pibench_tree t = make(index);
 	REQUIRE(t);
+	t.begin_thread();
 	std::map<uint64_t, uint64_t> model;
 	check_point_ops(t, model);
 	check_scans(t, model);
@@ -286,7 +383,7 @@ void check_index(const char *index)
 	check_bulk_load(t, model);
 	if (std::strncmp(index, "tips-", 5) == 0)
 		check_failure_reported_once(t);
-	delete t; /* on the main thread, as PiBench does */
+	t.destroy(); /* on the main thread, as PiBench does */
 	std::printf("%s: contract holds\n", index);
 }
 
@@ -307,11 +404,11 @@ void check_pools()
 {
 	/* an empty pool_path: a temporary pool, gone with the tree */
 	int before = temp_pools();
-	tree_api *t = make("tips-hash");
+	pibench_tree t = make("tips-hash");
 	REQUIRE(t);
 	REQUIRE(temp_pools() == before + 1);
 	REQUIRE(insert(t, 1, 2));
-	delete t;
+	t.destroy();
 	REQUIRE(temp_pools() == before);
 
 	/* a given pool_path: created, kept, and reopened with its data */
@@ -326,9 +423,9 @@ void check_pools()
 	}
 	REQUIRE(update(t, 0, 999));
 	model[0] = 999;
-	REQUIRE(t->remove(key8(7).bytes, 8));
+	REQUIRE(t.remove(key8(7).bytes, 8));
 	model.erase(7);
-	delete t;
+	t.destroy();
 	REQUIRE(access(path.c_str(), F_OK) == 0);
 	REQUIRE(temp_pools() == before);
 
@@ -342,7 +439,7 @@ void check_pools()
 	REQUIRE(!find(t, 7, &got));
 	REQUIRE(!insert(t, 14, 0)); /* still present after the reopen */
 	check_scan(t, model, 0, 1000);
-	delete t;
+	t.destroy();
 	REQUIRE(access(path.c_str(), F_OK) == 0);
 	unlink(path.c_str());
 	std::printf("tips-hash: pools created, kept, reopened and removed as documented\n");
@@ -364,6 +461,7 @@ int main(int argc, char **argv)
 	REQUIRE(create);
 	REQUIRE(dlsym(lib, "tips_open") == nullptr); /* only create_tree is exported */
 
+	std::printf("driving %s as %s calls it\n", argv[1], TIPS_PIBENCH_LAYOUT_NAME);
 	check_index("tips-hash");
 	check_index("dram-hash");
 	check_pools();
