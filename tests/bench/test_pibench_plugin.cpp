@@ -18,14 +18,16 @@
  * changes); scans in numeric order against a std::map model, with a buffer of each
  * thread's own; 3 rounds of 2 short-lived threads and concurrent inserts of disjoint
  * keys; bulk_load (layouts that have it); for tips-hash the data surviving a delete
- * and re-create on the same pool_path, and a temporary pool (empty pool_path) removed
- * with the tree; one stderr line for repeated failures; an unknown index name giving
- * nullptr.
+ * and re-create on the same pool_path with a warning on stderr, a temporary pool
+ * (empty pool_path) unlinked as soon as it is open, also when the process exits
+ * without deleting the tree; the one stderr line naming the index (and the default);
+ * one stderr line for repeated failures; an unknown index name giving nullptr.
  */
 #include "tree_api.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,9 +36,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,10 +174,13 @@ uint64_t u64_at(const char *p)
 	return v;
 }
 
-/* create_tree as PiBench calls it. */
+/* create_tree as PiBench calls it (index nullptr: TIPS_PIBENCH_INDEX unset). */
 pibench_tree make(const char *index, const std::string &pool_path = "")
 {
-	setenv("TIPS_PIBENCH_INDEX", index, 1);
+	if (index)
+		setenv("TIPS_PIBENCH_INDEX", index, 1);
+	else
+		unsetenv("TIPS_PIBENCH_INDEX");
 	tree_options_t o;
 	o.key_size = 8;
 	o.value_size = value_size;
@@ -341,9 +348,8 @@ void check_bulk_load(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 	check_scan(t, model, base, 64);
 }
 
-/* Failures other than exists/absent (here: a key longer than libtips allows) return
- * false and print one line on stderr, however often they happen. */
-void check_failure_reported_once(const pibench_tree &t)
+/* What @f writes on stderr (file descriptor 2). */
+template <typename F> std::string stderr_of(F f)
 {
 	char path[] = "/tmp/tips-pibench-stderr.XXXXXX";
 	int fd = mkstemp(path);
@@ -351,23 +357,58 @@ void check_failure_reported_once(const pibench_tree &t)
 	std::fflush(stderr);
 	int saved = dup(2);
 	REQUIRE(dup2(fd, 2) == 2);
-	std::vector<char> big(4096, 'k');
-	uint64_t v = 1;
-	for (int i = 0; i < 5; i++)
-		REQUIRE(!t.insert(big.data(), big.size(), (const char *)&v, 8));
+	f();
 	std::fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
-	FILE *f = std::fopen(path, "r");
-	REQUIRE(f);
-	int lines = 0;
-	char line[1024];
-	while (std::fgets(line, sizeof(line), f))
-		lines += std::strstr(line, "tips_pibench") != nullptr;
-	std::fclose(f);
 	close(fd);
+	std::ifstream in(path);
+	std::stringstream text;
+	text << in.rdbuf();
 	unlink(path);
-	REQUIRE(lines == 1);
+	return text.str();
+}
+
+/* How many lines of @text contain @needle. */
+int lines_with(const std::string &text, const char *needle)
+{
+	std::istringstream in(text);
+	int n = 0;
+	for (std::string line; std::getline(in, line);)
+		n += line.find(needle) != std::string::npos;
+	return n;
+}
+
+/* Failures other than exists/absent (here: a key longer than libtips allows) return
+ * false and print one line on stderr, however often they happen. */
+void check_failure_reported_once(const pibench_tree &t)
+{
+	std::vector<char> big(4096, 'k');
+	uint64_t v = 1;
+	std::string err = stderr_of([&] {
+		for (int i = 0; i < 5; i++)
+			REQUIRE(!t.insert(big.data(), big.size(), (const char *)&v, 8));
+	});
+	REQUIRE(lines_with(err, "tips_pibench") == 1);
+}
+
+/* create_tree names the index once on stderr, and says when it is the default. */
+void check_announced()
+{
+	pibench_tree t(nullptr);
+	std::string err = stderr_of([&] { t = make(nullptr); });
+	REQUIRE(t);
+	t.destroy();
+	REQUIRE(lines_with(err, "tips_pibench") == 1);
+	REQUIRE(lines_with(err, "index tips-hash (TIPS_PIBENCH_INDEX unset: the default)") == 1);
+	REQUIRE(lines_with(err, TIPS_PIBENCH_LAYOUT_NAME) == 1);
+
+	err = stderr_of([&] { t = make("dram-hash"); });
+	REQUIRE(t);
+	t.destroy();
+	REQUIRE(lines_with(err, "tips_pibench") == 1);
+	REQUIRE(lines_with(err, "index dram-hash, ") == 1);
+	std::printf("create_tree names the index it runs\n");
 }
 
 void check_index(const char *index)
@@ -387,10 +428,10 @@ void check_index(const char *index)
 	std::printf("%s: contract holds\n", index);
 }
 
-/* Files in /dev/shm named tips-pibench-PID-*: this process's temporary pools. */
-int temp_pools()
+/* Files in /dev/shm named tips-pibench-PID-*: temporary pools of process @pid. */
+int temp_pools(pid_t pid)
 {
-	std::string prefix = "tips-pibench-" + std::to_string(getpid()) + "-";
+	std::string prefix = "tips-pibench-" + std::to_string(pid) + "-";
 	int n = 0;
 	DIR *d = opendir("/dev/shm");
 	REQUIRE(d);
@@ -400,22 +441,42 @@ int temp_pools()
 	return n;
 }
 
-void check_pools()
+/* An empty pool_path: a temporary pool, unlinked as soon as it is open; nothing is
+ * left even by a process that exits without deleting the tree (a PiBench exit(1)). */
+void check_temporary_pool()
 {
-	/* an empty pool_path: a temporary pool, gone with the tree */
-	int before = temp_pools();
 	pibench_tree t = make("tips-hash");
 	REQUIRE(t);
-	REQUIRE(temp_pools() == before + 1);
+	REQUIRE(temp_pools(getpid()) == 0);
 	REQUIRE(insert(t, 1, 2));
+	uint64_t got;
+	REQUIRE(find(t, 1, &got) && got == 2);
 	t.destroy();
-	REQUIRE(temp_pools() == before);
+	REQUIRE(temp_pools(getpid()) == 0);
 
-	/* a given pool_path: created, kept, and reopened with its data */
+	pid_t child = fork();
+	REQUIRE(child >= 0);
+	if (child == 0) {
+		pibench_tree c = make("tips-hash");
+		_exit(c && insert(c, 1, 2) ? 3 : 4); /* no delete, no atexit handlers */
+	}
+	int status;
+	REQUIRE(waitpid(child, &status, 0) == child);
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+	REQUIRE(temp_pools(child) == 0);
+}
+
+/* A given pool_path: created, kept, and reopened with its data, with a warning on
+ * stderr when the reopened pool holds keys (PiBench's load inserts would fail). */
+void check_kept_pool()
+{
 	std::string path = "/dev/shm/tips-test-pibench-" + std::to_string(getpid()) + ".pool";
 	unlink(path.c_str());
-	t = make("tips-hash", path);
+	pibench_tree t(nullptr);
+	std::string err = stderr_of([&] { t = make("tips-hash", path); });
 	REQUIRE(t);
+	REQUIRE(lines_with(err, "(created, kept)") == 1);
+	REQUIRE(lines_with(err, "already holds keys") == 0);
 	std::map<uint64_t, uint64_t> model;
 	for (uint64_t k = 0; k < 300; k++) {
 		REQUIRE(insert(t, k * 7, value_of(k * 7)));
@@ -427,10 +488,11 @@ void check_pools()
 	model.erase(7);
 	t.destroy();
 	REQUIRE(access(path.c_str(), F_OK) == 0);
-	REQUIRE(temp_pools() == before);
 
-	t = make("tips-hash", path);
+	err = stderr_of([&] { t = make("tips-hash", path); });
 	REQUIRE(t);
+	REQUIRE(lines_with(err, "(reopened, kept)") == 1);
+	REQUIRE(lines_with(err, "already holds keys") == 1);
 	for (const auto &kv : model) {
 		uint64_t got;
 		REQUIRE(find(t, kv.first, &got) && got == kv.second);
@@ -442,6 +504,12 @@ void check_pools()
 	t.destroy();
 	REQUIRE(access(path.c_str(), F_OK) == 0);
 	unlink(path.c_str());
+}
+
+void check_pools()
+{
+	check_temporary_pool();
+	check_kept_pool();
 	std::printf("tips-hash: pools created, kept, reopened and removed as documented\n");
 }
 
@@ -462,6 +530,7 @@ int main(int argc, char **argv)
 	REQUIRE(dlsym(lib, "tips_open") == nullptr); /* only create_tree is exported */
 
 	std::printf("driving %s as %s calls it\n", argv[1], TIPS_PIBENCH_LAYOUT_NAME);
+	check_announced();
 	check_index("tips-hash");
 	check_index("dram-hash");
 	check_pools();
