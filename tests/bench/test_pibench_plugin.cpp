@@ -1,22 +1,33 @@
 /*
- * test_pibench_plugin.cpp - drives libtips_pibench.so the way PiBench does and checks
- * the tree_api contract (bench/pibench/tree_api.h) for tips-hash and dram-hash.
+ * test_pibench_plugin.cpp - drives one libtips_pibench*.so exactly as one PiBench
+ * layout calls it, and checks the tree_api contract for tips-hash and dram-hash. It
+ * is built once per layout (TIPS_PIBENCH_LAYOUT, as the plug-ins are) and run on the
+ * library of that layout.
+ *
+ * Invariant: every call goes through the vtable slot the PiBench of that layout calls
+ * (slot_table below, written from upstream's include/tree_api.hpp at each commit and
+ * not from the class in bench/pibench/tree_api.h): a library of another layout, or a
+ * wrong declaration in tree_api.h, makes the calls land in other functions and the
+ * checks fail. Only tree_options_t and create_tree's type come from tree_api.h.
  *
  * Like the harness, it links no libtips: it dlopen()s the plug-in (RTLD_NOW, path in
  * argv[1]), finds create_tree with dlsym, picks the index with TIPS_PIBENCH_INDEX,
- * calls from threads that come and go without any set-up call, and deletes the tree
- * on the main thread. Checked: key 0; insert of a present key, update and remove of
- * an absent one (false, nothing changes); scans in numeric order against a std::map
- * model, with a buffer of each thread's own; 3 rounds of 2 short-lived threads and
- * concurrent inserts of disjoint keys; bulk_load; for tips-hash the data surviving a
- * delete and re-create on the same pool_path, and a temporary pool (empty pool_path)
- * removed with the tree; one stderr line for repeated failures; an unknown index name
- * giving nullptr.
+ * calls from threads that come and go (in the tls layout each calls tls_setup first,
+ * as PiBench's threads do) and deletes the tree on the main thread. Checked: key 0;
+ * insert of a present key, update and remove of an absent one (false, nothing
+ * changes); scans in numeric order against a std::map model, with a buffer of each
+ * thread's own; 3 rounds of 2 short-lived threads and concurrent inserts of disjoint
+ * keys; bulk_load (layouts that have it); for tips-hash the data surviving a delete
+ * and re-create on the same pool_path with a warning on stderr, a temporary pool
+ * (empty pool_path) unlinked as soon as it is open, also when the process exits
+ * without deleting the tree; the one stderr line naming the index (and the default);
+ * one stderr line for repeated failures; an unknown index name giving nullptr.
  */
 #include "tree_api.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,9 +36,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +57,83 @@
 
 namespace {
 
+/*
+ * The vtable slots PiBench's compiled code calls, per layout. Itanium C++ ABI: the
+ * virtual destructor takes slots 0 (complete object) and 1 (deleting: `delete tree`),
+ * then come the virtual functions in declaration order; -1: not in this layout.
+ *   master a78171a:   ~tree_api find insert update remove scan
+ *   bulk-loading cd88a61:  ~tree_api bulk_load find insert update remove scan
+ *   optiql 11c74d6 (2023): ~tree_api bulk_load find insert update remove scan tls_setup
+ */
+struct slot_table {
+	int destroy, bulk_load, find, insert, update, remove, scan, tls_setup;
+};
+#if TIPS_PIBENCH_LAYOUT == TIPS_PIBENCH_LAYOUT_MASTER
+constexpr slot_table slots = { 1, -1, 2, 3, 4, 5, 6, -1 };
+#elif TIPS_PIBENCH_LAYOUT == TIPS_PIBENCH_LAYOUT_BULKLOAD
+constexpr slot_table slots = { 1, 2, 3, 4, 5, 6, 7, -1 };
+#else
+constexpr slot_table slots = { 1, 2, 3, 4, 5, 6, 7, 8 };
+#endif
+
+/* A tree as PiBench of this layout calls it: by slot number. */
+class pibench_tree {
+public:
+	explicit pibench_tree(tree_api *t) : t_(t) {}
+	explicit operator bool() const { return t_ != nullptr; }
+
+	bool bulk_load(const char *records, size_t count, size_t key_size,
+		       size_t value_size) const
+	{
+		return call<bool, const char *, size_t, size_t, size_t>(
+			slots.bulk_load, records, count, key_size, value_size);
+	}
+	bool find(const char *key, size_t key_size, char *value_out) const
+	{
+		return call<bool, const char *, size_t, char *>(slots.find, key, key_size,
+								 value_out);
+	}
+	bool insert(const char *key, size_t key_size, const char *value,
+		    size_t value_size) const
+	{
+		return call<bool, const char *, size_t, const char *, size_t>(
+			slots.insert, key, key_size, value, value_size);
+	}
+	bool update(const char *key, size_t key_size, const char *value,
+		    size_t value_size) const
+	{
+		return call<bool, const char *, size_t, const char *, size_t>(
+			slots.update, key, key_size, value, value_size);
+	}
+	bool remove(const char *key, size_t key_size) const
+	{
+		return call<bool, const char *, size_t>(slots.remove, key, key_size);
+	}
+	int scan(const char *key, size_t key_size, int count, char *&records_out) const
+	{
+		return call<int, const char *, size_t, int, char *&>(slots.scan, key, key_size,
+								      count, records_out);
+	}
+	/* What every PiBench thread does first: tls_setup in the tls layout, else nothing. */
+	void begin_thread() const
+	{
+		if (slots.tls_setup >= 0)
+			call<void>(slots.tls_setup);
+	}
+	/* `delete tree`: the deleting destructor. */
+	void destroy() { call<void>(slots.destroy); t_ = nullptr; }
+
+private:
+	template <typename R, typename... Args> R call(int slot, Args... args) const
+	{
+		REQUIRE(slot >= 0 && t_);
+		using fn = R (*)(tree_api *, Args...);
+		void *const *vtable = *reinterpret_cast<void *const *const *>(t_);
+		return reinterpret_cast<fn>(vtable[slot])(t_, args...);
+	}
+	tree_api *t_;
+};
+
 using create_tree_fn = tree_api *(*)(const tree_options_t &);
 create_tree_fn create;
 
@@ -57,22 +147,22 @@ struct key8 {
 
 uint64_t value_of(uint64_t key) { return key * 3 + 1; }
 
-bool insert(tree_api *t, uint64_t k, uint64_t v)
+bool insert(const pibench_tree &t, uint64_t k, uint64_t v)
 {
-	return t->insert(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
+	return t.insert(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
 }
 
-bool update(tree_api *t, uint64_t k, uint64_t v)
+bool update(const pibench_tree &t, uint64_t k, uint64_t v)
 {
-	return t->update(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
+	return t.update(key8(k).bytes, 8, reinterpret_cast<const char *>(&v), sizeof(v));
 }
 
 /* find() into PiBench's large buffer; *out is the value's first 8 bytes. */
-bool find(tree_api *t, uint64_t k, uint64_t *out)
+bool find(const pibench_tree &t, uint64_t k, uint64_t *out)
 {
 	char buf[4096];
 	std::memset(buf, 0xee, sizeof(buf));
-	bool found = t->find(key8(k).bytes, 8, buf);
+	bool found = t.find(key8(k).bytes, 8, buf);
 	std::memcpy(out, buf, sizeof(*out));
 	return found;
 }
@@ -84,24 +174,32 @@ uint64_t u64_at(const char *p)
 	return v;
 }
 
-tree_api *make(const char *index, const std::string &pool_path = "")
+/* create_tree as PiBench calls it (index nullptr: TIPS_PIBENCH_INDEX unset). */
+pibench_tree make(const char *index, const std::string &pool_path = "")
 {
-	setenv("TIPS_PIBENCH_INDEX", index, 1);
+	if (index)
+		setenv("TIPS_PIBENCH_INDEX", index, 1);
+	else
+		unsetenv("TIPS_PIBENCH_INDEX");
 	tree_options_t o;
 	o.key_size = 8;
 	o.value_size = value_size;
 	o.pool_path = pool_path;
 	o.num_threads = 2;
-	return create(o);
+#if TIPS_PIBENCH_LAYOUT == TIPS_PIBENCH_LAYOUT_TLS
+	static int epoch_manager; /* PiBench passes its own; the plug-in must not need it */
+	o.data = &epoch_manager;
+#endif
+	return pibench_tree(create(o));
 }
 
 /* Scans @count from @start and compares with the model: same keys from the first
  * key >= start, ascending, right values, count == min(count, keys available). */
-void check_scan(tree_api *t, const std::map<uint64_t, uint64_t> &model, uint64_t start,
+void check_scan(const pibench_tree &t, const std::map<uint64_t, uint64_t> &model, uint64_t start,
 		int count)
 {
 	char *records = nullptr;
-	int n = t->scan(key8(start).bytes, 8, count, records);
+	int n = t.scan(key8(start).bytes, 8, count, records);
 	auto it = model.lower_bound(start);
 	int available = (int)std::distance(it, model.end());
 	REQUIRE(n == std::min(count, available));
@@ -113,7 +211,7 @@ void check_scan(tree_api *t, const std::map<uint64_t, uint64_t> &model, uint64_t
 }
 
 /* Key 0, insert of a present key, update and remove of present and absent keys. */
-void check_point_ops(tree_api *t, std::map<uint64_t, uint64_t> &model)
+void check_point_ops(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	uint64_t v = 0;
 	REQUIRE(!find(t, 0, &v));
@@ -127,11 +225,11 @@ void check_point_ops(tree_api *t, std::map<uint64_t, uint64_t> &model)
 	REQUIRE(update(t, 0, 79));
 	REQUIRE(find(t, 0, &v) && v == 79);
 
-	REQUIRE(!t->remove(key8(5).bytes, 8)); /* absent */
+	REQUIRE(!t.remove(key8(5).bytes, 8)); /* absent */
 	REQUIRE(insert(t, 5, 50));
-	REQUIRE(t->remove(key8(5).bytes, 8));
+	REQUIRE(t.remove(key8(5).bytes, 8));
 	REQUIRE(!find(t, 5, &v));
-	REQUIRE(!t->remove(key8(5).bytes, 8));
+	REQUIRE(!t.remove(key8(5).bytes, 8));
 	REQUIRE(insert(t, 5, 51)); /* a removed key can come back */
 	REQUIRE(find(t, 5, &v) && v == 51);
 	model[0] = 79;
@@ -140,7 +238,7 @@ void check_point_ops(tree_api *t, std::map<uint64_t, uint64_t> &model)
 
 /* Keys in random order, including values whose little-endian bytes sort differently
  * from their numeric order (255 < 256, 2^32-1 < 2^32...); scans from many starts. */
-void check_scans(tree_api *t, std::map<uint64_t, uint64_t> &model)
+void check_scans(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	std::vector<uint64_t> keys;
 	for (uint64_t k = 10; k <= 2000; k += 10)
@@ -160,19 +258,20 @@ void check_scans(tree_api *t, std::map<uint64_t, uint64_t> &model)
 		for (int count : { 1, 7, 100, 1000 })
 			check_scan(t, model, start, count);
 	char *records = nullptr;
-	REQUIRE(t->scan(key8(0).bytes, 8, 0, records) == 0);
+	REQUIRE(t.scan(key8(0).bytes, 8, 0, records) == 0);
 }
 
 /* Two threads scanning at once: each gets its own buffer, and its records stay right
  * while the other thread scans. */
-void check_scan_buffers(tree_api *t, const std::map<uint64_t, uint64_t> &model)
+void check_scan_buffers(const pibench_tree &t, const std::map<uint64_t, uint64_t> &model)
 {
 	std::atomic<int> arrived{0};
 	char *buffers[2] = { nullptr, nullptr };
 	auto worker = [&](int id) {
+		t.begin_thread();
 		uint64_t start = id ? 1000 : 20;
 		char *records = nullptr;
-		int n = t->scan(key8(start).bytes, 8, 50, records);
+		int n = t.scan(key8(start).bytes, 8, 50, records);
 		buffers[id] = records;
 		arrived++;
 		while (arrived.load() < 2)
@@ -194,7 +293,7 @@ void check_scan_buffers(tree_api *t, const std::map<uint64_t, uint64_t> &model)
 
 /* Threads that come and go: 3 rounds of 2, each thread inserting and finding its own
  * keys (7 distinct threads with main, more than PiBench's 2T-1 = 3), then 4 at once. */
-void check_threads(tree_api *t, std::map<uint64_t, uint64_t> &model)
+void check_threads(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	const uint64_t base = 1ull << 40;
 	static const uint64_t per_thread = 500;
@@ -204,6 +303,7 @@ void check_threads(tree_api *t, std::map<uint64_t, uint64_t> &model)
 		for (int i = 0; i < threads; i++) {
 			uint64_t first = next + i * per_thread;
 			v.emplace_back([t, first] {
+				t.begin_thread();
 				for (uint64_t k = first; k < first + per_thread; k++)
 					REQUIRE(insert(t, k, value_of(k)));
 				for (uint64_t k = first; k < first + per_thread; k++) {
@@ -230,7 +330,8 @@ void check_threads(tree_api *t, std::map<uint64_t, uint64_t> &model)
 	check_scan(t, model, base + 123, 100);
 }
 
-void check_bulk_load(tree_api *t, std::map<uint64_t, uint64_t> &model)
+/* Bulk loading, in the layouts that have it. */
+void check_bulk_load(const pibench_tree &t, std::map<uint64_t, uint64_t> &model)
 {
 	const uint64_t base = 1ull << 48;
 	std::vector<char> records;
@@ -241,13 +342,14 @@ void check_bulk_load(tree_api *t, std::map<uint64_t, uint64_t> &model)
 		records.insert(records.end(), (const char *)&v, (const char *)&v + 8);
 		model[k] = v;
 	}
-	REQUIRE(t->bulk_load(records.data(), 64, 8, 8));
+	if (slots.bulk_load < 0)
+		return;
+	REQUIRE(t.bulk_load(records.data(), 64, 8, 8));
 	check_scan(t, model, base, 64);
 }
 
-/* Failures other than exists/absent (here: a key longer than libtips allows) return
- * false and print one line on stderr, however often they happen. */
-void check_failure_reported_once(tree_api *t)
+/* What @f writes on stderr (file descriptor 2). */
+template <typename F> std::string stderr_of(F f)
 {
 	char path[] = "/tmp/tips-pibench-stderr.XXXXXX";
 	int fd = mkstemp(path);
@@ -255,29 +357,65 @@ void check_failure_reported_once(tree_api *t)
 	std::fflush(stderr);
 	int saved = dup(2);
 	REQUIRE(dup2(fd, 2) == 2);
-	std::vector<char> big(4096, 'k');
-	uint64_t v = 1;
-	for (int i = 0; i < 5; i++)
-		REQUIRE(!t->insert(big.data(), big.size(), (const char *)&v, 8));
+	f();
 	std::fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
-	FILE *f = std::fopen(path, "r");
-	REQUIRE(f);
-	int lines = 0;
-	char line[1024];
-	while (std::fgets(line, sizeof(line), f))
-		lines += std::strstr(line, "tips_pibench") != nullptr;
-	std::fclose(f);
 	close(fd);
+	std::ifstream in(path);
+	std::stringstream text;
+	text << in.rdbuf();
 	unlink(path);
-	REQUIRE(lines == 1);
+	return text.str();
+}
+
+/* How many lines of @text contain @needle. */
+int lines_with(const std::string &text, const char *needle)
+{
+	std::istringstream in(text);
+	int n = 0;
+	for (std::string line; std::getline(in, line);)
+		n += line.find(needle) != std::string::npos;
+	return n;
+}
+
+/* Failures other than exists/absent (here: a key longer than libtips allows) return
+ * false and print one line on stderr, however often they happen. */
+void check_failure_reported_once(const pibench_tree &t)
+{
+	std::vector<char> big(4096, 'k');
+	uint64_t v = 1;
+	std::string err = stderr_of([&] {
+		for (int i = 0; i < 5; i++)
+			REQUIRE(!t.insert(big.data(), big.size(), (const char *)&v, 8));
+	});
+	REQUIRE(lines_with(err, "tips_pibench") == 1);
+}
+
+/* create_tree names the index once on stderr, and says when it is the default. */
+void check_announced()
+{
+	pibench_tree t(nullptr);
+	std::string err = stderr_of([&] { t = make(nullptr); });
+	REQUIRE(t);
+	t.destroy();
+	REQUIRE(lines_with(err, "tips_pibench") == 1);
+	REQUIRE(lines_with(err, "index tips-hash (TIPS_PIBENCH_INDEX unset: the default)") == 1);
+	REQUIRE(lines_with(err, TIPS_PIBENCH_LAYOUT_NAME) == 1);
+
+	err = stderr_of([&] { t = make("dram-hash"); });
+	REQUIRE(t);
+	t.destroy();
+	REQUIRE(lines_with(err, "tips_pibench") == 1);
+	REQUIRE(lines_with(err, "index dram-hash, ") == 1);
+	std::printf("create_tree names the index it runs\n");
 }
 
 void check_index(const char *index)
 {
-	tree_api *t = make(index);
+	pibench_tree t = make(index);
 	REQUIRE(t);
+	t.begin_thread();
 	std::map<uint64_t, uint64_t> model;
 	check_point_ops(t, model);
 	check_scans(t, model);
@@ -286,14 +424,14 @@ void check_index(const char *index)
 	check_bulk_load(t, model);
 	if (std::strncmp(index, "tips-", 5) == 0)
 		check_failure_reported_once(t);
-	delete t; /* on the main thread, as PiBench does */
+	t.destroy(); /* on the main thread, as PiBench does */
 	std::printf("%s: contract holds\n", index);
 }
 
-/* Files in /dev/shm named tips-pibench-PID-*: this process's temporary pools. */
-int temp_pools()
+/* Files in /dev/shm named tips-pibench-PID-*: temporary pools of process @pid. */
+int temp_pools(pid_t pid)
 {
-	std::string prefix = "tips-pibench-" + std::to_string(getpid()) + "-";
+	std::string prefix = "tips-pibench-" + std::to_string(pid) + "-";
 	int n = 0;
 	DIR *d = opendir("/dev/shm");
 	REQUIRE(d);
@@ -303,22 +441,42 @@ int temp_pools()
 	return n;
 }
 
-void check_pools()
+/* An empty pool_path: a temporary pool, unlinked as soon as it is open; nothing is
+ * left even by a process that exits without deleting the tree (a PiBench exit(1)). */
+void check_temporary_pool()
 {
-	/* an empty pool_path: a temporary pool, gone with the tree */
-	int before = temp_pools();
-	tree_api *t = make("tips-hash");
+	pibench_tree t = make("tips-hash");
 	REQUIRE(t);
-	REQUIRE(temp_pools() == before + 1);
+	REQUIRE(temp_pools(getpid()) == 0);
 	REQUIRE(insert(t, 1, 2));
-	delete t;
-	REQUIRE(temp_pools() == before);
+	uint64_t got;
+	REQUIRE(find(t, 1, &got) && got == 2);
+	t.destroy();
+	REQUIRE(temp_pools(getpid()) == 0);
 
-	/* a given pool_path: created, kept, and reopened with its data */
+	pid_t child = fork();
+	REQUIRE(child >= 0);
+	if (child == 0) {
+		pibench_tree c = make("tips-hash");
+		_exit(c && insert(c, 1, 2) ? 3 : 4); /* no delete, no atexit handlers */
+	}
+	int status;
+	REQUIRE(waitpid(child, &status, 0) == child);
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+	REQUIRE(temp_pools(child) == 0);
+}
+
+/* A given pool_path: created, kept, and reopened with its data, with a warning on
+ * stderr when the reopened pool holds keys (PiBench's load inserts would fail). */
+void check_kept_pool()
+{
 	std::string path = "/dev/shm/tips-test-pibench-" + std::to_string(getpid()) + ".pool";
 	unlink(path.c_str());
-	t = make("tips-hash", path);
+	pibench_tree t(nullptr);
+	std::string err = stderr_of([&] { t = make("tips-hash", path); });
 	REQUIRE(t);
+	REQUIRE(lines_with(err, "(created, kept)") == 1);
+	REQUIRE(lines_with(err, "already holds keys") == 0);
 	std::map<uint64_t, uint64_t> model;
 	for (uint64_t k = 0; k < 300; k++) {
 		REQUIRE(insert(t, k * 7, value_of(k * 7)));
@@ -326,14 +484,15 @@ void check_pools()
 	}
 	REQUIRE(update(t, 0, 999));
 	model[0] = 999;
-	REQUIRE(t->remove(key8(7).bytes, 8));
+	REQUIRE(t.remove(key8(7).bytes, 8));
 	model.erase(7);
-	delete t;
+	t.destroy();
 	REQUIRE(access(path.c_str(), F_OK) == 0);
-	REQUIRE(temp_pools() == before);
 
-	t = make("tips-hash", path);
+	err = stderr_of([&] { t = make("tips-hash", path); });
 	REQUIRE(t);
+	REQUIRE(lines_with(err, "(reopened, kept)") == 1);
+	REQUIRE(lines_with(err, "already holds keys") == 1);
 	for (const auto &kv : model) {
 		uint64_t got;
 		REQUIRE(find(t, kv.first, &got) && got == kv.second);
@@ -342,9 +501,15 @@ void check_pools()
 	REQUIRE(!find(t, 7, &got));
 	REQUIRE(!insert(t, 14, 0)); /* still present after the reopen */
 	check_scan(t, model, 0, 1000);
-	delete t;
+	t.destroy();
 	REQUIRE(access(path.c_str(), F_OK) == 0);
 	unlink(path.c_str());
+}
+
+void check_pools()
+{
+	check_temporary_pool();
+	check_kept_pool();
 	std::printf("tips-hash: pools created, kept, reopened and removed as documented\n");
 }
 
@@ -364,6 +529,8 @@ int main(int argc, char **argv)
 	REQUIRE(create);
 	REQUIRE(dlsym(lib, "tips_open") == nullptr); /* only create_tree is exported */
 
+	std::printf("driving %s as %s calls it\n", argv[1], TIPS_PIBENCH_LAYOUT_NAME);
+	check_announced();
 	check_index("tips-hash");
 	check_index("dram-hash");
 	check_pools();
