@@ -240,6 +240,18 @@ int ld_domains_open(struct tips_listdb *db, const char *path, bool create)
 			if (!r->chunk_slots[s])
 				continue;
 			struct ld_chunk_hdr *h = (void *)(uintptr_t)r->chunk_slots[s];
+			if (h->magic != LD_MAGIC || h->domain != d ||
+			    (h->kind != LD_CHUNK_LOG && h->kind != LD_CHUNK_COPY &&
+			     h->kind != LD_CHUNK_SPARE)) {
+				/* chunk_alloc_locked() crashed between the allocation and the
+				 * header's persist: the chunk was never handed out, so it holds
+				 * no entry. Give the block back. */
+				int frc = tips_heap_free_from(tips_pool_heap(db->dom[d].pool),
+							      &r->chunk_slots[s]);
+				if (frc)
+					return frc;
+				continue;
+			}
 			register_chunk(db, d, s, h);
 			/* One spare is kept; another (none is ever made) would be parsed as
 			 * an empty chunk and reclaimed. */
