@@ -1,0 +1,106 @@
+/*
+ * ks_collection.h - what the collection commands (cmd_hash.c, cmd_list.c, cmd_set.c,
+ * cmd_zset.c) share on top of keyspace.h and server.h: creating a collection, storing
+ * its member count (and deleting the key when the count reaches 0, since empty
+ * collections do not exist), scanning members in bounded chunks, collecting copies of
+ * members, checking member sizes against the layout's limits, random picks, and the
+ * count arguments Redis parses the same way in several commands.
+ *
+ * Invariant kept for the callers: the meta record's member count is written by
+ * kc_store_count() only, in the same transaction as the member writes it counts, and a
+ * count of 0 deletes the key instead of storing an empty collection.
+ *
+ * Everything here works through the command's struct ks_txn (c->txn); nothing touches
+ * the store directly, so a command's member writes and its count commit as one batch.
+ */
+#ifndef TIPS_SERVER_KS_COLLECTION_H
+#define TIPS_SERVER_KS_COLLECTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "server.h"
+
+/* Members asked of ks_scan_members() at a time by kc_scan(). */
+#define KC_SCAN_CHUNK 256u
+
+/**
+ * kc_create() - fill *@m as a new, empty collection of @type with a fresh generation.
+ * Nothing is written until kc_store_count(). Return: 0 or a negative code (recorded).
+ */
+int kc_create(struct ks_txn *t, int type, struct ks_meta *m);
+/**
+ * kc_store_count() - set @m's member count to @n and write its meta record, or delete
+ * the key if @n is 0. The other hdr words (a list's first index) are written as the
+ * caller left them. Return: 0 or a negative code (recorded in the txn).
+ */
+int kc_store_count(struct ks_txn *t, const struct arg *key, struct ks_meta *m, uint64_t n);
+
+/**
+ * kc_scan() - ks_scan_members() of generation @gen from suffix @from (@flen 0: the
+ * first) to the end, asked KC_SCAN_CHUNK members at a time (each chunk resumes at the
+ * last suffix seen), until @fn returns non-zero. Return: 0 or a negative code
+ * (KS_EUNORDERED on an unordered store).
+ */
+int kc_scan(struct ks_txn *t, uint64_t gen, const void *from, size_t flen, ks_member_fn fn,
+	    void *arg);
+
+/* A copied member: its bytes @a, a value @b (hash values, list elements) or a score. */
+struct kc_item {
+	const char *a;
+	size_t alen;
+	const char *b;
+	size_t blen;
+	double score;
+};
+
+/* A growing array of copied members in transaction scratch (freed when it ends). */
+struct kc_items {
+	struct ks_txn *t;
+	struct kc_item *v;
+	size_t n, cap;
+};
+
+void kc_items_init(struct kc_items *l, struct ks_txn *t);
+/** kc_items_push() - append copies of @a and @b. Return: 0 or TIPS_ENOMEM (recorded). */
+int kc_items_push(struct kc_items *l, const void *a, size_t alen, const void *b, size_t blen,
+		  double score);
+/** kc_items_shuffle() - put the items in a random order. */
+void kc_items_shuffle(struct kc_items *l);
+
+/**
+ * kc_sample() - scan all @total members of @gen (a set or a hash) and copy @want
+ * distinct ones chosen at random (all of them if @want >= @total), in a random order,
+ * into @out; @with_value copies their values too. Return: 0 or a negative code.
+ */
+int kc_sample(struct ks_txn *t, uint64_t gen, uint64_t total, uint64_t want, int with_value,
+	      struct kc_items *out);
+/** kc_collect() - copy every member of @gen (and its value if @with_value) into @out.
+ * Return: 0 or a negative code. */
+int kc_collect(struct ks_txn *t, uint64_t gen, int with_value, struct kc_items *out);
+
+/** kc_random_below() - a pseudo-random number in [0, @n) (@n > 0), per thread. */
+uint64_t kc_random_below(uint64_t n);
+
+/**
+ * kc_check_size() - reply an error and return -1 if @a cannot be stored: longer than
+ * @max bytes (@what names it: "hash field", "set member"...). Return: 0 if it fits.
+ */
+int kc_check_size(struct client *c, const struct arg *a, size_t max, const char *what);
+/** kc_reply_wrong_args() - "ERR wrong number of arguments for 'NAME' command". */
+void kc_reply_wrong_args(struct client *c);
+/** kc_value_buf() - a buffer of KS_MAX_MEMBER_VALUE bytes for ks_get() (txn scratch),
+ * or NULL (error recorded). */
+void *kc_value_buf(struct ks_txn *t);
+/**
+ * kc_parse_pop_count() - the count of LPOP/RPOP/SPOP/ZPOPMIN...: an integer >= 0,
+ * else "ERR value is not an integer or out of range" or "ERR value is out of range,
+ * must be positive". Return: 0, or -1 after replying.
+ */
+int kc_parse_pop_count(struct client *c, const struct arg *a, long long *out);
+/**
+ * kc_parse_rand_count() - the count of SRANDMEMBER/HRANDFIELD: any integer but
+ * LLONG_MIN (Redis's -LONG_MAX .. LONG_MAX range). Return: 0, or -1 after replying.
+ */
+int kc_parse_rand_count(struct client *c, const struct arg *a, long long *out);
+
+#endif /* TIPS_SERVER_KS_COLLECTION_H */
