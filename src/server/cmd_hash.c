@@ -527,18 +527,16 @@ static void hrandfield_command(struct client *c)
 	long long count = 0;
 	int withvalues = 0, r;
 
+	if (c->argc >= 3 && kc_parse_rand_count(c, &c->argv[2], &count) < 0)
+		return;
 	if (c->argc > 4 || (c->argc == 4 && !arg_is(&c->argv[3], "withvalues"))) {
 		add_reply_error(c, ERR_SYNTAX);
 		return;
 	}
 	withvalues = c->argc == 4;
-	if (c->argc >= 3) {
-		if (kc_parse_rand_count(c, &c->argv[2], &count) < 0)
-			return;
-		if (withvalues && count < -LLONG_MAX / 2) {
-			add_reply_error(c, "ERR value is out of range");
-			return;
-		}
+	if (withvalues && (count < -LLONG_MAX / 2 || count > LLONG_MAX / 2)) {
+		add_reply_error(c, "ERR value is out of range");
+		return;
 	}
 	if (!need_ordered(c))
 		return;
