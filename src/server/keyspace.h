@@ -176,13 +176,6 @@ int ks_db_ordered(struct ks_db *db);
 size_t ks_db_max_string(struct ks_db *db);
 /** ks_db_max_txn() - the most index writes and bytes one transaction may commit. */
 void ks_db_max_txn(struct ks_db *db, size_t *ops, size_t *bytes);
-/**
- * ks_db_flush() - delete every key (FLUSHDB): one durable write of the server record;
- * the old keys are invisible at once and swept in the background. The caller holds the
- * keyspace lock exclusive. Return: 0 or a negative code (nothing changed).
- */
-int ks_db_flush(struct ks_db *db);
-
 /* ---- transactions ------------------------------------------------------------------- */
 
 /** ks_txn_new() / ks_txn_free() - one per thread, reused for every command. */
@@ -227,6 +220,13 @@ int ks_delete_key(struct ks_txn *t, const void *key, size_t klen);
 /** ks_rename() - move @src's meta record to @dst (replacing @dst), members untouched.
  * Return: 1, 0 (@src absent), or a negative code. */
 int ks_rename(struct ks_txn *t, const void *src, size_t slen, const void *dst, size_t dlen);
+/**
+ * ks_flush() - delete every key (FLUSHDB, FLUSHALL): one durable write of the server
+ * record, made at once (not part of the transaction's batch); the old keys are
+ * invisible from then on, to this transaction too, and swept in the background. The
+ * caller holds the keyspace lock exclusive. Return: 0 or a negative code.
+ */
+int ks_flush(struct ks_txn *t);
 /** ks_new_gen() - a generation number no key ever had. Return: it (> 0), or 0 with the
  * error recorded in the txn. */
 uint64_t ks_new_gen(struct ks_txn *t);

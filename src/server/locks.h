@@ -48,7 +48,7 @@ void lockset_add(struct lockset *s, const void *key, size_t len);
  * every stripe of @s in ascending order. The calling thread must hold none of them.
  */
 void locks_acquire(struct locks *l, const struct lockset *s, int exclusive);
-/** locks_release() - release what locks_acquire() took with the same arguments. */
-void locks_release(struct locks *l, const struct lockset *s, int exclusive);
+/** locks_release() - release what locks_acquire() took with the same @s. */
+void locks_release(struct locks *l, const struct lockset *s);
 
 #endif /* TIPS_SERVER_LOCKS_H */

@@ -63,9 +63,9 @@ void resp_parser_free(struct resp_parser *p);
  */
 int resp_parse(struct resp_parser *p, const char *buf, size_t len);
 
-/** resp_bytes_wanted() - during RESP_MORE, bytes of the current command still known to
- * be missing (a bulk being read), so a caller can refuse a request that cannot fit its
- * buffer limit before reading it; 0 if unknown. */
-size_t resp_bytes_wanted(const struct resp_parser *p, size_t len);
+/** resp_command_min_size() - during RESP_MORE, the fewest bytes the current command is
+ * known to take (its headers and the bulks announced so far), so that a caller can
+ * refuse a request that cannot fit its buffer limit before reading it all. */
+size_t resp_command_min_size(const struct resp_parser *p);
 
 #endif /* TIPS_SERVER_RESP_H */

@@ -105,6 +105,13 @@ extern const size_t zset_commands_count;
 
 /** command_lookup() - the command named @name (any case), or NULL. Thread-safe. */
 const struct command *command_lookup(const char *name, size_t len);
+/** command_count(), command_at() - every command, in table order. */
+size_t command_count(void);
+const struct command *command_at(size_t i);
+/** add_reply_command_info() - @cmd as one element of COMMAND / COMMAND INFO. */
+void add_reply_command_info(struct client *c, const struct command *cmd);
+/** add_reply_command_docs() - @cmd's name and doc map, as COMMAND DOCS lists them. */
+void add_reply_command_docs(struct client *c, const struct command *cmd);
 
 /* ---- the client --------------------------------------------------------------------- */
 
@@ -134,7 +141,7 @@ struct client {
 	unsigned flags;             /* CLIENT_* */
 	struct server *srv;
 	struct loop *loop;          /* the event loop that owns it */
-	char addr[64];              /* "ip:port" of the peer, for CLIENT INFO and logs */
+	char addr[128];             /* "ip:port" of the peer, for CLIENT INFO and logs */
 	char *name;                 /* CLIENT SETNAME, or NULL */
 	int authenticated;          /* 1 once AUTH succeeded (or no requirepass) */
 	int64_t ctime_ms;           /* when it connected */
@@ -151,6 +158,7 @@ struct client {
 	struct reply_chunk *reply_head, *reply_tail;
 	size_t reply_bytes;         /* bytes in the chunks, not yet written */
 	size_t reply_sent;          /* bytes of reply_head already written */
+	int want_write;             /* registered for EPOLLOUT (reading paused) */
 	/* MULTI */
 	struct queued_cmd *mstate;
 	size_t mcount, mcap;
@@ -189,6 +197,8 @@ void add_reply_array(struct client *c, long long n);            /* *n, then n re
  * after its elements were added. */
 void *add_reply_deferred(struct client *c);
 void set_deferred_array(struct client *c, void *handle, long long n);
+/** set_deferred_bulk_ull() - fill a deferred slot with @v as a bulk string. */
+void set_deferred_bulk_ull(struct client *c, void *handle, unsigned long long v);
 /** add_reply_raw() - bytes already in RESP form. */
 void add_reply_raw(struct client *c, const void *p, size_t len);
 
