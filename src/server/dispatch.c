@@ -269,7 +269,7 @@ int arg_to_double(const struct arg *a, double *out)
 	char *end;
 	errno = 0;
 	double d = strtod(buf, &end);
-	if (*end || isnan(d) || (errno == ERANGE && !isinf(d) && d != 0))
+	if (*end || isnan(d) || (errno == ERANGE && (isinf(d) || d == 0)))
 		return -1;
 	*out = d;
 	return 0;
