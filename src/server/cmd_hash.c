@@ -458,6 +458,10 @@ static void hincrbyfloat_command(struct client *c)
 		add_reply_error(c, ERR_NOT_FLOAT);
 		return;
 	}
+	if (isinf(incr)) {
+		add_reply_error(c, "ERR value is NaN or Infinity");
+		return;
+	}
 	if (incr_target(c, &m, &buf, &vlen, &found) < 0)
 		return;
 	if (found && parse_long_double(buf, vlen, &cur) < 0) {

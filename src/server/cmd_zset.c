@@ -123,7 +123,7 @@ static int zs_walk_one(const void *suffix, size_t slen, const void *val, size_t 
 	const unsigned char *s = suffix;
 	struct zs_walk *w = arg;
 	const struct zs_range *r = w->range;
-	double score;
+	double score = 0;
 
 	(void)val;
 	(void)vlen;
@@ -238,7 +238,7 @@ static int zadd_options(struct client *c, unsigned *flags, int *first)
 /* Every score of argv[first..] (pairs) parses and every member fits; else replied. */
 static int zadd_check(struct client *c, int first)
 {
-	double score;
+	double score = 0;
 
 	for (int i = first; i < c->argc; i += 2)
 		if (get_double_or_reply(c, &c->argv[i], &score) < 0)
@@ -353,7 +353,7 @@ static void zrem_command(struct client *c)
 		return;
 	}
 	for (int i = 2; i < c->argc; i++) {
-		double score;
+		double score = 0;
 
 		r = zs_score(c, &m, c->argv[i].ptr, c->argv[i].len, &score);
 		if (r < 0)
@@ -420,7 +420,7 @@ static void zpopmax_command(struct client *c)
 static void zscore_command(struct client *c)
 {
 	struct ks_meta m;
-	double score;
+	double score = 0;
 	int r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
 
 	if (r == 1)
@@ -468,7 +468,7 @@ static void zrank_generic(struct client *c, int reverse)
 	struct ks_meta m;
 	struct ks_key k;
 	struct zs_rank z = {0};
-	double score;
+	double score = 0;
 	int r;
 
 	if (!need_ordered(c))

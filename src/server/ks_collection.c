@@ -271,9 +271,7 @@ void *kc_value_buf(struct ks_txn *t)
 
 int kc_parse_pop_count(struct client *c, const struct arg *a, long long *out)
 {
-	if (get_ll_or_reply(c, a, out) < 0)
-		return -1;
-	if (*out < 0) {
+	if (arg_to_ll(a, out) < 0 || *out < 0) {
 		add_reply_error(c, "ERR value is out of range, must be positive");
 		return -1;
 	}

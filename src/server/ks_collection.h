@@ -92,9 +92,9 @@ void kc_reply_wrong_args(struct client *c);
  * or NULL (error recorded). */
 void *kc_value_buf(struct ks_txn *t);
 /**
- * kc_parse_pop_count() - the count of LPOP/RPOP/SPOP/ZPOPMIN...: an integer >= 0,
- * else "ERR value is not an integer or out of range" or "ERR value is out of range,
- * must be positive". Return: 0, or -1 after replying.
+ * kc_parse_pop_count() - the count of LPOP/RPOP/SPOP/ZPOPMIN...: an integer >= 0, else
+ * "ERR value is out of range, must be positive" (also for a non-integer, as Redis).
+ * Return: 0, or -1 after replying.
  */
 int kc_parse_pop_count(struct client *c, const struct arg *a, long long *out);
 /**

@@ -143,12 +143,12 @@ class Server:
             with open(self.log, "rb") as f:
                 return f.read().decode("utf-8", "replace").splitlines()[-n:]
         except OSError:
-            return "(no log)"
+            return ["(no log)"]
 
 
 def tips_argv(binary, pool, index):
     return lambda port: [binary, "--port", str(port), "--bind", "127.0.0.1", "--pool", pool,
-                         "--pool-size", "256M", "--index", index]
+                         "--pool-size", "256mb", "--index", index]
 
 
 def redis_argv(binary, workdir):
