@@ -84,8 +84,7 @@ struct command {
 	                          "server", "connection", "transactions" */
 };
 
-/* The per-file tables. cmd_collections_stub.c defines the collection ones empty until
- * cmd_hash.c, cmd_list.c, cmd_set.c and cmd_zset.c replace it. */
+/* The per-file tables. */
 extern const struct command server_commands[];   /* cmd_server.c */
 extern const size_t server_commands_count;
 extern const struct command keys_commands[];     /* cmd_keys.c */
