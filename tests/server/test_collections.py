@@ -657,6 +657,40 @@ def large(d, tally):
     tally.ok(r[0] == "*" and len(r[1]) == 4000, "HRANDFIELD H -2000 WITHVALUES", short(r)[:100])
     d.eq("ZPOPMAX", "Z", "100000")
     d.eq("EXISTS", "Z")
+    # a deleted big collection's members never show through a new one of the same name
+    d.eq("DEL", "H", "S")
+    d.eq("HSET", "H", "field:00001", "new")
+    d.eq("HGETALL", "H", norm=pairs)
+    d.eq("SADD", "S", "only")
+    d.eq("SMEMBERS", "S", norm=unordered)
+    d.eq("RENAME", "L", "L2")
+    d.eq("LRANGE", "L2", "100", "110")
+    d.eq("LLEN", "L2")
+    # one command beyond the store's batch limits fails whole (tips-server only)
+    r = d.t.call("RPUSH", "toolong", *[b"e%d" % i for i in range(70000)])
+    tally.ok(r[0] == "-" and b"too large" in r[1], "RPUSH of 70000 elements refused", short(r))
+    tally.ok(d.t.call("EXISTS", "toolong") == (":", 0), "a refused RPUSH wrote nothing")
+    d.eq("HSET", "hv", *sum(([b"f%d" % i, b"v" * 60000] for i in range(20)), []))
+    d.eq("HSTRLEN", "hv", "f19")
+    d.eq("HLEN", "hv")
+
+
+def multi(d):
+    """MULTI/EXEC: the queued collection commands see each other's writes."""
+    queued = (["HSET", "mh", "a", "1", "b", "2"], ["HDEL", "mh", "a", "b"], ["HSET", "mh", "c", "3"],
+              ["HGETALL", "mh"], ["SADD", "ms", "x", "y"], ["SPOP", "ms", "5"], ["SADD", "ms", "z"],
+              ["SMEMBERS", "ms"], ["RPUSH", "ml", "1", "2", "3"], ["LPOP", "ml", "3"],
+              ["LPUSH", "ml", "4"], ["LRANGE", "ml", "0", "-1"], ["ZADD", "mz", "1", "a", "2", "b"],
+              ["ZINCRBY", "mz", "5", "a"], ["ZPOPMIN", "mz"], ["ZRANGE", "mz", "0", "-1", "WITHSCORES"],
+              ["ZADD", "mz", "x", "bad"], ["HLEN", "mh"])
+    d.eq("MULTI")
+    for cmd in queued:
+        d.eq(*cmd)
+    a = d.eq("EXEC", norm=lambda r: ("*", [unordered(x) for x in r[1]]) if r[0] == "*" else r)
+    for cmd in (["HGETALL", "mh"], ["SMEMBERS", "ms"], ["LRANGE", "ml", "0", "-1"],
+                ["ZRANGE", "mz", "0", "-1", "WITHSCORES"]):
+        d.eq(*cmd, norm=unordered)
+    return a
 
 
 # ---- the crash check -----------------------------------------------------------------------
@@ -790,6 +824,7 @@ def main():
                          ("hashes", lambda: hashes(d)), ("hrandfield", lambda: hrandfield(d, tally)),
                          ("lists", lambda: lists(d)), ("sets", lambda: sets(d, tally)),
                          ("zsets", lambda: zsets(d)), ("expiry", lambda: expiry(d)),
+                         ("multi", lambda: multi(d)),
                          ("large", lambda: large(d, tally))):
             t0 = time.monotonic()
             fn()
