@@ -143,29 +143,32 @@ static void hsetnx_command(struct client *c)
 	add_reply_int(c, 1);
 }
 
-static void hget_command(struct client *c)
+/* The field argv[2] of the hash argv[1] into a value buffer *@buf: 1 found, 0 absent
+ * (field or key), -1 (replied or recorded). */
+static int hash_field(struct client *c, void **buf, size_t *vlen)
 {
 	struct ks_meta m;
-	size_t vlen;
-	void *buf;
 	int r = lookup_typed(c, &c->argv[1], KS_HASH, &m);
 
-	if (r < 0)
-		return;
-	if (r == 0) {
-		add_reply_nil(c);
-		return;
-	}
-	buf = kc_value_buf(c->txn);
-	if (!buf)
-		return;
-	r = field_get(c, &m, &c->argv[2], buf, &vlen);
-	if (r < 0)
-		return;
-	if (r == 0)
-		add_reply_nil(c);
-	else
+	if (r <= 0)
+		return r;
+	*buf = kc_value_buf(c->txn);
+	if (!*buf)
+		return -1;
+	r = field_get(c, &m, &c->argv[2], *buf, vlen);
+	return r < 0 ? -1 : r;
+}
+
+static void hget_command(struct client *c)
+{
+	size_t vlen;
+	void *buf;
+	int r = hash_field(c, &buf, &vlen);
+
+	if (r == 1)
 		add_reply_bulk(c, buf, vlen);
+	else if (r == 0)
+		add_reply_nil(c);
 }
 
 static void hmget_command(struct client *c)
@@ -197,51 +200,27 @@ static void hmget_command(struct client *c)
 
 static void hstrlen_command(struct client *c)
 {
-	struct ks_meta m;
-	size_t vlen = 0;
+	size_t vlen;
 	void *buf;
-	int r = lookup_typed(c, &c->argv[1], KS_HASH, &m);
+	int r = hash_field(c, &buf, &vlen);
 
-	if (r < 0)
-		return;
-	if (r == 1) {
-		buf = kc_value_buf(c->txn);
-		if (!buf)
-			return;
-		r = field_get(c, &m, &c->argv[2], buf, &vlen);
-		if (r < 0)
-			return;
-	}
-	add_reply_int(c, r == 1 ? (long long)vlen : 0);
+	if (r >= 0)
+		add_reply_int(c, r == 1 ? (long long)vlen : 0);
 }
 
 static void hexists_command(struct client *c)
 {
-	struct ks_meta m;
 	size_t vlen;
 	void *buf;
-	int r = lookup_typed(c, &c->argv[1], KS_HASH, &m);
+	int r = hash_field(c, &buf, &vlen);
 
-	if (r < 0)
-		return;
-	if (r == 1) {
-		buf = kc_value_buf(c->txn);
-		if (!buf)
-			return;
-		r = field_get(c, &m, &c->argv[2], buf, &vlen);
-		if (r < 0)
-			return;
-	}
-	add_reply_int(c, r);
+	if (r >= 0)
+		add_reply_int(c, r);
 }
 
 static void hlen_command(struct client *c)
 {
-	struct ks_meta m;
-	int r = lookup_typed(c, &c->argv[1], KS_HASH, &m);
-
-	if (r >= 0)
-		add_reply_int(c, r == 1 ? (long long)m.hdr[0] : 0);
+	kc_reply_card(c, KS_HASH);
 }
 
 static void hdel_command(struct client *c)
@@ -281,65 +260,19 @@ static void hdel_command(struct client *c)
 
 /* ---- whole-hash reads --------------------------------------------------------------- */
 
-enum { HASH_FIELDS = 1, HASH_VALUES = 2 };
-
-struct hash_emit {
-	struct client *c;
-	int what;        /* HASH_FIELDS | HASH_VALUES */
-	long long n;     /* replies added */
-};
-
-static int hash_emit_one(const void *suffix, size_t slen, const void *val, size_t vlen,
-			 void *arg)
-{
-	struct hash_emit *e = arg;
-
-	if (e->what & HASH_FIELDS) {
-		add_reply_bulk(e->c, suffix, slen);
-		e->n++;
-	}
-	if (e->what & HASH_VALUES) {
-		add_reply_bulk(e->c, val, vlen);
-		e->n++;
-	}
-	return 0;
-}
-
-static void hash_scan_reply(struct client *c, int what)
-{
-	struct hash_emit e = {.c = c, .what = what};
-	struct ks_meta m;
-	void *handle;
-	int r;
-
-	if (!need_ordered(c))
-		return;
-	r = lookup_typed(c, &c->argv[1], KS_HASH, &m);
-	if (r < 0)
-		return;
-	if (r == 0) {
-		add_reply_array(c, 0);
-		return;
-	}
-	handle = add_reply_deferred(c);
-	if (kc_scan(c->txn, m.gen, NULL, 0, hash_emit_one, &e) < 0)
-		return;
-	set_deferred_array(c, handle, e.n);
-}
-
 static void hgetall_command(struct client *c)
 {
-	hash_scan_reply(c, HASH_FIELDS | HASH_VALUES);
+	kc_reply_all(c, KS_HASH, KC_EMIT_MEMBER | KC_EMIT_VALUE);
 }
 
 static void hkeys_command(struct client *c)
 {
-	hash_scan_reply(c, HASH_FIELDS);
+	kc_reply_all(c, KS_HASH, KC_EMIT_MEMBER);
 }
 
 static void hvals_command(struct client *c)
 {
-	hash_scan_reply(c, HASH_VALUES);
+	kc_reply_all(c, KS_HASH, KC_EMIT_VALUE);
 }
 
 /* ---- increments --------------------------------------------------------------------- */
@@ -569,37 +502,32 @@ static void hrandfield_command(struct client *c)
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-#define W CMD_WRITE
-#define R CMD_READONLY
-#define D CMD_DENYOOM
-#define F CMD_FAST
-
 const struct command hash_commands[] = {
-	{"hset", hset_command, -4, W | D | F, 1, 1, 1, NULL,
+	{"hset", hset_command, -4, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Set the value of one or more fields of a hash", "hash"},
-	{"hsetnx", hsetnx_command, 4, W | D | F, 1, 1, 1, NULL,
+	{"hsetnx", hsetnx_command, 4, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Set the value of a field only if it does not exist", "hash"},
-	{"hmset", hmset_command, -4, W | D | F, 1, 1, 1, NULL,
+	{"hmset", hmset_command, -4, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Set the values of several fields of a hash", "hash"},
-	{"hget", hget_command, 3, R | F, 1, 1, 1, NULL, "Get the value of a hash field", "hash"},
-	{"hmget", hmget_command, -3, R | F, 1, 1, 1, NULL,
+	{"hget", hget_command, 3, KC_READ_FAST, 1, 1, 1, NULL, "Get the value of a hash field", "hash"},
+	{"hmget", hmget_command, -3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Get the values of several hash fields", "hash"},
-	{"hgetall", hgetall_command, 2, R, 1, 1, 1, NULL,
+	{"hgetall", hgetall_command, 2, KC_READ, 1, 1, 1, NULL,
 	 "Get all the fields and values of a hash", "hash"},
-	{"hdel", hdel_command, -3, W | F, 1, 1, 1, NULL, "Delete one or more hash fields", "hash"},
-	{"hlen", hlen_command, 2, R | F, 1, 1, 1, NULL, "Get the number of fields of a hash",
+	{"hdel", hdel_command, -3, KC_WRITE_FAST, 1, 1, 1, NULL, "Delete one or more hash fields", "hash"},
+	{"hlen", hlen_command, 2, KC_READ_FAST, 1, 1, 1, NULL, "Get the number of fields of a hash",
 	 "hash"},
-	{"hexists", hexists_command, 3, R | F, 1, 1, 1, NULL, "Tell whether a hash field exists",
+	{"hexists", hexists_command, 3, KC_READ_FAST, 1, 1, 1, NULL, "Tell whether a hash field exists",
 	 "hash"},
-	{"hkeys", hkeys_command, 2, R, 1, 1, 1, NULL, "Get all the fields of a hash", "hash"},
-	{"hvals", hvals_command, 2, R, 1, 1, 1, NULL, "Get all the values of a hash", "hash"},
-	{"hincrby", hincrby_command, 4, W | D | F, 1, 1, 1, NULL,
+	{"hkeys", hkeys_command, 2, KC_READ, 1, 1, 1, NULL, "Get all the fields of a hash", "hash"},
+	{"hvals", hvals_command, 2, KC_READ, 1, 1, 1, NULL, "Get all the values of a hash", "hash"},
+	{"hincrby", hincrby_command, 4, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Increment the integer value of a hash field", "hash"},
-	{"hincrbyfloat", hincrbyfloat_command, 4, W | D | F, 1, 1, 1, NULL,
+	{"hincrbyfloat", hincrbyfloat_command, 4, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Increment the float value of a hash field", "hash"},
-	{"hstrlen", hstrlen_command, 3, R | F, 1, 1, 1, NULL,
+	{"hstrlen", hstrlen_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Get the length of the value of a hash field", "hash"},
-	{"hrandfield", hrandfield_command, -2, R, 1, 1, 1, NULL,
+	{"hrandfield", hrandfield_command, -2, KC_READ, 1, 1, 1, NULL,
 	 "Get one or more random fields of a hash", "hash"},
 };
 const size_t hash_commands_count = sizeof(hash_commands) / sizeof(hash_commands[0]);

@@ -166,11 +166,7 @@ static void rpop_command(struct client *c)
 
 static void llen_command(struct client *c)
 {
-	struct ks_meta m;
-	int r = lookup_typed(c, &c->argv[1], KS_LIST, &m);
-
-	if (r >= 0)
-		add_reply_int(c, r == 1 ? (long long)m.hdr[0] : 0);
+	kc_reply_card(c, KS_LIST);
 }
 
 /* @index (negative: from the end) as an absolute index of @m, or -1 if outside. */
@@ -267,7 +263,7 @@ static int range_emit_one(const void *suffix, size_t slen, const void *val, size
 static void lrange_command(struct client *c)
 {
 	struct ks_meta m;
-	long long start, stop, n;
+	long long start, stop;
 	unsigned char from[8];
 	struct range_emit e = {.c = c};
 	void *handle;
@@ -282,14 +278,7 @@ static void lrange_command(struct client *c)
 			add_reply_array(c, 0);
 		return;
 	}
-	n = (long long)m.hdr[0];
-	if (start < 0)
-		start = start < -n ? 0 : start + n;
-	if (stop < 0)
-		stop += n;
-	if (stop >= n)
-		stop = n - 1;
-	if (start > stop) {
+	if (!kc_clip_range((long long)m.hdr[0], &start, &stop)) {
 		add_reply_array(c, 0);
 		return;
 	}
@@ -302,30 +291,25 @@ static void lrange_command(struct client *c)
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-#define W CMD_WRITE
-#define R CMD_READONLY
-#define D CMD_DENYOOM
-#define F CMD_FAST
-
 const struct command list_commands[] = {
-	{"lpush", lpush_command, -3, W | D | F, 1, 1, 1, NULL,
+	{"lpush", lpush_command, -3, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Prepend one or more elements to a list", "list"},
-	{"rpush", rpush_command, -3, W | D | F, 1, 1, 1, NULL,
+	{"rpush", rpush_command, -3, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Append one or more elements to a list", "list"},
-	{"lpushx", lpushx_command, -3, W | D | F, 1, 1, 1, NULL,
+	{"lpushx", lpushx_command, -3, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Prepend elements to a list only if it exists", "list"},
-	{"rpushx", rpushx_command, -3, W | D | F, 1, 1, 1, NULL,
+	{"rpushx", rpushx_command, -3, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Append elements to a list only if it exists", "list"},
-	{"lpop", lpop_command, -2, W | F, 1, 1, 1, NULL,
+	{"lpop", lpop_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,
 	 "Remove and return the first elements of a list", "list"},
-	{"rpop", rpop_command, -2, W | F, 1, 1, 1, NULL,
+	{"rpop", rpop_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,
 	 "Remove and return the last elements of a list", "list"},
-	{"llen", llen_command, 2, R | F, 1, 1, 1, NULL, "Get the length of a list", "list"},
-	{"lrange", lrange_command, 4, R, 1, 1, 1, NULL, "Get a range of elements of a list",
+	{"llen", llen_command, 2, KC_READ_FAST, 1, 1, 1, NULL, "Get the length of a list", "list"},
+	{"lrange", lrange_command, 4, KC_READ, 1, 1, 1, NULL, "Get a range of elements of a list",
 	 "list"},
-	{"lindex", lindex_command, 3, R, 1, 1, 1, NULL, "Get an element of a list by its index",
+	{"lindex", lindex_command, 3, KC_READ, 1, 1, 1, NULL, "Get an element of a list by its index",
 	 "list"},
-	{"lset", lset_command, 4, W | D, 1, 1, 1, NULL, "Set the element at an index of a list",
+	{"lset", lset_command, 4, KC_GROW, 1, 1, 1, NULL, "Set the element at an index of a list",
 	 "list"},
 };
 const size_t list_commands_count = sizeof(list_commands) / sizeof(list_commands[0]);

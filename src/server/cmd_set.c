@@ -26,10 +26,34 @@ static int member_find(struct client *c, const struct ks_meta *m, const struct a
 	return ks_get(c->txn, k, empty, sizeof(empty), &vlen);
 }
 
+/* SADD (@add) / SREM: add or remove argv[2..] and store the count; the number of
+ * members added or removed, or -1 (replied or recorded). */
+static long long set_change(struct client *c, struct ks_meta *m, int add)
+{
+	uint64_t changed = 0;
+
+	for (int i = 2; i < c->argc; i++) {
+		struct ks_key k;
+		int r = member_find(c, m, &c->argv[i], &k);
+
+		if (r < 0)
+			return -1;
+		if (r == add)
+			continue;
+		if ((add ? ks_put(c->txn, &k, NULL, 0) : ks_del(c->txn, &k)) < 0)
+			return -1;
+		changed++;
+	}
+	if (changed && kc_store_count(c->txn, &c->argv[1], m,
+				      add ? m->hdr[0] + changed : m->hdr[0] - changed) < 0)
+		return -1;
+	return (long long)changed;
+}
+
 static void sadd_command(struct client *c)
 {
 	struct ks_meta m;
-	uint64_t added = 0;
+	long long added;
 	int r;
 
 	for (int i = 2; i < c->argc; i++)
@@ -38,49 +62,21 @@ static void sadd_command(struct client *c)
 	r = lookup_typed(c, &c->argv[1], KS_SET, &m);
 	if (r < 0 || (r == 0 && kc_create(c->txn, KS_SET, &m) < 0))
 		return;
-	for (int i = 2; i < c->argc; i++) {
-		struct ks_key k;
-
-		r = member_find(c, &m, &c->argv[i], &k);
-		if (r < 0)
-			return;
-		if (r == 0) {
-			if (ks_put(c->txn, &k, NULL, 0) < 0)
-				return;
-			added++;
-		}
-	}
-	if (added && kc_store_count(c->txn, &c->argv[1], &m, m.hdr[0] + added) < 0)
-		return;
-	add_reply_int(c, (long long)added);
+	added = set_change(c, &m, 1);
+	if (added >= 0)
+		add_reply_int(c, added);
 }
 
 static void srem_command(struct client *c)
 {
 	struct ks_meta m;
-	uint64_t removed = 0;
+	long long removed = 0;
 	int r = lookup_typed(c, &c->argv[1], KS_SET, &m);
 
-	if (r <= 0) {
-		if (r == 0)
-			add_reply_int(c, 0);
-		return;
-	}
-	for (int i = 2; i < c->argc; i++) {
-		struct ks_key k;
-
-		r = member_find(c, &m, &c->argv[i], &k);
-		if (r < 0)
-			return;
-		if (r == 1) {
-			if (ks_del(c->txn, &k) < 0)
-				return;
-			removed++;
-		}
-	}
-	if (removed && kc_store_count(c->txn, &c->argv[1], &m, m.hdr[0] - removed) < 0)
-		return;
-	add_reply_int(c, (long long)removed);
+	if (r == 1)
+		removed = set_change(c, &m, 0);
+	if (r >= 0 && removed >= 0)
+		add_reply_int(c, removed);
 }
 
 static void sismember_command(struct client *c)
@@ -118,49 +114,12 @@ static void smismember_command(struct client *c)
 
 static void scard_command(struct client *c)
 {
-	struct ks_meta m;
-	int r = lookup_typed(c, &c->argv[1], KS_SET, &m);
-
-	if (r >= 0)
-		add_reply_int(c, r == 1 ? (long long)m.hdr[0] : 0);
-}
-
-struct set_emit {
-	struct client *c;
-	long long n;
-};
-
-static int set_emit_one(const void *suffix, size_t slen, const void *val, size_t vlen,
-			void *arg)
-{
-	struct set_emit *e = arg;
-
-	(void)val;
-	(void)vlen;
-	add_reply_bulk(e->c, suffix, slen);
-	e->n++;
-	return 0;
+	kc_reply_card(c, KS_SET);
 }
 
 static void smembers_command(struct client *c)
 {
-	struct set_emit e = {.c = c};
-	struct ks_meta m;
-	void *handle;
-	int r;
-
-	if (!need_ordered(c))
-		return;
-	r = lookup_typed(c, &c->argv[1], KS_SET, &m);
-	if (r < 0)
-		return;
-	if (r == 0) {
-		add_reply_array(c, 0);
-		return;
-	}
-	handle = add_reply_deferred(c);
-	if (kc_scan(c->txn, m.gen, NULL, 0, set_emit_one, &e) == 0)
-		set_deferred_array(c, handle, e.n);
+	kc_reply_all(c, KS_SET, KC_EMIT_MEMBER);
 }
 
 static void reply_members(struct client *c, const struct kc_items *l)
@@ -249,26 +208,21 @@ static void srandmember_command(struct client *c)
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-#define W CMD_WRITE
-#define R CMD_READONLY
-#define D CMD_DENYOOM
-#define F CMD_FAST
-
 const struct command set_commands[] = {
-	{"sadd", sadd_command, -3, W | D | F, 1, 1, 1, NULL, "Add one or more members to a set",
+	{"sadd", sadd_command, -3, KC_GROW_FAST, 1, 1, 1, NULL, "Add one or more members to a set",
 	 "set"},
-	{"srem", srem_command, -3, W | F, 1, 1, 1, NULL, "Remove one or more members of a set",
+	{"srem", srem_command, -3, KC_WRITE_FAST, 1, 1, 1, NULL, "Remove one or more members of a set",
 	 "set"},
-	{"smembers", smembers_command, 2, R, 1, 1, 1, NULL, "Get all the members of a set", "set"},
-	{"sismember", sismember_command, 3, R | F, 1, 1, 1, NULL,
+	{"smembers", smembers_command, 2, KC_READ, 1, 1, 1, NULL, "Get all the members of a set", "set"},
+	{"sismember", sismember_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Tell whether a value is a member of a set", "set"},
-	{"smismember", smismember_command, -3, R | F, 1, 1, 1, NULL,
+	{"smismember", smismember_command, -3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Tell whether each value is a member of a set", "set"},
-	{"scard", scard_command, 2, R | F, 1, 1, 1, NULL, "Get the number of members of a set",
+	{"scard", scard_command, 2, KC_READ_FAST, 1, 1, 1, NULL, "Get the number of members of a set",
 	 "set"},
-	{"spop", spop_command, -2, W | F, 1, 1, 1, NULL,
+	{"spop", spop_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,
 	 "Remove and return one or more random members of a set", "set"},
-	{"srandmember", srandmember_command, -2, R, 1, 1, 1, NULL,
+	{"srandmember", srandmember_command, -2, KC_READ, 1, 1, 1, NULL,
 	 "Get one or more random members of a set", "set"},
 };
 const size_t set_commands_count = sizeof(set_commands) / sizeof(set_commands[0]);

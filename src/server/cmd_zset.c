@@ -433,11 +433,7 @@ static void zscore_command(struct client *c)
 
 static void zcard_command(struct client *c)
 {
-	struct ks_meta m;
-	int r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
-
-	if (r >= 0)
-		add_reply_int(c, r == 1 ? (long long)m.hdr[0] : 0);
+	kc_reply_card(c, KS_ZSET);
 }
 
 /* Counts the 's' entries before the target suffix (a member's rank). */
@@ -626,13 +622,7 @@ static void zrange_by_rank(struct client *c, const struct ks_meta *m,
 	long long n = (long long)m->hdr[0], start = q->start, stop = q->stop;
 	struct kc_items l;
 
-	if (start < 0)
-		start = start < -n ? 0 : start + n;
-	if (stop < 0)
-		stop += n;
-	if (stop >= n)
-		stop = n - 1;
-	if (start > stop) {
+	if (!kc_clip_range(n, &start, &stop)) {
 		add_reply_array(c, 0);
 		return;
 	}
@@ -714,39 +704,34 @@ static void zrevrangebyscore_command(struct client *c)
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-#define W CMD_WRITE
-#define R CMD_READONLY
-#define D CMD_DENYOOM
-#define F CMD_FAST
-
 const struct command zset_commands[] = {
-	{"zadd", zadd_command, -4, W | D | F, 1, 1, 1, NULL,
+	{"zadd", zadd_command, -4, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Add members to a sorted set, or update their scores", "sorted-set"},
-	{"zincrby", zincrby_command, 4, W | D | F, 1, 1, 1, NULL,
+	{"zincrby", zincrby_command, 4, KC_GROW_FAST, 1, 1, 1, NULL,
 	 "Increment the score of a member of a sorted set", "sorted-set"},
-	{"zrem", zrem_command, -3, W | F, 1, 1, 1, NULL,
+	{"zrem", zrem_command, -3, KC_WRITE_FAST, 1, 1, 1, NULL,
 	 "Remove one or more members of a sorted set", "sorted-set"},
-	{"zscore", zscore_command, 3, R | F, 1, 1, 1, NULL,
+	{"zscore", zscore_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Get the score of a member of a sorted set", "sorted-set"},
-	{"zcard", zcard_command, 2, R | F, 1, 1, 1, NULL,
+	{"zcard", zcard_command, 2, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Get the number of members of a sorted set", "sorted-set"},
-	{"zcount", zcount_command, 4, R | F, 1, 1, 1, NULL,
+	{"zcount", zcount_command, 4, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Count the members of a sorted set within a score range", "sorted-set"},
-	{"zrank", zrank_command, 3, R | F, 1, 1, 1, NULL,
+	{"zrank", zrank_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Get the rank of a member of a sorted set, lowest score first", "sorted-set"},
-	{"zrevrank", zrevrank_command, 3, R | F, 1, 1, 1, NULL,
+	{"zrevrank", zrevrank_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Get the rank of a member of a sorted set, highest score first", "sorted-set"},
-	{"zrange", zrange_command, -4, R, 1, 1, 1, NULL,
+	{"zrange", zrange_command, -4, KC_READ, 1, 1, 1, NULL,
 	 "Get a range of members of a sorted set by rank or score", "sorted-set"},
-	{"zrevrange", zrevrange_command, -4, R, 1, 1, 1, NULL,
+	{"zrevrange", zrevrange_command, -4, KC_READ, 1, 1, 1, NULL,
 	 "Get a range of members of a sorted set by rank, highest score first", "sorted-set"},
-	{"zrangebyscore", zrangebyscore_command, -4, R, 1, 1, 1, NULL,
+	{"zrangebyscore", zrangebyscore_command, -4, KC_READ, 1, 1, 1, NULL,
 	 "Get the members of a sorted set within a score range", "sorted-set"},
-	{"zrevrangebyscore", zrevrangebyscore_command, -4, R, 1, 1, 1, NULL,
+	{"zrevrangebyscore", zrevrangebyscore_command, -4, KC_READ, 1, 1, 1, NULL,
 	 "Get the members of a sorted set within a score range, highest first", "sorted-set"},
-	{"zpopmin", zpopmin_command, -2, W | F, 1, 1, 1, NULL,
+	{"zpopmin", zpopmin_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,
 	 "Remove and return the members with the lowest scores", "sorted-set"},
-	{"zpopmax", zpopmax_command, -2, W | F, 1, 1, 1, NULL,
+	{"zpopmax", zpopmax_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,
 	 "Remove and return the members with the highest scores", "sorted-set"},
 };
 const size_t zset_commands_count = sizeof(zset_commands) / sizeof(zset_commands[0]);

@@ -219,6 +219,71 @@ int kc_collect(struct ks_txn *t, uint64_t gen, int with_value, struct kc_items *
 	return r < 0 ? r : st.err;
 }
 
+int kc_clip_range(long long n, long long *start, long long *stop)
+{
+	if (*start < 0)
+		*start = *start < -n ? 0 : *start + n;
+	if (*stop < 0)
+		*stop += n;
+	if (*stop >= n)
+		*stop = n - 1;
+	return *start <= *stop;
+}
+
+/* ---- whole-collection replies ------------------------------------------------------ */
+
+void kc_reply_card(struct client *c, int type)
+{
+	struct ks_meta m;
+	int r = lookup_typed(c, &c->argv[1], type, &m);
+
+	if (r >= 0)
+		add_reply_int(c, r == 1 ? (long long)m.hdr[0] : 0);
+}
+
+struct kc_emit {
+	struct client *c;
+	int what;        /* KC_EMIT_MEMBER | KC_EMIT_VALUE */
+	long long n;     /* replies added */
+};
+
+static int kc_emit_one(const void *suffix, size_t slen, const void *val, size_t vlen,
+		       void *arg)
+{
+	struct kc_emit *e = arg;
+
+	if (e->what & KC_EMIT_MEMBER) {
+		add_reply_bulk(e->c, suffix, slen);
+		e->n++;
+	}
+	if (e->what & KC_EMIT_VALUE) {
+		add_reply_bulk(e->c, val, vlen);
+		e->n++;
+	}
+	return 0;
+}
+
+void kc_reply_all(struct client *c, int type, int what)
+{
+	struct kc_emit e = {.c = c, .what = what};
+	struct ks_meta m;
+	void *handle;
+	int r;
+
+	if (!need_ordered(c))
+		return;
+	r = lookup_typed(c, &c->argv[1], type, &m);
+	if (r < 0)
+		return;
+	if (r == 0) {
+		add_reply_array(c, 0);
+		return;
+	}
+	handle = add_reply_deferred(c);
+	if (kc_scan(c->txn, m.gen, NULL, 0, kc_emit_one, &e) == 0)
+		set_deferred_array(c, handle, e.n);
+}
+
 /* ---- random numbers ----------------------------------------------------------------- */
 
 /* splitmix64, one state per thread, seeded from the time and the state's address. */

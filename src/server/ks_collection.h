@@ -23,6 +23,13 @@
 /* Members asked of ks_scan_members() at a time by kc_scan(). */
 #define KC_SCAN_CHUNK 256u
 
+/* Flags of the collection commands' table entries (server.h). */
+#define KC_READ CMD_READONLY
+#define KC_READ_FAST (CMD_READONLY | CMD_FAST)
+#define KC_WRITE_FAST (CMD_WRITE | CMD_FAST)
+#define KC_GROW (CMD_WRITE | CMD_DENYOOM)
+#define KC_GROW_FAST (CMD_WRITE | CMD_DENYOOM | CMD_FAST)
+
 /**
  * kc_create() - fill *@m as a new, empty collection of @type with a fresh generation.
  * Nothing is written until kc_store_count(). Return: 0 or a negative code (recorded).
@@ -77,6 +84,26 @@ int kc_sample(struct ks_txn *t, uint64_t gen, uint64_t total, uint64_t want, int
 /** kc_collect() - copy every member of @gen (and its value if @with_value) into @out.
  * Return: 0 or a negative code. */
 int kc_collect(struct ks_txn *t, uint64_t gen, int with_value, struct kc_items *out);
+
+/**
+ * kc_clip_range() - turn Redis's inclusive index range *@start..*@stop (negative: from
+ * the end) over @n members into positions 0 <= *@start <= *@stop < @n (LRANGE, ZRANGE).
+ * Return: 1, or 0 if the range holds no member.
+ */
+int kc_clip_range(long long n, long long *start, long long *stop);
+
+/** kc_reply_card() - reply the member count of the collection argv[1] of @type, 0 if it
+ * is absent (HLEN, LLEN, SCARD, ZCARD). */
+void kc_reply_card(struct client *c, int type);
+
+enum { KC_EMIT_MEMBER = 1, KC_EMIT_VALUE = 2 };
+/**
+ * kc_reply_all() - reply an array of every member (KC_EMIT_MEMBER) and/or its value
+ * (KC_EMIT_VALUE) of the collection argv[1] of @type, in member order; an empty array
+ * if it is absent, the need_ordered() error on an unordered store (SMEMBERS, HGETALL,
+ * HKEYS, HVALS).
+ */
+void kc_reply_all(struct client *c, int type, int what);
 
 /** kc_random_below() - a pseudo-random number in [0, @n) (@n > 0), per thread. */
 uint64_t kc_random_below(uint64_t n);
