@@ -1,7 +1,7 @@
 /*
  * ks_collection.c - the helpers the collection commands share (ks_collection.h):
- * creating a collection and storing its member count (deleting the key at 0), chunked
- * member scans, copied member lists, random sampling, size checks and count arguments.
+ * creating a collection and storing its member count (deleting the key at 0), member
+ * scans, copied member lists, random sampling, size checks and count arguments.
  *
  * Invariant: a collection's meta record is written only through kc_store_count(), with
  * the count the caller derived from the members it added and removed in the same
@@ -10,6 +10,7 @@
 #include "ks_collection.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -39,57 +40,14 @@ int kc_store_count(struct ks_txn *t, const struct arg *key, struct ks_meta *m, u
 	return r < 0 ? r : 0;
 }
 
-/* ---- chunked scans ------------------------------------------------------------------ */
-
-struct kc_scan_state {
-	ks_member_fn fn;
-	void *arg;
-	int stopped;
-	int skip_first;            /* the chunk starts at last[]: already passed on */
-	size_t last_len;
-	unsigned char last[KS_MAX_SUFFIX];
-};
-
-static int kc_scan_one(const void *suffix, size_t slen, const void *val, size_t vlen,
-		       void *arg)
-{
-	struct kc_scan_state *st = arg;
-
-	if (st->skip_first) {
-		st->skip_first = 0;
-		if (slen == st->last_len && memcmp(suffix, st->last, slen) == 0)
-			return 0;
-	}
-	if (slen <= sizeof(st->last)) {
-		memcpy(st->last, suffix, slen);
-		st->last_len = slen;
-	}
-	if (st->fn(suffix, slen, val, vlen, st->arg)) {
-		st->stopped = 1;
-		return 1;
-	}
-	return 0;
-}
+/* ---- scans ------------------------------------------------------------------------ */
 
 int kc_scan(struct ks_txn *t, uint64_t gen, const void *from, size_t flen, ks_member_fn fn,
 	    void *arg)
 {
-	struct kc_scan_state st = {.fn = fn, .arg = arg};
-	size_t want = KC_SCAN_CHUNK;
+	long r = ks_scan_members(t, gen, from, flen, SIZE_MAX, fn, arg);
 
-	for (;;) {
-		long r = ks_scan_members(t, gen, from, flen, want, kc_scan_one, &st);
-
-		if (r < 0)
-			return (int)r;
-		if (st.stopped || (size_t)r < want)
-			return 0;
-		/* Resume at the last suffix seen; it comes back first and is skipped. */
-		from = st.last;
-		flen = st.last_len;
-		st.skip_first = 1;
-		want = KC_SCAN_CHUNK + 1;
-	}
+	return r < 0 ? (int)r : 0;
 }
 
 /* ---- copied members ----------------------------------------------------------------- */

@@ -2,9 +2,9 @@
  * ks_collection.h - what the collection commands (cmd_hash.c, cmd_list.c, cmd_set.c,
  * cmd_zset.c) share on top of keyspace.h and server.h: creating a collection, storing
  * its member count (and deleting the key when the count reaches 0, since empty
- * collections do not exist), scanning members in bounded chunks, collecting copies of
- * members, checking member sizes against the layout's limits, random picks, and the
- * count arguments Redis parses the same way in several commands.
+ * collections do not exist), scanning members, collecting copies of members, replies
+ * of counts and whole collections, checking member sizes against the layout's limits,
+ * random picks, and the count arguments Redis parses the same way in several commands.
  *
  * Invariant kept for the callers: the meta record's member count is written by
  * kc_store_count() only, in the same transaction as the member writes it counts, and a
@@ -19,9 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "server.h"
-
-/* Members asked of ks_scan_members() at a time by kc_scan(). */
-#define KC_SCAN_CHUNK 256u
 
 /* Flags of the collection commands' table entries (server.h). */
 #define KC_READ CMD_READONLY
@@ -44,9 +41,8 @@ int kc_store_count(struct ks_txn *t, const struct arg *key, struct ks_meta *m, u
 
 /**
  * kc_scan() - ks_scan_members() of generation @gen from suffix @from (@flen 0: the
- * first) to the end, asked KC_SCAN_CHUNK members at a time (each chunk resumes at the
- * last suffix seen), until @fn returns non-zero. Return: 0 or a negative code
- * (KS_EUNORDERED on an unordered store).
+ * first) to the end, or until @fn returns non-zero (the keyspace reads the store in
+ * chunks). Return: 0 or a negative code (KS_EUNORDERED on an unordered store).
  */
 int kc_scan(struct ks_txn *t, uint64_t gen, const void *from, size_t flen, ks_member_fn fn,
 	    void *arg);
