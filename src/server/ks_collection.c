@@ -144,7 +144,7 @@ int kc_sample(struct ks_txn *t, uint64_t gen, uint64_t total, uint64_t want, int
 	st.want = want < total ? want : total;
 	if (st.want == 0)
 		return 0;
-	r = kc_scan(t, gen, NULL, 0, kc_sample_one, &st);
+	r = kc_scan(t, gen, "", 0, kc_sample_one, &st);
 	if (r < 0)
 		return r;
 	if (st.err)
@@ -172,7 +172,7 @@ static int kc_collect_one(const void *suffix, size_t slen, const void *val, size
 int kc_collect(struct ks_txn *t, uint64_t gen, int with_value, struct kc_items *out)
 {
 	struct kc_collect_state st = {.out = out, .with_value = with_value};
-	int r = kc_scan(t, gen, NULL, 0, kc_collect_one, &st);
+	int r = kc_scan(t, gen, "", 0, kc_collect_one, &st);
 
 	return r < 0 ? r : st.err;
 }
@@ -238,7 +238,7 @@ void kc_reply_all(struct client *c, int type, int what)
 		return;
 	}
 	handle = add_reply_deferred(c);
-	if (kc_scan(c->txn, m.gen, NULL, 0, kc_emit_one, &e) == 0)
+	if (kc_scan(c->txn, m.gen, "", 0, kc_emit_one, &e) == 0)
 		set_deferred_array(c, handle, e.n);
 }
 
