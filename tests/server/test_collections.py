@@ -675,6 +675,32 @@ def large(d, tally):
     d.eq("HLEN", "hv")
 
 
+def limits(d, tally):
+    """The layout's size limits (tips-server only): the longest member fits, one byte
+    more is refused with nothing written."""
+    t = d.t
+    for cmd, key, longest in ((["HSET", "lim:h", None, "v"], "lim:h", 1015),
+                              (["SADD", "lim:s", None], "lim:s", 1015),
+                              (["ZADD", "lim:z", "1", None], "lim:z", 1006),
+                              (["RPUSH", "lim:l", None], "lim:l", 65536),
+                              (["HSET", "lim:v", "f", None], "lim:v", 65536)):
+        at = cmd.index(None)
+        for size, fits in ((longest, True), (longest + 1, False)):
+            args = list(cmd)
+            args[at] = b"m" * size
+            rep = t.call(*args)
+            if fits:
+                tally.ok(rep == (":", 1), "%s of %d bytes stored" % (cmd[0], size), short(rep))
+            else:
+                tally.ok(rep[0] == "-" and b"too long for tips-server" in rep[1],
+                         "%s of %d bytes refused" % (cmd[0], size), short(rep))
+        rep = t.call("TYPE", key)
+        tally.ok(rep[0] == "+" and rep[1] != b"none", "%s: the fitting member kept" % key)
+    tally.ok(t.call("ZSCORE", "lim:z", b"m" * 1007) == ("$", None), "ZSCORE of a too long member")
+    tally.ok(t.call("SISMEMBER", "lim:s", b"m" * 1016) == (":", 0), "SISMEMBER of a too long member")
+    tally.ok(t.call("HGET", "lim:h", b"m" * 2000) == ("$", None), "HGET of a too long field")
+
+
 def multi(d):
     """MULTI/EXEC: the queued collection commands see each other's writes."""
     queued = (["HSET", "mh", "a", "1", "b", "2"], ["HDEL", "mh", "a", "b"], ["HSET", "mh", "c", "3"],
@@ -824,7 +850,7 @@ def main():
                          ("hashes", lambda: hashes(d)), ("hrandfield", lambda: hrandfield(d, tally)),
                          ("lists", lambda: lists(d)), ("sets", lambda: sets(d, tally)),
                          ("zsets", lambda: zsets(d)), ("expiry", lambda: expiry(d)),
-                         ("multi", lambda: multi(d)),
+                         ("multi", lambda: multi(d)), ("limits", lambda: limits(d, tally)),
                          ("large", lambda: large(d, tally))):
             t0 = time.monotonic()
             fn()
