@@ -741,6 +741,33 @@ def snapshot(conn, keys):
     return out
 
 
+def burst_write(i):
+    """The i-th write of the crash burst: 20 members into a new key, by type."""
+    kind = ("SADD", "ZADD", "HSET", "RPUSH")[i % 4]
+    key = "burst:%d" % i
+    if kind == "ZADD":
+        args = sum(([str(j * 1.5 - i), "m%d" % j] for j in range(20)), [])
+    elif kind == "HSET":
+        args = sum((["f%d" % j, "v%d-%d" % (i, j)] for j in range(20)), [])
+    else:
+        args = ["m%d" % j for j in range(20)]
+    return [kind, key] + args, key
+
+
+def snapshot_of(cmd):
+    """What snapshot() shows for a key that only the write @cmd made."""
+    kind, args = cmd[0], [a.encode() for a in cmd[2:]]
+    if kind == "SADD":
+        return ("set", ("*", sorted((("$", a) for a in args), key=repr)), (":", 20))
+    if kind == "RPUSH":
+        return ("list", ("*", [("$", a) for a in args]), (":", 20))
+    if kind == "HSET":
+        return ("hash", pairs(("*", [("$", a) for a in args])), (":", 20))
+    pairs_ = sorted(((float(args[j]), args[j + 1]) for j in range(0, len(args), 2)))
+    flat = sum(([("$", m), ("$", b"%.17g" % sc)] for sc, m in pairs_), [])
+    return ("zset", ("*", flat), (":", 20))
+
+
 def crash_check(tips, ref, tally):
     t, r = Conn(tips.port), Conn(ref.port)
     d = Diff(t, r, tally)
@@ -759,13 +786,13 @@ def crash_check(tips, ref, tally):
             d.same("ZPOPMIN", "cz")
     before = snapshot(t, keys)
     tally.ok(before == snapshot(r, keys), "crash: state before the kill equals redis")
-    # A pipelined burst of 20-member writes, killed while in flight.
+    # A pipelined burst of 20-member writes of every type, killed while in flight.
     burst = 400
-    payload = b"".join(Conn.encode(["SADD", "burst:%d" % i] + ["m%d" % j for j in range(20)])
-                       for i in range(burst))
+    cmds = [burst_write(i) for i in range(burst)]
+    payload = b"".join(Conn.encode(cmd) for cmd, _ in cmds)
     t.sock.sendall(payload[: len(payload) // 2])
     acked = 0
-    while acked < 50:
+    while acked < 60:
         rep = t.reply()
         tally.ok(rep == (":", 20), "crash: burst reply %d" % acked, short(rep))
         acked += 1
@@ -779,12 +806,14 @@ def crash_check(tips, ref, tally):
     tally.ok(after == before, "crash: every acknowledged collection write is back",
              "lost or changed keys: %s" % [k for k in keys if after.get(k) != before.get(k)])
     whole = True
-    for i in range(burst):
-        n = t.call("SCARD", "burst:%d" % i)[1]
-        if i < acked and n != 20:
-            whole = tally.ok(False, "crash: acknowledged SADD burst:%d has %s members" % (i, n))
-        elif n not in (0, 20):
-            whole = tally.ok(False, "crash: SADD burst:%d half applied (%s members)" % (i, n))
+    for i, (cmd, key) in enumerate(cmds):
+        got = snapshot(t, [key])[key]
+        want = snapshot_of(cmd)
+        if i < acked and got != want:
+            whole = tally.ok(False, "crash: acknowledged %s is not whole" % show(cmd[:2]),
+                             short(got))
+        elif got != want and got != (b"none",):
+            whole = tally.ok(False, "crash: %s half applied" % show(cmd[:2]), short(got))
     tally.ok(whole, "crash: burst writes whole or absent")
     # The restarted server goes on writing the same collections.
     d = Diff(t, r, tally)
