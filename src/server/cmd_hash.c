@@ -70,8 +70,8 @@ static int hash_for_write(struct client *c, struct ks_meta *m)
 static int check_pairs(struct client *c, int first)
 {
 	for (int i = first; i + 1 < c->argc; i += 2) {
-		if (kc_check_size(c, &c->argv[i], HASH_MAX_FIELD, "hash field") < 0 ||
-		    kc_check_size(c, &c->argv[i + 1], KS_MAX_MEMBER_VALUE, "hash value") < 0)
+		if (kc_check_size(c, &c->argv[i], HASH_MAX_FIELD) < 0 ||
+		    kc_check_size(c, &c->argv[i + 1], KS_MAX_MEMBER_VALUE) < 0)
 			return -1;
 	}
 	return 0;
@@ -281,7 +281,7 @@ static void hvals_command(struct client *c)
 static int incr_target(struct client *c, struct ks_meta *m, void **buf, size_t *vlen,
 		       int *found)
 {
-	if (kc_check_size(c, &c->argv[2], HASH_MAX_FIELD, "hash field") < 0 ||
+	if (kc_check_size(c, &c->argv[2], HASH_MAX_FIELD) < 0 ||
 	    hash_for_write(c, m) < 0)
 		return -1;
 	*buf = kc_value_buf(c->txn);

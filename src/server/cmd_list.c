@@ -36,7 +36,7 @@ static void push_generic(struct client *c, int left, int existing)
 	int r;
 
 	for (int i = 2; i < c->argc; i++)
-		if (kc_check_size(c, &c->argv[i], KS_MAX_MEMBER_VALUE, "list element") < 0)
+		if (kc_check_size(c, &c->argv[i], KS_MAX_MEMBER_VALUE) < 0)
 			return;
 	r = lookup_typed(c, &c->argv[1], KS_LIST, &m);
 	if (r < 0)
@@ -223,7 +223,7 @@ static void lset_command(struct client *c)
 	int64_t at;
 	int r;
 
-	if (kc_check_size(c, &c->argv[3], KS_MAX_MEMBER_VALUE, "list element") < 0)
+	if (kc_check_size(c, &c->argv[3], KS_MAX_MEMBER_VALUE) < 0)
 		return;
 	r = lookup_typed(c, &c->argv[1], KS_LIST, &m);
 	if (r < 0)

@@ -57,7 +57,7 @@ static void sadd_command(struct client *c)
 	int r;
 
 	for (int i = 2; i < c->argc; i++)
-		if (kc_check_size(c, &c->argv[i], SET_MAX_MEMBER, "set member") < 0)
+		if (kc_check_size(c, &c->argv[i], SET_MAX_MEMBER) < 0)
 			return;
 	r = lookup_typed(c, &c->argv[1], KS_SET, &m);
 	if (r < 0 || (r == 0 && kc_create(c->txn, KS_SET, &m) < 0))

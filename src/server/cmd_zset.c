@@ -244,7 +244,7 @@ static int zadd_check(struct client *c, int first)
 		if (get_double_or_reply(c, &c->argv[i], &score) < 0)
 			return -1;
 	for (int i = first + 1; i < c->argc; i += 2)
-		if (kc_check_size(c, &c->argv[i], ZS_MAX_MEMBER, "sorted set member") < 0)
+		if (kc_check_size(c, &c->argv[i], ZS_MAX_MEMBER) < 0)
 			return -1;
 	return 0;
 }
@@ -324,7 +324,7 @@ static void zincrby_command(struct client *c)
 	int had;
 
 	if (get_double_or_reply(c, &c->argv[2], &incr) < 0 ||
-	    kc_check_size(c, &c->argv[3], ZS_MAX_MEMBER, "sorted set member") < 0 ||
+	    kc_check_size(c, &c->argv[3], ZS_MAX_MEMBER) < 0 ||
 	    zset_for_write(c, &m) < 0)
 		return;
 	had = zs_score(c, &m, c->argv[3].ptr, c->argv[3].len, &cur);

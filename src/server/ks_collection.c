@@ -8,6 +8,7 @@
  * transaction; a count of 0 deletes the key (empty collections do not exist).
  */
 #include "ks_collection.h"
+#include "net.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -273,12 +274,11 @@ uint64_t kc_random_below(uint64_t n)
 
 /* ---- arguments ---------------------------------------------------------------------- */
 
-int kc_check_size(struct client *c, const struct arg *a, size_t max, const char *what)
+int kc_check_size(struct client *c, const struct arg *a, size_t max)
 {
 	if (a->len <= max)
 		return 0;
-	add_reply_errorf(c, "ERR %s is too long for tips-server (%zu bytes, at most %zu)", what,
-			 a->len, max);
+	reply_store_error(c, TIPS_ETOOBIG);
 	return -1;
 }
 

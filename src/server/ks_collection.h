@@ -105,10 +105,11 @@ void kc_reply_all(struct client *c, int type, int what);
 uint64_t kc_random_below(uint64_t n);
 
 /**
- * kc_check_size() - reply an error and return -1 if @a cannot be stored: longer than
- * @max bytes (@what names it: "hash field", "set member"...). Return: 0 if it fits.
+ * kc_check_size() - if @a is longer than @max bytes (a member or value the layout cannot
+ * store), reply the store's "request too large" error (reply_store_error()) and return
+ * -1, before anything is written. Return: 0 if it fits.
  */
-int kc_check_size(struct client *c, const struct arg *a, size_t max, const char *what);
+int kc_check_size(struct client *c, const struct arg *a, size_t max);
 /** kc_reply_wrong_args() - "ERR wrong number of arguments for 'NAME' command". */
 void kc_reply_wrong_args(struct client *c);
 /** kc_value_buf() - a buffer of KS_MAX_MEMBER_VALUE bytes for ks_get() (txn scratch),

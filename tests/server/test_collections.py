@@ -692,7 +692,7 @@ def limits(d, tally):
             if fits:
                 tally.ok(rep == (":", 1), "%s of %d bytes stored" % (cmd[0], size), short(rep))
             else:
-                tally.ok(rep[0] == "-" and b"too long for tips-server" in rep[1],
+                tally.ok(rep[0] == "-" and b"too large for one atomic write" in rep[1],
                          "%s of %d bytes refused" % (cmd[0], size), short(rep))
         rep = t.call("TYPE", key)
         tally.ok(rep[0] == "+" and rep[1] != b"none", "%s: the fitting member kept" % key)
