@@ -475,15 +475,13 @@ static void hrandfield_command(struct client *c)
 		add_reply_error(c, "ERR value is out of range");
 		return;
 	}
-	if (!need_ordered(c))
-		return;
 	r = lookup_typed(c, &c->argv[1], KS_HASH, &m);
 	if (r < 0)
 		return;
 	if (c->argc >= 3) {
 		if (r == 0 || count == 0)
 			add_reply_array(c, 0);
-		else
+		else if (need_ordered(c))
 			hrandfield_count(c, &m, count, withvalues);
 		return;
 	}
@@ -491,6 +489,8 @@ static void hrandfield_command(struct client *c)
 		add_reply_nil(c);
 		return;
 	}
+	if (!need_ordered(c))
+		return;
 	kc_items_init(&l, c->txn);
 	if (kc_sample(c->txn, m.gen, m.hdr[0], 1, 0, &l) < 0)
 		return;

@@ -270,7 +270,7 @@ static void lrange_command(struct client *c)
 	int r;
 
 	if (get_ll_or_reply(c, &c->argv[2], &start) < 0 ||
-	    get_ll_or_reply(c, &c->argv[3], &stop) < 0 || !need_ordered(c))
+	    get_ll_or_reply(c, &c->argv[3], &stop) < 0)
 		return;
 	r = lookup_typed(c, &c->argv[1], KS_LIST, &m);
 	if (r <= 0) {
@@ -282,6 +282,8 @@ static void lrange_command(struct client *c)
 		add_reply_array(c, 0);
 		return;
 	}
+	if (!need_ordered(c))
+		return;
 	e.want = e.left = (uint64_t)(stop - start + 1);
 	handle = add_reply_deferred(c);
 	ks_index_encode(list_first(&m) + start, from);

@@ -159,8 +159,6 @@ static void set_random(struct client *c, int pop)
 	if (c->argc == 3 && (pop ? kc_parse_pop_count(c, &c->argv[2], &count)
 				 : kc_parse_rand_count(c, &c->argv[2], &count)) < 0)
 		return;
-	if (!need_ordered(c))
-		return;
 	r = lookup_typed(c, &c->argv[1], KS_SET, &m);
 	if (r < 0)
 		return;
@@ -171,6 +169,8 @@ static void set_random(struct client *c, int pop)
 			add_reply_nil(c);
 		return;
 	}
+	if (!need_ordered(c))
+		return;
 	kc_items_init(&l, c->txn);
 	if (count < 0) {
 		if (kc_collect(c->txn, m.gen, 0, &l) < 0)

@@ -382,8 +382,7 @@ static void zpop_generic(struct client *c, int max)
 		add_reply_error(c, ERR_SYNTAX);
 		return;
 	}
-	if ((c->argc == 3 && kc_parse_pop_count(c, &c->argv[2], &count) < 0) ||
-	    !need_ordered(c))
+	if (c->argc == 3 && kc_parse_pop_count(c, &c->argv[2], &count) < 0)
 		return;
 	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
 	if (r < 0)
@@ -392,6 +391,8 @@ static void zpop_generic(struct client *c, int max)
 		add_reply_array(c, 0);
 		return;
 	}
+	if (!need_ordered(c))
+		return;
 	n = (uint64_t)count < m.hdr[0] ? (uint64_t)count : m.hdr[0];
 	if (zs_window(c->txn, &m, NULL, max ? m.hdr[0] - n : 0, n, &l) < 0)
 		return;
@@ -467,8 +468,6 @@ static void zrank_generic(struct client *c, int reverse)
 	double score = 0;
 	int r;
 
-	if (!need_ordered(c))
-		return;
 	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
 	if (r == 1)
 		r = zs_score(c, &m, c->argv[2].ptr, c->argv[2].len, &score);
@@ -478,6 +477,8 @@ static void zrank_generic(struct client *c, int reverse)
 		add_reply_nil(c);
 		return;
 	}
+	if (!need_ordered(c))
+		return;
 	score_key(&k, m.gen, score, c->argv[2].ptr, c->argv[2].len);
 	z.target = k.b + KS_MEMBER_KEY_PREFIX;
 	z.tlen = k.len - KS_MEMBER_KEY_PREFIX;
@@ -532,11 +533,14 @@ static void zcount_command(struct client *c)
 	long long n = 0;
 	int r;
 
-	if (parse_range(c, 2, 3, &range) < 0 || !need_ordered(c))
+	if (parse_range(c, 2, 3, &range) < 0)
 		return;
 	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
-	if (r == 1)
+	if (r == 1) {
+		if (!need_ordered(c))
+			return;
 		n = zs_count(c->txn, &m, &range);
+	}
 	if (r >= 0 && n >= 0)
 		add_reply_int(c, n);
 }
@@ -669,14 +673,18 @@ static void zrange_generic(struct client *c, enum zrange_type type, enum zrange_
 	struct ks_meta m;
 	int r;
 
-	if (zrange_parse(c, &q) < 0 || !need_ordered(c))
+	if (zrange_parse(c, &q) < 0)
 		return;
 	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
 	if (r < 0)
 		return;
-	if (r == 0)
+	if (r == 0) {
 		add_reply_array(c, 0);
-	else if (q.type == ZR_RANK)
+		return;
+	}
+	if (!need_ordered(c))
+		return;
+	if (q.type == ZR_RANK)
 		zrange_by_rank(c, &m, &q);
 	else
 		zrange_by_score(c, &m, &q);

@@ -229,8 +229,6 @@ void kc_reply_all(struct client *c, int type, int what)
 	void *handle;
 	int r;
 
-	if (!need_ordered(c))
-		return;
 	r = lookup_typed(c, &c->argv[1], type, &m);
 	if (r < 0)
 		return;
@@ -238,6 +236,8 @@ void kc_reply_all(struct client *c, int type, int what)
 		add_reply_array(c, 0);
 		return;
 	}
+	if (!need_ordered(c))
+		return;
 	handle = add_reply_deferred(c);
 	if (kc_scan(c->txn, m.gen, "", 0, kc_emit_one, &e) == 0)
 		set_deferred_array(c, handle, e.n);

@@ -95,9 +95,9 @@ void kc_reply_card(struct client *c, int type);
 enum { KC_EMIT_MEMBER = 1, KC_EMIT_VALUE = 2 };
 /**
  * kc_reply_all() - reply an array of every member (KC_EMIT_MEMBER) and/or its value
- * (KC_EMIT_VALUE) of the collection argv[1] of @type, in member order; an empty array
- * if it is absent, the need_ordered() error on an unordered store (SMEMBERS, HGETALL,
- * HKEYS, HVALS).
+ * (KC_EMIT_VALUE) of the collection argv[1] of @type, in member order (SMEMBERS,
+ * HGETALL, HKEYS, HVALS): an empty array if it is absent, WRONGTYPE if it has another
+ * type, else the need_ordered() error on an unordered store.
  */
 void kc_reply_all(struct client *c, int type, int what);
 

@@ -837,12 +837,22 @@ def unordered_index(binary, workdir, tally):
                           (["ZADD", "z", "1.5", "m"], (":", 1)), (["ZSCORE", "z", "m"], ("$", b"1.5")),
                           (["RPUSH", "l", "p", "q"], (":", 2)), (["LINDEX", "l", "-1"], ("$", b"q")),
                           (["LPOP", "l"], ("$", b"p")), (["HDEL", "h", "a", "b"], (":", 2)),
-                          (["EXISTS", "h"], (":", 0))):
+                          (["EXISTS", "h"], (":", 0)), (["HSET", "h", "a", "1"], (":", 1)),
+                          (["SET", "str", "v"], ("+", b"OK")),
+                          # what needs no scan gets Redis's reply, not the refusal
+                          (["HGETALL", "nokey"], ("*", [])), (["SPOP", "nokey"], ("$", None)),
+                          (["SPOP", "s", "0"], ("*", [])), (["LRANGE", "l", "5", "10"], ("*", [])),
+                          (["ZRANK", "z", "nomember"], ("$", None)),
+                          (["ZPOPMIN", "nokey"], ("*", [])), (["ZCOUNT", "nokey", "0", "1"], (":", 0)),
+                          (["SMEMBERS", "str"], ("-", b"WRONGTYPE Operation against a key "
+                                                      b"holding the wrong kind of value"))):
             rep = c.call(*cmd)
             tally.ok(rep == want, "tips-hash: " + show(cmd), short(rep))
-        for cmd in (["HGETALL", "h"], ["SMEMBERS", "s"], ["LRANGE", "l", "0", "-1"],
-                    ["ZRANGE", "z", "0", "-1"], ["ZRANGEBYSCORE", "z", "-inf", "+inf"],
-                    ["SPOP", "s"], ["ZPOPMIN", "z"], ["ZRANK", "z", "m"], ["HKEYS", "h"]):
+        for cmd in (["HGETALL", "h"], ["HKEYS", "h"], ["HVALS", "h"], ["HRANDFIELD", "h"],
+                    ["SMEMBERS", "s"], ["SPOP", "s"], ["SRANDMEMBER", "s", "-2"],
+                    ["LRANGE", "l", "0", "-1"], ["ZRANGE", "z", "0", "-1"],
+                    ["ZRANGEBYSCORE", "z", "-inf", "+inf"], ["ZREVRANGE", "z", "0", "0"],
+                    ["ZCOUNT", "z", "0", "5"], ["ZPOPMIN", "z"], ["ZRANK", "z", "m"]):
             rep = c.call(*cmd)
             tally.ok(rep == ("-", ORDERED_ERROR), "tips-hash: " + show(cmd), short(rep))
         c.close()
