@@ -1,6 +1,6 @@
 /*
  * cmd_zset.c - the sorted set commands of tips-server (ZADD, ZRANGE, ZRANGEBYSCORE,
- * ZPOPMIN, ...), with Redis 7's replies and error texts.
+ * ZRANGEBYLEX, ZPOPMIN, ...), with Redis 7's replies and error texts.
  *
  * Layout (docs/server.md): a sorted set is a meta record of type KS_ZSET whose hdr[0]
  * is the number of members, and two member keys per member under its generation:
@@ -12,7 +12,8 @@
  *
  * Ranges walk the 's' family forwards (there is no reverse scan): a reverse range is
  * the mirror of a forward window, found by rank from the member count, or by counting
- * the members of a score range first.
+ * the members of a score or lex range first. A lex range (BYLEX) walks from the lowest
+ * score, which is Redis's order when all scores are equal, as BYLEX requires.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -109,38 +110,101 @@ struct zs_range {
 	int minex, maxex;   /* exclusive bounds: "(" */
 };
 
+/* One bound of a lexicographic range: "-", "+", "[member" or "(member". */
+enum lex_kind { LEX_MIN, LEX_MAX, LEX_INCL, LEX_EXCL };
+struct zs_lex_bound {
+	enum lex_kind kind;
+	const char *p;
+	size_t len;
+};
+struct zs_lex {
+	struct zs_lex_bound min, max;
+};
+
+/* Which members a walk passes: a score range, a lexicographic range, or all. */
+struct zs_filter {
+	const struct zs_range *score;
+	const struct zs_lex *lex;
+};
+
 struct zs_walk {
-	const struct zs_range *range; /* NULL: every member */
+	struct zs_filter f;
+	int started;                  /* a lex walk reached its minimum */
 	uint64_t skip, take;          /* copy the walk's positions [skip, skip + take) */
 	uint64_t pos;                 /* members in range passed so far */
 	struct kc_items *out;         /* NULL: only count */
 	int err;
 };
 
+/* @member against lex bound @b: < 0, 0, > 0 (member order: bytes, then length). */
+static int lex_cmp(const void *member, size_t len, const struct zs_lex_bound *b)
+{
+	int cmp;
+
+	if (b->kind == LEX_MIN || b->kind == LEX_MAX)
+		return b->kind == LEX_MIN ? 1 : -1;
+	cmp = memcmp(member, b->p, len < b->len ? len : b->len);
+	return cmp ? cmp : (len > b->len) - (len < b->len);
+}
+
+static int lex_above_min(const void *member, size_t len, const struct zs_lex_bound *b)
+{
+	int cmp = lex_cmp(member, len, b);
+
+	return b->kind == LEX_EXCL ? cmp > 0 : cmp >= 0;
+}
+
+static int lex_below_max(const void *member, size_t len, const struct zs_lex_bound *b)
+{
+	int cmp = lex_cmp(member, len, b);
+
+	return b->kind == LEX_EXCL ? cmp < 0 : cmp <= 0;
+}
+
+/* 1 if the walk passes the member (*@stop: the range is over). A lex walk, as Redis's
+ * skip list, starts at the first member at or above its minimum and ends at the first
+ * one above its maximum (exact when the scores are equal, as BYLEX expects). */
+static int zs_in_range(struct zs_walk *w, double score, const void *member, size_t len,
+		       int *stop)
+{
+	const struct zs_range *r = w->f.score;
+	const struct zs_lex *x = w->f.lex;
+
+	*stop = 0;
+	if (r && (score < r->min || (r->minex && score == r->min)))
+		return 0;
+	if (r && (score > r->max || (r->maxex && score == r->max)))
+		return !(*stop = 1);
+	if (x && !w->started && !lex_above_min(member, len, &x->min))
+		return 0;
+	w->started = 1;
+	if (x && !lex_below_max(member, len, &x->max))
+		return !(*stop = 1);
+	return 1;
+}
+
 static int zs_walk_one(const void *suffix, size_t slen, const void *val, size_t vlen,
 		       void *arg)
 {
 	const unsigned char *s = suffix;
 	struct zs_walk *w = arg;
-	const struct zs_range *r = w->range;
-	double score = 0;
+	double score;
+	int stop;
 
 	(void)val;
 	(void)vlen;
 	if (slen < 9 || s[0] != 's')
 		return 1;
 	score = ks_score_decode(s + 1);
-	if (r && (score < r->min || (r->minex && score == r->min)))
-		return 0;
-	if (r && (score > r->max || (r->maxex && score == r->max)))
-		return 1;
+	if (!zs_in_range(w, score, s + 9, slen - 9, &stop))
+		return stop;
 	if (w->pos++ < w->skip || !w->out)
 		return 0;
 	w->err = kc_items_push(w->out, s + 9, slen - 9, NULL, 0, score);
 	return w->err || w->out->n >= w->take;
 }
 
-/* Walk the members (of @range, or all) in score order; see struct zs_walk. */
+/* Walk the members (those @w->f passes) in score order; see struct zs_walk. */
 static int zs_walk(struct ks_txn *t, const struct ks_meta *m, struct zs_walk *w)
 {
 	unsigned char from[9];
@@ -149,26 +213,26 @@ static int zs_walk(struct ks_txn *t, const struct ks_meta *m, struct zs_walk *w)
 	if (w->out && w->take == 0)
 		return 0;
 	from[0] = 's';
-	if (w->range)
-		ks_score_encode(w->range->min, from + 1);
-	r = kc_scan(t, m->gen, from, w->range ? sizeof(from) : 1, zs_walk_one, w);
+	if (w->f.score)
+		ks_score_encode(w->f.score->min, from + 1);
+	r = kc_scan(t, m->gen, from, w->f.score ? sizeof(from) : 1, zs_walk_one, w);
 	return r < 0 ? r : w->err;
 }
 
-/* Copy @take members from forward position @skip of @range (or all) into @out. */
-static int zs_window(struct ks_txn *t, const struct ks_meta *m, const struct zs_range *range,
+/* Copy @take members from forward position @skip of those @f passes into @out. */
+static int zs_window(struct ks_txn *t, const struct ks_meta *m, struct zs_filter f,
 		     uint64_t skip, uint64_t take, struct kc_items *out)
 {
-	struct zs_walk w = {.range = range, .skip = skip, .take = take, .out = out};
+	struct zs_walk w = {.f = f, .skip = skip, .take = take, .out = out};
 
 	kc_items_init(out, t);
 	return zs_walk(t, m, &w);
 }
 
-/* The number of members in @range: >= 0, or < 0 on error. */
-static long long zs_count(struct ks_txn *t, const struct ks_meta *m, const struct zs_range *r)
+/* The number of members @f passes: >= 0, or < 0 on error. */
+static long long zs_count(struct ks_txn *t, const struct ks_meta *m, struct zs_filter f)
 {
-	struct zs_walk w = {.range = r};
+	struct zs_walk w = {.f = f};
 	int err = zs_walk(t, m, &w);
 
 	return err < 0 ? err : (long long)w.pos;
@@ -394,7 +458,7 @@ static void zpop_generic(struct client *c, int max)
 	if (!need_ordered(c))
 		return;
 	n = (uint64_t)count < m.hdr[0] ? (uint64_t)count : m.hdr[0];
-	if (zs_window(c->txn, &m, NULL, max ? m.hdr[0] - n : 0, n, &l) < 0)
+	if (zs_window(c->txn, &m, (struct zs_filter){0}, max ? m.hdr[0] - n : 0, n, &l) < 0)
 		return;
 	if (l.n < m.hdr[0]) {
 		for (size_t i = 0; i < l.n; i++)
@@ -526,23 +590,66 @@ static int parse_range(struct client *c, int min, int max, struct zs_range *r)
 	return 0;
 }
 
-static void zcount_command(struct client *c)
+/* One bound of a lex range: "-", "+", "[member" or "(member". Return: 0 or -1. */
+static int parse_lex_bound(const struct arg *a, struct zs_lex_bound *b)
+{
+	if (a->len == 1 && (a->ptr[0] == '-' || a->ptr[0] == '+')) {
+		b->kind = a->ptr[0] == '-' ? LEX_MIN : LEX_MAX;
+		return 0;
+	}
+	if (a->len == 0 || (a->ptr[0] != '[' && a->ptr[0] != '('))
+		return -1;
+	b->kind = a->ptr[0] == '[' ? LEX_INCL : LEX_EXCL;
+	b->p = a->ptr + 1;
+	b->len = a->len - 1;
+	return 0;
+}
+
+/* The lex range of argv[@min], argv[@max]; -1 after replying. */
+static int parse_lex_range(struct client *c, int min, int max, struct zs_lex *x)
+{
+	if (parse_lex_bound(&c->argv[min], &x->min) < 0 ||
+	    parse_lex_bound(&c->argv[max], &x->max) < 0) {
+		add_reply_error(c, "ERR min or max not valid string range item");
+		return -1;
+	}
+	return 0;
+}
+
+/* ZCOUNT / ZLEXCOUNT: the members of a score (lex) range. */
+static void zcount_generic(struct client *c, int lex)
 {
 	struct zs_range range;
+	struct zs_lex x;
+	struct zs_filter f = {0};
 	struct ks_meta m;
 	long long n = 0;
 	int r;
 
-	if (parse_range(c, 2, 3, &range) < 0)
+	if (lex ? parse_lex_range(c, 2, 3, &x) : parse_range(c, 2, 3, &range))
 		return;
+	if (lex)
+		f.lex = &x;
+	else
+		f.score = &range;
 	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
 	if (r == 1) {
 		if (!need_ordered(c))
 			return;
-		n = zs_count(c->txn, &m, &range);
+		n = zs_count(c->txn, &m, f);
 	}
 	if (r >= 0 && n >= 0)
 		add_reply_int(c, n);
+}
+
+static void zcount_command(struct client *c)
+{
+	zcount_generic(c, 0);
+}
+
+static void zlexcount_command(struct client *c)
+{
+	zcount_generic(c, 1);
 }
 
 /* ---- ZRANGE and its older forms ------------------------------------------------------ */
@@ -557,6 +664,7 @@ struct zrange_req {
 	long long offset, limit;   /* LIMIT; limit -1: none (as Redis, "LIMIT 0 -1" too) */
 	long long start, stop;     /* by rank */
 	struct zs_range range;     /* by score */
+	struct zs_lex lex;         /* by lex */
 };
 
 /* The options after key, min and max. Return: 0, or -1 after replying. */
@@ -603,16 +711,19 @@ static int zrange_parse(struct client *c, struct zrange_req *q)
 				   "with either BYSCORE or BYLEX");
 		return -1;
 	}
-	if (q->type == ZR_LEX) {
-		add_reply_error(c, "ERR BYLEX is not supported by tips-server");
+	if (q->withscores && q->type == ZR_LEX) {
+		add_reply_error(c, "ERR syntax error, WITHSCORES not supported in combination "
+				   "with BYLEX");
 		return -1;
 	}
-	if (q->dir == ZR_REVERSE && q->type == ZR_SCORE) {
+	if (q->dir == ZR_REVERSE && q->type != ZR_RANK) {
 		min = 3;
 		max = 2;
 	}
 	if (q->type == ZR_SCORE)
 		return parse_range(c, min, max, &q->range);
+	if (q->type == ZR_LEX)
+		return parse_lex_range(c, min, max, &q->lex);
 	if (get_ll_or_reply(c, &c->argv[min], &q->start) < 0 ||
 	    get_ll_or_reply(c, &c->argv[max], &q->stop) < 0)
 		return -1;
@@ -631,18 +742,24 @@ static void zrange_by_rank(struct client *c, const struct ks_meta *m,
 		return;
 	}
 	/* A reverse rank r is the forward rank n - 1 - r. */
-	if (zs_window(c->txn, m, NULL,
+	if (zs_window(c->txn, m, (struct zs_filter){0},
 		      (uint64_t)(q->dir == ZR_REVERSE ? n - 1 - stop : start),
 		      (uint64_t)(stop - start + 1), &l) == 0)
 		reply_items(c, &l, q->dir == ZR_REVERSE, q->withscores);
 }
 
-/* The members of the score range, after LIMIT's offset and count. */
-static void zrange_by_score(struct client *c, const struct ks_meta *m,
+/* The members of the score or lex range, after LIMIT's offset and count. */
+static void zrange_by_range(struct client *c, const struct ks_meta *m,
 			    const struct zrange_req *q)
 {
 	uint64_t skip = (uint64_t)q->offset, take = q->limit < 0 ? UINT64_MAX : (uint64_t)q->limit;
+	struct zs_filter f = {0};
 	struct kc_items l;
+
+	if (q->type == ZR_SCORE)
+		f.score = &q->range;
+	else
+		f.lex = &q->lex;
 
 	if (q->offset < 0) {
 		add_reply_array(c, 0);
@@ -651,7 +768,7 @@ static void zrange_by_score(struct client *c, const struct ks_meta *m,
 	if (q->dir == ZR_REVERSE) {
 		/* The reverse window [offset, offset + take) is the forward window ending
 		 * offset members before the range's end. */
-		long long total = zs_count(c->txn, m, &q->range);
+		long long total = zs_count(c->txn, m, f);
 
 		if (total < 0)
 			return;
@@ -663,7 +780,7 @@ static void zrange_by_score(struct client *c, const struct ks_meta *m,
 			take = (uint64_t)total - skip;
 		skip = (uint64_t)total - skip - take;
 	}
-	if (zs_window(c->txn, m, &q->range, skip, take, &l) == 0)
+	if (zs_window(c->txn, m, f, skip, take, &l) == 0)
 		reply_items(c, &l, q->dir == ZR_REVERSE, q->withscores);
 }
 
@@ -687,7 +804,7 @@ static void zrange_generic(struct client *c, enum zrange_type type, enum zrange_
 	if (q.type == ZR_RANK)
 		zrange_by_rank(c, &m, &q);
 	else
-		zrange_by_score(c, &m, &q);
+		zrange_by_range(c, &m, &q);
 }
 
 static void zrange_command(struct client *c)
@@ -710,6 +827,16 @@ static void zrevrangebyscore_command(struct client *c)
 	zrange_generic(c, ZR_SCORE, ZR_REVERSE);
 }
 
+static void zrangebylex_command(struct client *c)
+{
+	zrange_generic(c, ZR_LEX, ZR_FORWARD);
+}
+
+static void zrevrangebylex_command(struct client *c)
+{
+	zrange_generic(c, ZR_LEX, ZR_REVERSE);
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 const struct command zset_commands[] = {
@@ -725,6 +852,8 @@ const struct command zset_commands[] = {
 	 "Get the number of members of a sorted set", "sorted-set"},
 	{"zcount", zcount_command, 4, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Count the members of a sorted set within a score range", "sorted-set"},
+	{"zlexcount", zlexcount_command, 4, KC_READ_FAST, 1, 1, 1, NULL,
+	 "Count the members of a sorted set within a lexicographical range", "sorted-set"},
 	{"zrank", zrank_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
 	 "Get the rank of a member of a sorted set, lowest score first", "sorted-set"},
 	{"zrevrank", zrevrank_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
@@ -737,6 +866,11 @@ const struct command zset_commands[] = {
 	 "Get the members of a sorted set within a score range", "sorted-set"},
 	{"zrevrangebyscore", zrevrangebyscore_command, -4, KC_READ, 1, 1, 1, NULL,
 	 "Get the members of a sorted set within a score range, highest first", "sorted-set"},
+	{"zrangebylex", zrangebylex_command, -4, KC_READ, 1, 1, 1, NULL,
+	 "Get the members of a sorted set within a lexicographical range", "sorted-set"},
+	{"zrevrangebylex", zrevrangebylex_command, -4, KC_READ, 1, 1, 1, NULL,
+	 "Get the members of a sorted set within a lexicographical range, highest first",
+	 "sorted-set"},
 	{"zpopmin", zpopmin_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,
 	 "Remove and return the members with the lowest scores", "sorted-set"},
 	{"zpopmax", zpopmax_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,

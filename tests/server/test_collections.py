@@ -246,7 +246,8 @@ def wrongtype_and_arity(d):
                 ["ZRANGEBYSCORE", "str", "-inf", "+inf"], ["ZREVRANGE", "str", "0", "1"],
                 ["ZRANK", "str", "a"], ["ZPOPMIN", "str"], ["ZPOPMAX", "str", "2"],
                 ["ZREVRANK", "str", "a"], ["ZCOUNT", "str", "0", "1"],
-                ["ZREVRANGEBYSCORE", "str", "+inf", "-inf"]):
+                ["ZREVRANGEBYSCORE", "str", "+inf", "-inf"], ["ZLEXCOUNT", "str", "-", "+"],
+                ["ZRANGEBYLEX", "str", "-", "+"], ["ZREVRANGEBYLEX", "str", "+", "-"]):
         d.eq(*cmd)
     for cmd in (["HSET", "h"], ["HSET", "h", "f"], ["HSET", "h", "f", "v", "g"], ["HGET", "h"],
                 ["HMSET", "h", "f"], ["HSETNX", "h", "f"], ["HDEL", "h"], ["HLEN"],
@@ -582,6 +583,27 @@ def zsets(d):
     d.eq("ZPOPMAX", "nokey", "3")
     d.eq("ZPOPMAX", "z", "1000")
     d.eq("EXISTS", "z")
+    # lexicographic ranges (equal scores, as BYLEX expects)
+    d.eq("ZADD", "zl", *sum((["0", m] for m in ("a", "b", "c", "d", "e", "ab", "", "b\x00",
+                                                  "\xff", "bb")), []))
+    for lo, hi in (("-", "+"), ("[a", "[c"), ("(a", "(c"), ("[b", "(b"), ("[b", "[b"), ("(", "+"),
+                   ("[", "+"), ("-", "(b"), ("+", "-"), ("[e", "[a"), ("[\xff", "+"),
+                   ("(ab", "[bb"), ("[b\x00", "[b\x00")):
+        d.eq("ZRANGEBYLEX", "zl", lo, hi)
+        d.eq("ZREVRANGEBYLEX", "zl", hi, lo)
+        d.eq("ZLEXCOUNT", "zl", lo, hi)
+        d.eq("ZRANGE", "zl", lo, hi, "BYLEX")
+        d.eq("ZRANGE", "zl", hi, lo, "BYLEX", "REV", "LIMIT", "1", "3")
+    for args in (["-", "+", "LIMIT", "2", "3"], ["-", "+", "LIMIT", "2", "-1"],
+                 ["-", "+", "LIMIT", "-1", "2"], ["-", "+", "LIMIT", "20", "2"],
+                 ["a", "+"], ["[a", "c"], ["-", "+", "WITHSCORES"], ["-", "+", "LIMIT", "x", "1"],
+                 ["-", "+", "BYLEX"], ["-", "+", "REV"]):
+        d.eq("ZRANGEBYLEX", "zl", *args)
+        d.eq("ZREVRANGEBYLEX", "zl", *reversed(args[:2]), *args[2:])
+    d.eq("ZRANGE", "zl", "-", "+", "BYLEX", "WITHSCORES")
+    d.eq("ZLEXCOUNT", "zl", "a", "+")
+    d.eq("ZLEXCOUNT", "nokey", "-", "+")
+    d.eq("ZRANGEBYLEX", "nokey", "-", "+")
     d.eq("ZADD", "zb", *sum(([str(i % 3), b] for i, b in enumerate(BIN)), []))
     d.eq("ZRANGE", "zb", "0", "-1", "WITHSCORES")
     for b in BIN:
