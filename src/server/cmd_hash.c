@@ -462,7 +462,7 @@ static void hrandfield_command(struct client *c)
 	struct ks_meta m;
 	struct kc_items l;
 	long long count = 0;
-	int withvalues = 0, r;
+	int withvalues = 0;
 
 	if (c->argc >= 3 && kc_parse_rand_count(c, &c->argv[2], &count) < 0)
 		return;
@@ -475,22 +475,13 @@ static void hrandfield_command(struct client *c)
 		add_reply_error(c, "ERR value is out of range");
 		return;
 	}
-	r = lookup_typed(c, &c->argv[1], KS_HASH, &m);
-	if (r < 0)
+	if (kc_lookup_scan(c, KS_HASH, &m, c->argc >= 3 ? KC_ABSENT_EMPTY : KC_ABSENT_NIL,
+			   c->argc < 3 || count != 0) != 1)
 		return;
 	if (c->argc >= 3) {
-		if (r == 0 || count == 0)
-			add_reply_array(c, 0);
-		else if (need_ordered(c))
-			hrandfield_count(c, &m, count, withvalues);
+		hrandfield_count(c, &m, count, withvalues);
 		return;
 	}
-	if (r == 0) {
-		add_reply_nil(c);
-		return;
-	}
-	if (!need_ordered(c))
-		return;
 	kc_items_init(&l, c->txn);
 	if (kc_sample(c->txn, m.gen, m.hdr[0], 1, 0, &l) < 0)
 		return;

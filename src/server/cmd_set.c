@@ -150,7 +150,6 @@ static void set_random(struct client *c, int pop)
 	struct ks_meta m;
 	struct kc_items l;
 	long long count = 1;
-	int r;
 
 	if (c->argc > 3) {
 		add_reply_error(c, ERR_SYNTAX);
@@ -159,17 +158,8 @@ static void set_random(struct client *c, int pop)
 	if (c->argc == 3 && (pop ? kc_parse_pop_count(c, &c->argv[2], &count)
 				 : kc_parse_rand_count(c, &c->argv[2], &count)) < 0)
 		return;
-	r = lookup_typed(c, &c->argv[1], KS_SET, &m);
-	if (r < 0)
-		return;
-	if (r == 0 || count == 0) {
-		if (c->argc == 3)
-			add_reply_array(c, 0);
-		else
-			add_reply_nil(c);
-		return;
-	}
-	if (!need_ordered(c))
+	if (kc_lookup_scan(c, KS_SET, &m, c->argc == 3 ? KC_ABSENT_EMPTY : KC_ABSENT_NIL,
+			   count != 0) != 1)
 		return;
 	kc_items_init(&l, c->txn);
 	if (count < 0) {

@@ -440,7 +440,6 @@ static void zpop_generic(struct client *c, int max)
 	struct kc_items l;
 	long long count = 1;
 	uint64_t n;
-	int r;
 
 	if (c->argc > 3) {
 		add_reply_error(c, ERR_SYNTAX);
@@ -448,14 +447,7 @@ static void zpop_generic(struct client *c, int max)
 	}
 	if (c->argc == 3 && kc_parse_pop_count(c, &c->argv[2], &count) < 0)
 		return;
-	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
-	if (r < 0)
-		return;
-	if (r == 0 || count == 0) {
-		add_reply_array(c, 0);
-		return;
-	}
-	if (!need_ordered(c))
+	if (kc_lookup_scan(c, KS_ZSET, &m, KC_ABSENT_EMPTY, count != 0) != 1)
 		return;
 	n = (uint64_t)count < m.hdr[0] ? (uint64_t)count : m.hdr[0];
 	if (zs_window(c->txn, &m, (struct zs_filter){0}, max ? m.hdr[0] - n : 0, n, &l) < 0)
@@ -623,8 +615,7 @@ static void zcount_generic(struct client *c, int lex)
 	struct zs_lex x;
 	struct zs_filter f = {0};
 	struct ks_meta m;
-	long long n = 0;
-	int r;
+	long long n;
 
 	if (lex ? parse_lex_range(c, 2, 3, &x) : parse_range(c, 2, 3, &range))
 		return;
@@ -632,13 +623,10 @@ static void zcount_generic(struct client *c, int lex)
 		f.lex = &x;
 	else
 		f.score = &range;
-	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
-	if (r == 1) {
-		if (!need_ordered(c))
-			return;
-		n = zs_count(c->txn, &m, f);
-	}
-	if (r >= 0 && n >= 0)
+	if (kc_lookup_scan(c, KS_ZSET, &m, KC_ABSENT_ZERO, 1) != 1)
+		return;
+	n = zs_count(c->txn, &m, f);
+	if (n >= 0)
 		add_reply_int(c, n);
 }
 
@@ -788,18 +776,8 @@ static void zrange_generic(struct client *c, enum zrange_type type, enum zrange_
 {
 	struct zrange_req q = {.type = type, .dir = dir, .limit = -1};
 	struct ks_meta m;
-	int r;
 
-	if (zrange_parse(c, &q) < 0)
-		return;
-	r = lookup_typed(c, &c->argv[1], KS_ZSET, &m);
-	if (r < 0)
-		return;
-	if (r == 0) {
-		add_reply_array(c, 0);
-		return;
-	}
-	if (!need_ordered(c))
+	if (zrange_parse(c, &q) < 0 || kc_lookup_scan(c, KS_ZSET, &m, KC_ABSENT_EMPTY, 1) != 1)
 		return;
 	if (q.type == ZR_RANK)
 		zrange_by_rank(c, &m, &q);

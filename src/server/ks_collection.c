@@ -222,21 +222,32 @@ static int kc_emit_one(const void *suffix, size_t slen, const void *val, size_t 
 	return 0;
 }
 
+int kc_lookup_scan(struct client *c, int type, struct ks_meta *m, enum kc_absent absent,
+		   int scan)
+{
+	int r = lookup_typed(c, &c->argv[1], type, m);
+
+	if (r < 0)
+		return -1;
+	if (r == 0 || !scan) {
+		if (absent == KC_ABSENT_EMPTY)
+			add_reply_array(c, 0);
+		else if (absent == KC_ABSENT_NIL)
+			add_reply_nil(c);
+		else
+			add_reply_int(c, 0);
+		return 0;
+	}
+	return need_ordered(c) ? 1 : -1;
+}
+
 void kc_reply_all(struct client *c, int type, int what)
 {
 	struct kc_emit e = {.c = c, .what = what};
 	struct ks_meta m;
 	void *handle;
-	int r;
 
-	r = lookup_typed(c, &c->argv[1], type, &m);
-	if (r < 0)
-		return;
-	if (r == 0) {
-		add_reply_array(c, 0);
-		return;
-	}
-	if (!need_ordered(c))
+	if (kc_lookup_scan(c, type, &m, KC_ABSENT_EMPTY, 1) != 1)
 		return;
 	handle = add_reply_deferred(c);
 	if (kc_scan(c->txn, m.gen, "", 0, kc_emit_one, &e) == 0)

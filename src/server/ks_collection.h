@@ -88,6 +88,19 @@ int kc_collect(struct ks_txn *t, uint64_t gen, int with_value, struct kc_items *
  */
 int kc_clip_range(long long n, long long *start, long long *stop);
 
+/* What a command replies for a missing collection (kc_lookup_scan()). */
+enum kc_absent { KC_ABSENT_EMPTY, KC_ABSENT_NIL, KC_ABSENT_ZERO };
+/**
+ * kc_lookup_scan() - the collection argv[1] of @type for a command that scans its
+ * members: 1 if it exists, @scan is set and the store can scan (*@m filled). Otherwise
+ * the command's whole reply is added: @absent's reply (an empty array, a nil, a 0) for a
+ * missing key or, with @scan 0 (a count of 0), for an existing one; WRONGTYPE; or the
+ * need_ordered() error on an unordered store. Return: 1, 0 (replied), or -1 (replied, or
+ * an error recorded in the txn).
+ */
+int kc_lookup_scan(struct client *c, int type, struct ks_meta *m, enum kc_absent absent,
+		   int scan);
+
 /** kc_reply_card() - reply the member count of the collection argv[1] of @type, 0 if it
  * is absent (HLEN, LLEN, SCARD, ZCARD). */
 void kc_reply_card(struct client *c, int type);
