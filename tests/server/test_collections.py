@@ -12,7 +12,9 @@ reference too, so both stay equal). Collections of 5000+ members take several sc
 chunks and batches. Then the crash check: collections written and acknowledged, the
 server killed with SIGKILL during a pipelined burst of multi-member writes, restarted
 on the same pool: every acknowledged write is back and no multi-member write is half
-applied. Finally the need_ordered error and the point commands on tips-hash.
+applied. Also: MULTI/EXEC, expiry, the layout's size limits, four clients updating the
+same collections at once (read-modify-writes stay atomic), and on tips-hash the
+need_ordered error where a scan is needed, Redis's replies elsewhere.
 Prints one line per failure and ends with "N passed, N failed"; exit 1 on failure.
 """
 import argparse
@@ -23,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ORDERED_ERROR = (b"ERR this command needs an ordered index (tips-art, tips-bptree, tips-bst, "
@@ -723,6 +726,46 @@ def limits(d, tally):
     tally.ok(t.call("HGET", "lim:h", b"m" * 2000) == ("$", None), "HGET of a too long field")
 
 
+def concurrency(port, tally):
+    """Clients on both event-loop threads updating the same collections: every
+    read-modify-write is atomic (tips-server only)."""
+    clients, rounds = 4, 150
+
+    def work(n):
+        c = Conn(port)
+        for i in range(rounds):
+            c.call("ZINCRBY", "cc:z", "1", "m")
+            c.call("HINCRBY", "cc:h", "f", "2")
+            c.call("RPUSH", "cc:l", "c%d-%d" % (n, i))
+            c.call("SADD", "cc:s", "c%d-%d" % (n, i), "shared")
+            c.call("ZADD", "cc:z2", str(i), "c%d-%d" % (n, i))
+            if i % 3 == 0:
+                c.call("ZPOPMIN", "cc:z2")
+                c.call("LPOP", "cc:l")
+        c.close()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    c = Conn(port)
+    total = clients * rounds
+    pops = clients * len(range(0, rounds, 3))
+    for cmd, want in ((["ZSCORE", "cc:z", "m"], ("$", b"%d" % total)),
+                      (["HGET", "cc:h", "f"], ("$", b"%d" % (2 * total))),
+                      (["LLEN", "cc:l"], (":", total - pops)),
+                      (["SCARD", "cc:s"], (":", total + 1)),
+                      (["ZCARD", "cc:z2"], (":", total - pops))):
+        rep = c.call(*cmd)
+        tally.ok(rep == want, "concurrent: " + show(cmd), "%s, want %s" % (short(rep), want))
+    rep = c.call("LRANGE", "cc:l", "0", "-1")
+    tally.ok(rep[0] == "*" and len(rep[1]) == total - pops, "concurrent: LRANGE length")
+    rep = c.call("ZRANGE", "cc:z2", "0", "-1")
+    tally.ok(rep[0] == "*" and len(rep[1]) == total - pops, "concurrent: ZRANGE length")
+    c.close()
+
+
 def multi(d):
     """MULTI/EXEC: the queued collection commands see each other's writes."""
     queued = (["HSET", "mh", "a", "1", "b", "2"], ["HDEL", "mh", "a", "b"], ["HSET", "mh", "c", "3"],
@@ -912,6 +955,7 @@ def main():
                          ("lists", lambda: lists(d)), ("sets", lambda: sets(d, tally)),
                          ("zsets", lambda: zsets(d)), ("expiry", lambda: expiry(d)),
                          ("multi", lambda: multi(d)), ("limits", lambda: limits(d, tally)),
+                         ("concurrency", lambda: concurrency(tips.port, tally)),
                          ("large", lambda: large(d, tally))):
             t0 = time.monotonic()
             fn()
