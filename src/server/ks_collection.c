@@ -99,7 +99,8 @@ int kc_items_push(struct kc_items *l, const void *a, size_t alen, const void *b,
 	return 0;
 }
 
-void kc_items_shuffle(struct kc_items *l)
+/* Put the items in a random order (Fisher-Yates). */
+static void kc_items_shuffle(struct kc_items *l)
 {
 	for (size_t i = l->n; i > 1; i--) {
 		size_t j = (size_t)kc_random_below(i);

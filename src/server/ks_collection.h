@@ -67,8 +67,6 @@ void kc_items_init(struct kc_items *l, struct ks_txn *t);
 /** kc_items_push() - append copies of @a and @b. Return: 0 or TIPS_ENOMEM (recorded). */
 int kc_items_push(struct kc_items *l, const void *a, size_t alen, const void *b, size_t blen,
 		  double score);
-/** kc_items_shuffle() - put the items in a random order. */
-void kc_items_shuffle(struct kc_items *l);
 
 /**
  * kc_sample() - scan all @total members of @gen (a set or a hash) and copy @want
