@@ -402,11 +402,7 @@ static void hincrbyfloat_command(struct client *c)
 		return;
 	}
 	cur += incr;
-	if (isnan(cur) || isinf(cur)) {
-		add_reply_error(c, "ERR increment would produce NaN or Infinity");
-		return;
-	}
-	n = format_long_double(cur, text, sizeof(text));
+	n = isnan(cur) || isinf(cur) ? 0 : format_long_double(cur, text, sizeof(text));
 	if (n == 0) {
 		add_reply_error(c, "ERR increment would produce NaN or Infinity");
 		return;
