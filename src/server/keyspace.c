@@ -596,24 +596,13 @@ int ks_txn_commit(struct ks_txn *t)
 	return rc;
 }
 
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
 /* The buffered write of @key, or NULL. */
 static struct wentry *txn_find(struct ks_txn *t, const void *key, size_t klen)
 {
 	if (!t->nw)
 		return NULL;
 	size_t mask = t->nslots - 1;
-	for (size_t i = hash_bytes(key, klen) & mask;; i = (i + 1) & mask) {
+	for (size_t i = lock_hash(key, klen) & mask;; i = (i + 1) & mask) {
 		size_t s = t->slots[i];
 		if (!s)
 			return NULL;
@@ -642,7 +631,7 @@ static int txn_grow(struct ks_txn *t)
 		t->slots = s;
 		t->nslots = n;
 		for (size_t i = 0; i < t->nw; i++)
-			for (size_t j = hash_bytes(t->w[i].key, t->w[i].klen) & (n - 1);;
+			for (size_t j = lock_hash(t->w[i].key, t->w[i].klen) & (n - 1);;
 			     j = (j + 1) & (n - 1))
 				if (!s[j]) {
 					s[j] = i + 1;
@@ -682,7 +671,7 @@ static int txn_write(struct ks_txn *t, const void *key, size_t klen, const void 
 		e->val = NULL;
 		e->vlen = 0;
 		size_t mask = t->nslots - 1;
-		for (size_t i = hash_bytes(key, klen) & mask;; i = (i + 1) & mask)
+		for (size_t i = lock_hash(key, klen) & mask;; i = (i + 1) & mask)
 			if (!t->slots[i]) {
 				t->slots[i] = t->nw;
 				break;

@@ -137,7 +137,7 @@ static void free_client(struct client *c)
 	reply_free(c);
 	resp_parser_free(&c->parser);
 	for (size_t i = 0; i < c->mcount; i++)
-		free(c->mstate[i].argv);
+		free((void *)c->mstate[i].argv);
 	free(c->mstate);
 	free(c->qbuf);
 	free(c->name);
