@@ -34,6 +34,7 @@
  * cheap), many on a hash table (every scan visits the whole table). */
 #define CHUNK_ORDERED 64u
 #define CHUNK_UNORDERED 8192u
+#define CHUNK_BYTES (4u << 20) /* ... and at most about this many bytes */
 
 /* ---- encodings ---------------------------------------------------------------------- */
 
@@ -705,15 +706,16 @@ static int txn_read(struct ks_txn *t, const void *key, size_t klen, void *buf, s
 	if (e) {
 		if (!e->val)
 			return 0;
-		if (e->vlen > cap)
-			return txn_fail(t, TIPS_ESIZE);
-		memcpy(buf, e->val, e->vlen);
+		if (e->vlen <= cap && e->vlen)
+			memcpy(buf, e->val, e->vlen);
 		*vlen = e->vlen;
 		return 1;
 	}
 	int rc = store_get(t->db->store, key, klen, buf, cap, vlen);
 	if (rc == TIPS_ENOTFOUND)
 		return 0;
+	if (rc == TIPS_ESIZE)
+		return 1; /* present; longer than @cap: *vlen says how long, nothing copied */
 	if (rc)
 		return txn_fail(t, rc);
 	return 1;
@@ -755,7 +757,7 @@ static int meta_read(struct ks_txn *t, const unsigned char *mk, size_t mklen,
 	int rc = txn_read(t, mk, mklen, t->vbuf, TIPS_MAX_VALUE, &vlen);
 	if (rc <= 0)
 		return rc;
-	if (meta_decode(t->vbuf, vlen, m))
+	if (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m))
 		return txn_fail(t, TIPS_ECORRUPT);
 	if (m->str_len) {
 		char *s = ks_scratch(t, m->str_len);
@@ -929,6 +931,7 @@ struct chunk {
 	struct chunk_item *items;
 	size_t n, cap;
 	int past;             /* a key beyond the prefix was seen */
+	int full;             /* stopped at CHUNK_BYTES */
 	int err;
 };
 
@@ -963,7 +966,9 @@ static int chunk_add(const void *k, size_t kl, const void *v, size_t vl, void *a
 	if (vl)
 		memcpy(t->sbuf + t->sused, v, vl);
 	t->sused += vl;
-	return c->n == c->cap;
+	if (t->sused >= CHUNK_BYTES)
+		c->full = 1;
+	return c->n == c->cap || c->full;
 }
 
 static int key_cmp(const void *a, size_t al, const void *b, size_t bl)
@@ -1019,7 +1024,7 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 	long passed = 0;
 	int stop = 0, skip_equal = 0;
 	while (!stop) {
-		struct chunk c = {t, prefix, plen, items, 0, t->chunk, 0, 0};
+		struct chunk c = {t, prefix, plen, items, 0, t->chunk, 0, 0, 0};
 		t->sused = 0;
 		long n = store_scan(t->db->store, start, slen, t->chunk, chunk_add, &c);
 		if (n < 0 || c.err) {
@@ -1030,7 +1035,7 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 		if (skip_equal && c.n && key_cmp(t->sbuf + items[0].koff, items[0].klen, start,
 						 slen) == 0)
 			i = 1; /* the last key of the previous chunk */
-		int done = c.past || c.n < t->chunk;
+		int done = c.past || (c.n < t->chunk && !c.full);
 		for (; i < c.n && !stop; i++) {
 			const unsigned char *k = t->sbuf + items[i].koff;
 			size_t kl = items[i].klen;

@@ -260,8 +260,9 @@ int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *va
 
 /* ---- members of collections --------------------------------------------------------- */
 
-/** ks_get() - value of index key @k into @val (cap >= KS_MAX_MEMBER_VALUE always fits).
- * Return: 1 found (*@vlen set), 0 absent, or a negative code. */
+/** ks_get() - value of index key @k into @val (cap >= KS_MAX_MEMBER_VALUE always fits;
+ * a value longer than @cap is not copied, *@vlen still says its length: cap 0 checks
+ * presence). Return: 1 found (*@vlen set), 0 absent, or a negative code. */
 int ks_get(struct ks_txn *t, const struct ks_key *k, void *val, size_t cap, size_t *vlen);
 /** ks_put() - write index key @k (buffered in the txn). Return: 0 or a negative code. */
 int ks_put(struct ks_txn *t, const struct ks_key *k, const void *val, size_t vlen);
