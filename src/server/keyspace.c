@@ -30,6 +30,8 @@
 #define SWEEP_BATCH 512u          /* index keys one sweeper transaction deletes at most */
 #define EXPIRE_SLICE 200u         /* meta records the expiry walk looks at per round */
 #define ARENA_BLOCK (64u * 1024u)
+#define MAX_STRING (512u << 20)   /* Redis's limit on a string */
+#define MAX_STAGED 64u            /* long strings staged by one transaction */
 /* Keys a store scan copies out at a time: few on an ordered index (a scan from a key is
  * cheap), many on a hash table (every scan visits the whole table). */
 #define CHUNK_ORDERED 64u
@@ -154,7 +156,9 @@ struct ks_db {
 	struct store *store;
 	struct locks locks;
 	int ordered;
-	size_t max_ops, max_bytes, max_string;
+	size_t max_ops, max_bytes;
+	size_t max_string_batch;     /* longest string whose pieces fit the command's batch */
+	size_t max_string;           /* longest string at all (pieces staged beyond the above) */
 	pthread_mutex_t gen_lock;    /* guards the 'G' record and the fields below */
 	uint64_t gen_next, gen_reserved;
 	_Atomic uint32_t ksgen;
@@ -261,6 +265,63 @@ static int count_key(const void *k, size_t kl, const void *v, size_t vl, void *a
 
 static void *sweeper_main(void *arg);
 
+struct gen_list {
+	uint64_t *gens;
+	size_t n, cap;
+	int err;
+};
+
+static int collect_gen(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+	struct gen_list *g = arg;
+	if (kl != 9 || ((const unsigned char *)k)[0] != KS_FAMILY_PENDING)
+		return 1;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 16;
+		uint64_t *n = realloc(g->gens, cap * sizeof(*n));
+		if (!n) {
+			g->err = TIPS_ENOMEM;
+			return 1;
+		}
+		g->gens = n;
+		g->cap = cap;
+	}
+	g->gens[g->n++] = get_be64((const unsigned char *)k + 1);
+	return 0;
+}
+
+/* One batch: generation @gen, staged for a long string, becomes garbage. */
+static int unstage(struct store *st, struct tips_batch *b, uint64_t gen)
+{
+	unsigned char k[9];
+	put_be64(k + 1, gen);
+	tips_batch_clear(b);
+	k[0] = KS_FAMILY_GARBAGE;
+	tips_batch_put(b, k, sizeof(k), "", 0);
+	k[0] = KS_FAMILY_PENDING;
+	tips_batch_delete(b, k, sizeof(k));
+	return store_commit(st, b);
+}
+
+/* Long strings whose command never committed (a crash while their pieces were being
+ * staged): their generations become garbage. No command runs yet. */
+static int adopt_pending(struct ks_db *db, char *err, size_t errlen)
+{
+	struct gen_list g = {0};
+	const char p = KS_FAMILY_PENDING;
+	long n = store_scan(db->store, &p, 1, SIZE_MAX, collect_gen, &g);
+	struct tips_batch *b = NULL;
+	int rc = n < 0 ? (int)n : g.err ? g.err : tips_batch_new(&b);
+	for (size_t i = 0; !rc && i < g.n; i++)
+		rc = unstage(db->store, b, g.gens[i]);
+	if (rc)
+		snprintf(err, errlen, "cannot clear the pieces of unfinished long strings: %s",
+			 tips_strerror(rc));
+	tips_batch_free(&b);
+	free(g.gens);
+	return rc;
+}
+
 static double now_ms_mono(void)
 {
 	struct timespec ts;
@@ -298,12 +359,14 @@ int ks_db_open(const struct ks_options *o, struct ks_db **out, char *err, size_t
 	size_t pieces = db->max_bytes > fixed ? (db->max_bytes - fixed) / piece_cost : 0;
 	if (db->max_ops > 4 && pieces > db->max_ops - 4)
 		pieces = db->max_ops - 4;
-	db->max_string = pieces * KS_PIECE_SIZE;
-	if (db->max_string < KS_MAX_INLINE)
-		db->max_string = KS_MAX_INLINE;
-	if (db->max_string > 512ull << 20)
-		db->max_string = 512ull << 20;
+	db->max_string_batch = pieces * KS_PIECE_SIZE;
+	if (db->max_string_batch < KS_MAX_INLINE)
+		db->max_string_batch = KS_MAX_INLINE;
+	db->max_string = MAX_STRING;
 	rc = load_server_record(db, err, errlen);
+	if (rc)
+		goto fail;
+	rc = adopt_pending(db, err, errlen);
 	if (rc)
 		goto fail;
 	/* count the keys of the current keyspace generation */
@@ -433,6 +496,9 @@ struct ks_txn {
 	int64_t dkeys, dexpires, dexpired;
 	int garbage;          /* 'g' records written */
 	struct arena_block *arena;
+	struct tips_batch *stage;     /* the pieces of a long string, committed ahead */
+	uint64_t staged[MAX_STAGED];  /* generations staged by this txn (pending records) */
+	size_t nstaged;
 	struct chunk_item *items; /* a store scan's chunk */
 	size_t chunk;
 	struct tips_batch *batch;
@@ -458,7 +524,8 @@ int ks_txn_new(struct ks_db *db, struct ks_txn **out)
 	t->vbuf = malloc(TIPS_MAX_VALUE);
 	t->chunk = db->ordered ? CHUNK_ORDERED : CHUNK_UNORDERED;
 	t->items = malloc(t->chunk * sizeof(*t->items));
-	if (!t->vbuf || !t->items || tips_batch_new(&t->batch)) {
+	if (!t->vbuf || !t->items || tips_batch_new(&t->batch) || tips_batch_new(&t->stage)) {
+		tips_batch_free(&t->batch);
 		free(t->items);
 		free(t->vbuf);
 		free(t);
@@ -493,6 +560,7 @@ void ks_txn_free(struct ks_txn **tp)
 		return;
 	arena_reset(t, 0);
 	tips_batch_free(&t->batch);
+	tips_batch_free(&t->stage);
 	free(t->w);
 	free(t->slots);
 	free(t->vbuf);
@@ -525,6 +593,7 @@ void *ks_scratch(struct ks_txn *t, size_t size)
 static void txn_end(struct ks_txn *t)
 {
 	t->nw = 0;
+	t->nstaged = 0;
 	if (t->slots)
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	t->bytes = 0;
@@ -561,8 +630,19 @@ size_t ks_txn_writes(struct ks_txn *t)
 	return t->nw;
 }
 
+/* The long strings this txn staged will never be referenced: make them garbage. */
+static void unstage_all(struct ks_txn *t)
+{
+	for (size_t i = 0; i < t->nstaged; i++)
+		if (unstage(t->db->store, t->stage, t->staged[i]))
+			break; /* left pending: the next start makes them garbage */
+	if (t->nstaged)
+		atomic_store(&t->db->garbage_hint, 1);
+}
+
 void ks_txn_abort(struct ks_txn *t)
 {
+	unstage_all(t);
 	txn_end(t);
 }
 
@@ -593,6 +673,8 @@ int ks_txn_commit(struct ks_txn *t)
 		if (t->garbage)
 			atomic_store(&t->db->garbage_hint, 1);
 	}
+	if (rc)
+		unstage_all(t);
 	txn_end(t);
 	return rc;
 }
@@ -1145,6 +1227,15 @@ long ks_scan_keys(struct ks_txn *t, const void *from, size_t flen, size_t count,
 
 /* ---- strings ------------------------------------------------------------------------ */
 
+/* The index key of piece @piece of the long string of generation @gen. */
+static void piece_key(struct ks_key *k, uint64_t gen, size_t piece)
+{
+	unsigned char p[4];
+	put_be32(p, (uint32_t)piece);
+	ks_member_key(k, gen, p, 4, NULL, 0);
+}
+
+
 int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, size_t *len)
 {
 	if (m->enc == KS_ENC_INLINE) {
@@ -1157,10 +1248,8 @@ int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, s
 	if (!buf)
 		return t->err;
 	for (size_t off = 0, piece = 0; off < total; off += KS_PIECE_SIZE, piece++) {
-		unsigned char p[4];
-		put_be32(p, (uint32_t)piece);
 		struct ks_key k;
-		ks_member_key(&k, m->gen, p, 4, NULL, 0);
+		piece_key(&k, m->gen, piece);
 		size_t want = total - off < KS_PIECE_SIZE ? total - off : KS_PIECE_SIZE, got = 0;
 		int rc = ks_get(t, &k, buf + off, want, &got);
 		if (rc < 0)
@@ -1171,6 +1260,46 @@ int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, s
 	*val = buf;
 	*len = total;
 	return 0;
+}
+
+/*
+ * A string too long for one batch: its pieces are committed ahead, in batches of their
+ * own, under a pending record 'p' gen; the transaction's own batch then writes the meta
+ * record and deletes the pending record, so the string still appears all at once. If the
+ * transaction never commits, its pending generations become garbage (unstage_all, or
+ * adopt_pending at the next start after a crash).
+ */
+static int stage_pieces(struct ks_txn *t, uint64_t gen, const char *val, size_t len)
+{
+	if (t->nstaged == MAX_STAGED)
+		return txn_fail(t, TIPS_ETOOBIG);
+	struct store *st = t->db->store;
+	unsigned char pk[9];
+	pk[0] = KS_FAMILY_PENDING;
+	put_be64(pk + 1, gen);
+	int rc = store_put(st, pk, sizeof(pk), "", 0);
+	if (rc)
+		return txn_fail(t, rc);
+	t->staged[t->nstaged++] = gen;
+	size_t per = (t->db->max_bytes / 2) / (KS_PIECE_SIZE + 128);
+	if (per > t->db->max_ops / 2)
+		per = t->db->max_ops / 2;
+	if (per < 1)
+		per = 1;
+	size_t piece = 0, off = 0;
+	while (off < len) {
+		tips_batch_clear(t->stage);
+		for (size_t i = 0; i < per && off < len; i++, piece++, off += KS_PIECE_SIZE) {
+			struct ks_key k;
+			piece_key(&k, gen, piece);
+			size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
+			tips_batch_put(t->stage, k.b, k.len, val + off, n);
+		}
+		rc = store_commit(st, t->stage);
+		if (rc)
+			return txn_fail(t, rc);
+	}
+	return txn_write(t, pk, sizeof(pk), NULL, 0);
 }
 
 int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *val,
@@ -1190,15 +1319,19 @@ int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *va
 	if (!m.gen)
 		return t->err;
 	m.hdr[0] = len;
-	for (size_t off = 0, piece = 0; off < len; off += KS_PIECE_SIZE, piece++) {
-		unsigned char p[4];
-		put_be32(p, (uint32_t)piece);
-		struct ks_key k;
-		ks_member_key(&k, m.gen, p, 4, NULL, 0);
-		size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
-		int rc = ks_put(t, &k, (const char *)val + off, n);
+	if (len > t->db->max_string_batch) {
+		int rc = stage_pieces(t, m.gen, val, len);
 		if (rc)
 			return rc;
+	} else {
+		for (size_t off = 0, piece = 0; off < len; off += KS_PIECE_SIZE, piece++) {
+			struct ks_key k;
+			piece_key(&k, m.gen, piece);
+			size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
+			int rc = ks_put(t, &k, (const char *)val + off, n);
+			if (rc)
+				return rc;
+		}
 	}
 	return ks_write_meta(t, key, klen, &m);
 }
