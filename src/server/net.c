@@ -291,6 +291,11 @@ static void process_input(struct client *c)
 	group_run(c, &c->loop->group);
 	if (c->qpos == c->qlen) {
 		c->qpos = c->qlen = 0;
+		if (c->qcap > 1024 * 1024) { /* a big request is done: give its room back */
+			free(c->qbuf);
+			c->qbuf = NULL;
+			c->qcap = 0;
+		}
 	} else if (c->qpos) {
 		memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
 		c->qlen -= c->qpos;
@@ -305,9 +310,10 @@ static int reserve_input(struct client *c)
 	size_t want = resp_command_min_size(&c->parser);
 	if (want > limit || c->qlen > limit)
 		return -1;
+	/* grow with the bytes that arrive (doubling), never to a length only announced */
 	size_t need = c->qlen + READ_CHUNK;
-	if (want > need)
-		need = want;
+	if (want > need && 2 * c->qcap > need)
+		need = want < 2 * c->qcap ? want : 2 * c->qcap;
 	if (need <= c->qcap)
 		return 0;
 	size_t cap = c->qcap ? c->qcap : READ_CHUNK;
