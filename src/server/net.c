@@ -267,6 +267,7 @@ static void process_input(struct client *c)
 		if (rc == RESP_MORE)
 			break;
 		if (rc == RESP_ERROR) {
+			group_run(c, &c->loop->group); /* the commands before it reply first */
 			add_reply_errorf(c, "ERR %s", c->parser.err);
 			c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 			break;

@@ -87,10 +87,11 @@ printf "$req" >&3
 for i in $(seq 100); do IFS= read -r l1 <&3; [ "$l1" = "$(printf '+OK\r')" ] || fail "pipelined SET $i: $l1"; done
 after=$(cli info stats | tr -d '\r' | sed -n 's/^batches_committed://p')
 [ $((after - before)) -lt 50 ] || fail "100 pipelined SETs took $((after - before)) batches"
-# a protocol error is answered, then the connection is closed
-printf '*1\r\n$-5\r\n' >&3
-IFS= read -r l1 <&3
-[ "$l1" = "$(printf -- '-ERR Protocol error: invalid bulk length\r')" ] || fail "protocol error: $l1"
+# a protocol error is answered after the commands before it, then the connection closes
+printf '*1\r\n$4\r\nPING\r\n*1\r\n$-5\r\n' >&3
+IFS= read -r l1 <&3; IFS= read -r l2 <&3
+[ "$l1" = "$(printf '+PONG\r')" ] || fail "before the protocol error: $l1"
+[ "$l2" = "$(printf -- '-ERR Protocol error: invalid bulk length\r')" ] || fail "protocol error: $l2"
 exec 3<&-
 # a 1 MiB string, stored in pieces (a 256 MiB pool takes strings up to 1.5 MiB)
 python3 -c 'import random,string,sys;r=random.Random(7);sys.stdout.write("".join(r.choice(string.ascii_letters) for _ in range(1<<20)))' >"$dir/big"
