@@ -163,7 +163,8 @@ struct ks_db {
 	uint64_t gen_next, gen_reserved;
 	_Atomic uint32_t ksgen;
 	_Atomic int64_t keys, expires;
-	_Atomic uint64_t expired_keys, swept_members, garbage_pending, commits, commit_ops;
+	_Atomic uint64_t expired_keys, swept_members, swept_keys, garbage_pending;
+	_Atomic uint64_t commits, commit_ops;
 	double start_scan_ms;
 	/* the sweeper: it looks for garbage only when these say there may be some (both
 	 * start at 1: a crash may have left work) */
@@ -455,6 +456,7 @@ void ks_db_stats(struct ks_db *db, struct ks_stats *out)
 	out->expires = e > 0 ? (uint64_t)e : 0;
 	out->expired_keys = atomic_load(&db->expired_keys);
 	out->swept_members = atomic_load(&db->swept_members);
+	out->swept_keys = atomic_load(&db->swept_keys);
 	out->garbage_pending = atomic_load(&db->garbage_pending);
 	out->commits = atomic_load(&db->commits);
 	out->commit_ops = atomic_load(&db->commit_ops);
@@ -1408,7 +1410,11 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 		struct sweep_arg a = {t, 0, max, t->ksgen, 0, 0};
 		const unsigned char kp = KS_FAMILY_META;
 		scan_range(t, &kp, 1, NULL, 0, 0, sweep_old_meta_cb, &a);
-		if (ks_txn_commit(t) || a.more)
+		if (ks_txn_commit(t))
+			atomic_store(&db->old_keyspace, 1);
+		else
+			atomic_fetch_add(&db->swept_keys, a.n);
+		if (a.more)
 			atomic_store(&db->old_keyspace, 1);
 		more |= a.more;
 	}

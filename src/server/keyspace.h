@@ -157,6 +157,7 @@ struct ks_stats {
 	uint64_t expires;           /* of which with an expiry */
 	uint64_t expired_keys;      /* keys deleted because they expired */
 	uint64_t swept_members;     /* index keys of dead generations deleted */
+	uint64_t swept_keys;        /* meta records of flushed keyspaces deleted */
 	uint64_t garbage_pending;   /* 'g' records not swept yet (as last seen) */
 	uint64_t commits, commit_ops; /* batches committed, and index writes in them */
 	double start_scan_ms;       /* time the start-up count of keys took */
