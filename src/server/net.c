@@ -308,6 +308,8 @@ static void process_input(struct client *c)
 static int reserve_input(struct client *c)
 {
 	uint64_t limit = __atomic_load_n(&c->srv->cfg.query_buffer_limit, __ATOMIC_RELAXED);
+	/* CONFIG SET proto-max-bulk-len applies from the next read on */
+	c->parser.max_bulk = __atomic_load_n(&c->srv->cfg.proto_max_bulk_len, __ATOMIC_RELAXED);
 	size_t want = resp_command_min_size(&c->parser);
 	if (want > limit || c->qlen > limit)
 		return -1;
