@@ -534,6 +534,7 @@ void net_stop(struct server *srv)
 		free(l->inbox);
 		ks_txn_free(&l->txn);
 		free(l->group.args);
+		free(l->group.inline_bytes);
 		if (l->epfd >= 0)
 			close(l->epfd);
 		if (l->wake_fd >= 0)
