@@ -82,6 +82,9 @@ struct command {
 	const char *summary;   /* one line for COMMAND DOCS */
 	const char *group;     /* "string", "hash", "list", "set", "sorted-set", "generic",
 	                          "server", "connection", "transactions" */
+	const char *args;      /* the arguments after the name, as the Redis docs write them
+	                          ("key value [NX|XX]"): redis-cli shows them as hints;
+	                          NULL if none */
 };
 
 /* The per-file tables. cmd_collections_stub.c defines the collection ones empty until
