@@ -497,6 +497,11 @@ struct ks_txn {
 	size_t bytes;         /* logged-bytes estimate of the batch */
 	int64_t dkeys, dexpires, dexpired;
 	int garbage;          /* 'g' records written */
+	/* the meta record last read from the store (meta_read) */
+	unsigned char last_mk[TIPS_MAX_KEY];
+	size_t last_mklen;    /* 0: none */
+	int last_rc;
+	struct ks_meta last_m;
 	struct arena_block *arena;
 	struct tips_batch *stage;     /* the pieces of a long string, committed ahead */
 	uint64_t staged[MAX_STAGED];  /* generations staged by this txn (pending records) */
@@ -596,6 +601,7 @@ static void txn_end(struct ks_txn *t)
 {
 	t->nw = 0;
 	t->nstaged = 0;
+	t->last_mklen = 0;
 	if (t->slots)
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	t->bytes = 0;
@@ -835,22 +841,42 @@ static int meta_key(struct ks_txn *t, const void *key, size_t klen, unsigned cha
 /* The meta record at index key @mk, expired or not, str copied into scratch.
  * Return: 1, 0, negative. */
 static int meta_read(struct ks_txn *t, const unsigned char *mk, size_t mklen,
-		     struct ks_meta *m)
+		     struct ks_meta *m, int need_str)
 {
+	/* not written by this txn: the store's answer, maybe already read (the caller
+	 * holds the key's lock, so it cannot have changed) */
+	int from_store = !txn_find(t, mk, mklen);
+	if (from_store && !need_str && t->last_mklen == mklen &&
+	    !memcmp(t->last_mk, mk, mklen)) {
+		if (t->last_rc == 1)
+			*m = t->last_m;
+		return t->last_rc;
+	}
 	size_t vlen = 0;
 	int rc = txn_read(t, mk, mklen, t->vbuf, TIPS_MAX_VALUE, &vlen);
-	if (rc <= 0)
+	if (rc < 0)
 		return rc;
-	if (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m))
+	if (rc == 1 && (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m)))
 		return txn_fail(t, TIPS_ECORRUPT);
-	if (m->str_len) {
+	if (from_store && mklen <= sizeof(t->last_mk)) {
+		memcpy(t->last_mk, mk, mklen);
+		t->last_mklen = mklen;
+		t->last_rc = rc;
+		if (rc == 1) {
+			t->last_m = *m;
+			t->last_m.str = NULL; /* only kept for callers that need no value */
+		}
+	}
+	if (rc == 0)
+		return 0;
+	if (m->str_len && need_str) {
 		char *s = ks_scratch(t, m->str_len);
 		if (!s)
 			return t->err;
 		memcpy(s, m->str, m->str_len);
 		m->str = s;
 	} else {
-		m->str = "";
+		m->str = m->str_len ? NULL : "";
 	}
 	return 1;
 }
@@ -894,7 +920,7 @@ int ks_lookup(struct ks_txn *t, const void *key, size_t klen, struct ks_meta *m)
 	if (klen > KS_MAX_USER_KEY)
 		return 0; /* no such key can exist */
 	meta_key(t, key, klen, mk);
-	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, m);
+	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, m, 1);
 	if (rc <= 0)
 		return rc;
 	if (expired(t, m)) {
@@ -916,7 +942,7 @@ int ks_write_meta(struct ks_txn *t, const void *key, size_t klen, const struct k
 	if (slen > KS_MAX_INLINE)
 		return txn_fail(t, TIPS_ETOOBIG);
 	struct ks_meta old;
-	rc = meta_read(t, mk, mklen, &old);
+	rc = meta_read(t, mk, mklen, &old, 0);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
@@ -943,7 +969,7 @@ int ks_delete_key(struct ks_txn *t, const void *key, size_t klen)
 		return 0;
 	meta_key(t, key, klen, mk);
 	struct ks_meta old;
-	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, &old);
+	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, &old, 0);
 	if (rc <= 0)
 		return rc;
 	int was_live = !expired(t, &old);
