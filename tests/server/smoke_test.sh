@@ -141,6 +141,8 @@ expect "NOAUTH Authentication required." get k2
 expect v -a s3cret --no-auth-warning get k2
 expect v -s "$dir/sock" -a s3cret --no-auth-warning get k2
 expect "WRONGPASS invalid username-password pair or user is disabled." auth nope
+# before AUTH only small requests are read (as Redis: 10 arguments, 16 KiB bulks)
+expect "ERR Protocol error: invalid multibulk length" mget 1 2 3 4 5 6 7 8 9 10 11
 kill -TERM "$pid"; wait "$pid" || fail "exit status $? after SIGTERM"; pid=""
 grep -q "Received SIGTERM" "$log" && grep -q "Pool closed cleanly" "$log" || fail "SIGTERM"
 
