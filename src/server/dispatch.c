@@ -123,10 +123,11 @@ int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n)
 	return rc;
 }
 
-/* 1 if @cmd writes and one of its keys is longer than a key can be here. */
+/* 1 if @cmd may create keys (denyoom) and one of its keys is longer than a key can be
+ * here (reads and deletes of such a key just find nothing). */
 static int key_too_long(const struct command *cmd, int argc, const struct arg *argv)
 {
-	if (!(cmd->flags & CMD_WRITE) || cmd->getkeys || cmd->first_key <= 0)
+	if (!(cmd->flags & CMD_DENYOOM) || cmd->getkeys || cmd->first_key <= 0)
 		return 0;
 	int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
 	int step = cmd->step > 0 ? cmd->step : 1;
