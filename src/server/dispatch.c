@@ -84,25 +84,33 @@ void reply_store_error(struct client *c, int rc)
 	}
 }
 
-/* Runs @cmd's handler in a transaction of its own, its keys locked. */
-static void call(struct client *c, const struct command *cmd)
+int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n)
 {
-	c->cmd = cmd;
-	if (cmd->flags & CMD_NO_TXN) {
-		cmd->proc(c);
-		return;
-	}
 	struct lockset ls;
 	lockset_clear(&ls);
-	int excl = (cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
+	int excl = 0;
+	for (size_t i = 0; i < n; i++)
+		excl |= (cmds[i].cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
 	if (!excl)
-		command_keys(cmd, c->argc, c->argv, &ls);
+		for (size_t i = 0; i < n; i++)
+			command_keys(cmds[i].cmd, cmds[i].argc, cmds[i].argv, &ls);
 	struct locks *locks = ks_db_locks(c->srv->db);
 	locks_acquire(locks, &ls, excl);
 	struct reply_mark mark = reply_mark(c);
 	c->txn = c->loop->txn;
 	ks_txn_begin(c->txn, server_now_ms());
-	cmd->proc(c);
+	int argc = c->argc;
+	const struct arg *argv = c->argv;
+	const struct command *cmd = c->cmd;
+	for (size_t i = 0; i < n && !ks_txn_error(c->txn); i++) {
+		c->argc = cmds[i].argc;
+		c->argv = cmds[i].argv;
+		c->cmd = cmds[i].cmd;
+		c->cmd->proc(c);
+	}
+	c->argc = argc;
+	c->argv = argv;
+	c->cmd = cmd;
 	int rc = ks_txn_error(c->txn);
 	if (rc)
 		ks_txn_abort(c->txn);
@@ -110,10 +118,42 @@ static void call(struct client *c, const struct command *cmd)
 		rc = ks_txn_commit(c->txn);
 	locks_release(locks, &ls);
 	c->txn = NULL;
-	if (rc) {
+	if (rc)
 		reply_truncate(c, mark);
-		reply_store_error(c, rc);
+	return rc;
+}
+
+/* 1 if @cmd may create keys (denyoom) and one of its keys is longer than a key can be
+ * here (reads and deletes of such a key just find nothing). */
+static int key_too_long(const struct command *cmd, int argc, const struct arg *argv)
+{
+	if (!(cmd->flags & CMD_DENYOOM) || cmd->getkeys || cmd->first_key <= 0)
+		return 0;
+	int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
+	int step = cmd->step > 0 ? cmd->step : 1;
+	for (int i = cmd->first_key; i <= last && i < argc; i += step)
+		if (argv[i].len > KS_MAX_USER_KEY)
+			return 1;
+	return 0;
+}
+
+/* Runs @cmd (in c->argc/c->argv) in a transaction of its own, its keys locked. */
+static void call(struct client *c, const struct command *cmd)
+{
+	c->cmd = cmd;
+	if (cmd->flags & CMD_NO_TXN) {
+		cmd->proc(c);
+		return;
 	}
+	if (key_too_long(cmd, c->argc, c->argv)) {
+		add_reply_errorf(c, "ERR key too long for tips-server (at most %u bytes)",
+				 KS_MAX_USER_KEY);
+		return;
+	}
+	struct queued_cmd one = {cmd, c->argc, c->argv};
+	int rc = run_commands(c, &one, 1);
+	if (rc)
+		reply_store_error(c, rc);
 }
 
 static void queue_command(struct client *c, const struct command *cmd)
@@ -131,7 +171,7 @@ static void queue_command(struct client *c, const struct command *cmd)
 	size_t bytes = (size_t)c->argc * sizeof(struct arg);
 	for (int i = 0; i < c->argc; i++)
 		bytes += c->argv[i].len;
-	struct arg *argv = malloc(bytes ? bytes : 1);
+	struct arg *argv = malloc(bytes ? bytes : 1); /* the array, then the bytes */
 	if (!argv) {
 		c->flags |= CLIENT_CLOSE_ASAP;
 		return;
@@ -203,6 +243,87 @@ void dispatch_command(struct client *c)
 	call(c, cmd);
 }
 
+/* ---- group commit ------------------------------------------------------------------- */
+
+int group_add(struct client *c, struct group *g)
+{
+	if (!c->authenticated || (c->flags & CLIENT_MULTI) || g->n == GROUP_MAX)
+		return 0;
+	/* multibulk arguments point into the query buffer, which stays put until the
+	 * group runs; inline ones are in the parser's scratch, reused by the next parse,
+	 * so they are copied */
+	size_t copy = 0;
+	if (c->argv[0].ptr < c->qbuf || c->argv[0].ptr >= c->qbuf + c->qlen) {
+		for (int i = 0; i < c->argc; i++)
+			copy += c->argv[i].len;
+		if (!g->inline_bytes && !(g->inline_bytes = malloc(GROUP_INLINE_BYTES)))
+			return 0;
+		if (copy > GROUP_INLINE_BYTES - g->inline_used)
+			return 0;
+	}
+	const struct command *cmd = command_lookup(c->argv[0].ptr, c->argv[0].len);
+	if (!cmd || (cmd->flags & (CMD_NO_TXN | CMD_KEYSPACE_EXCLUSIVE)) ||
+	    (cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity ||
+	    key_too_long(cmd, c->argc, c->argv))
+		return 0;
+	if (g->nargs + (size_t)c->argc > g->cap) {
+		size_t cap = g->cap ? g->cap : 1024;
+		while (cap < g->nargs + (size_t)c->argc)
+			cap *= 2;
+		struct arg *a = realloc(g->args, cap * sizeof(*a));
+		if (!a)
+			return 0;
+		g->args = a;
+		g->cap = cap;
+	}
+	struct group_item *it = &g->items[g->n++];
+	it->cmd = cmd;
+	it->argc = c->argc;
+	it->first = g->nargs;
+	memcpy(g->args + g->nargs, c->argv, (size_t)c->argc * sizeof(*c->argv));
+	if (copy) {
+		for (int i = 0; i < c->argc; i++) {
+			struct arg *a = &g->args[g->nargs + (size_t)i];
+			char *to = g->inline_bytes + g->inline_used;
+			if (a->len)
+				memcpy(to, a->ptr, a->len);
+			a->ptr = to;
+			g->inline_used += a->len;
+		}
+	}
+	g->nargs += (size_t)c->argc;
+	return 1;
+}
+
+void group_run(struct client *c, struct group *g)
+{
+	size_t n = g->n;
+	g->n = 0;
+	g->nargs = 0;
+	g->inline_used = 0;
+	if (!n)
+		return;
+	atomic_fetch_add(&c->srv->total_commands, n);
+	struct queued_cmd cmds[GROUP_MAX];
+	for (size_t i = 0; i < n; i++) {
+		cmds[i].cmd = g->items[i].cmd;
+		cmds[i].argc = g->items[i].argc;
+		cmds[i].argv = g->args + g->items[i].first;
+	}
+	if (run_commands(c, cmds, n) == 0)
+		return;
+	/* nothing was applied: run them one by one, each with its own outcome */
+	int argc = c->argc;
+	const struct arg *argv = c->argv;
+	for (size_t i = 0; i < n; i++) {
+		c->argc = cmds[i].argc;
+		c->argv = cmds[i].argv;
+		call(c, cmds[i].cmd);
+	}
+	c->argc = argc;
+	c->argv = argv;
+}
+
 /* ---- argument helpers --------------------------------------------------------------- */
 
 int arg_is(const struct arg *a, const char *word)
@@ -218,43 +339,7 @@ int arg_is(const struct arg *a, const char *word)
 
 int arg_to_ll(const struct arg *a, long long *out)
 {
-	const char *s = a->ptr;
-	size_t n = a->len;
-	if (n == 0 || n > 20)
-		return -1;
-	size_t i = 0;
-	int neg = 0;
-	if (s[0] == '-') {
-		neg = 1;
-		if (++i == n)
-			return -1;
-	}
-	if (s[i] == '0') {
-		if (n == 1) {
-			*out = 0;
-			return 0;
-		}
-		return -1;
-	}
-	unsigned long long v = 0;
-	for (; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		unsigned d = (unsigned)(s[i] - '0');
-		if (v > (~0ull - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > 1ull << 63)
-			return -1;
-		*out = (long long)(0 - v);
-	} else {
-		if (v > ~0ull >> 1)
-			return -1;
-		*out = (long long)v;
-	}
-	return 0;
+	return resp_parse_ll(a->ptr, a->len, out);
 }
 
 int arg_to_double(const struct arg *a, double *out)

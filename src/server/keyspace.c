@@ -30,10 +30,13 @@
 #define SWEEP_BATCH 512u          /* index keys one sweeper transaction deletes at most */
 #define EXPIRE_SLICE 200u         /* meta records the expiry walk looks at per round */
 #define ARENA_BLOCK (64u * 1024u)
+#define MAX_STRING (512u << 20)   /* Redis's limit on a string */
+#define MAX_STAGED 64u            /* long strings staged by one transaction */
 /* Keys a store scan copies out at a time: few on an ordered index (a scan from a key is
  * cheap), many on a hash table (every scan visits the whole table). */
 #define CHUNK_ORDERED 64u
 #define CHUNK_UNORDERED 8192u
+#define CHUNK_BYTES (4u << 20) /* ... and at most about this many bytes */
 
 /* ---- encodings ---------------------------------------------------------------------- */
 
@@ -153,12 +156,15 @@ struct ks_db {
 	struct store *store;
 	struct locks locks;
 	int ordered;
-	size_t max_ops, max_bytes, max_string;
+	size_t max_ops, max_bytes;
+	size_t max_string_batch;     /* longest string whose pieces fit the command's batch */
+	size_t max_string;           /* longest string at all (pieces staged beyond the above) */
 	pthread_mutex_t gen_lock;    /* guards the 'G' record and the fields below */
 	uint64_t gen_next, gen_reserved;
 	_Atomic uint32_t ksgen;
 	_Atomic int64_t keys, expires;
-	_Atomic uint64_t expired_keys, swept_members, garbage_pending, commits, commit_ops;
+	_Atomic uint64_t expired_keys, swept_members, swept_keys, garbage_pending;
+	_Atomic uint64_t commits, commit_ops;
 	double start_scan_ms;
 	/* the sweeper: it looks for garbage only when these say there may be some (both
 	 * start at 1: a crash may have left work) */
@@ -260,6 +266,63 @@ static int count_key(const void *k, size_t kl, const void *v, size_t vl, void *a
 
 static void *sweeper_main(void *arg);
 
+struct gen_list {
+	uint64_t *gens;
+	size_t n, cap;
+	int err;
+};
+
+static int collect_gen(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+	struct gen_list *g = arg;
+	if (kl != 9 || ((const unsigned char *)k)[0] != KS_FAMILY_PENDING)
+		return 1;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 16;
+		uint64_t *n = realloc(g->gens, cap * sizeof(*n));
+		if (!n) {
+			g->err = TIPS_ENOMEM;
+			return 1;
+		}
+		g->gens = n;
+		g->cap = cap;
+	}
+	g->gens[g->n++] = get_be64((const unsigned char *)k + 1);
+	return 0;
+}
+
+/* One batch: generation @gen, staged for a long string, becomes garbage. */
+static int unstage(struct store *st, struct tips_batch *b, uint64_t gen)
+{
+	unsigned char k[9];
+	put_be64(k + 1, gen);
+	tips_batch_clear(b);
+	k[0] = KS_FAMILY_GARBAGE;
+	tips_batch_put(b, k, sizeof(k), "", 0);
+	k[0] = KS_FAMILY_PENDING;
+	tips_batch_delete(b, k, sizeof(k));
+	return store_commit(st, b);
+}
+
+/* Long strings whose command never committed (a crash while their pieces were being
+ * staged): their generations become garbage. No command runs yet. */
+static int adopt_pending(struct ks_db *db, char *err, size_t errlen)
+{
+	struct gen_list g = {0};
+	const char p = KS_FAMILY_PENDING;
+	long n = store_scan(db->store, &p, 1, SIZE_MAX, collect_gen, &g);
+	struct tips_batch *b = NULL;
+	int rc = n < 0 ? (int)n : g.err ? g.err : tips_batch_new(&b);
+	for (size_t i = 0; !rc && i < g.n; i++)
+		rc = unstage(db->store, b, g.gens[i]);
+	if (rc)
+		snprintf(err, errlen, "cannot clear the pieces of unfinished long strings: %s",
+			 tips_strerror(rc));
+	tips_batch_free(&b);
+	free(g.gens);
+	return rc;
+}
+
 static double now_ms_mono(void)
 {
 	struct timespec ts;
@@ -297,12 +360,14 @@ int ks_db_open(const struct ks_options *o, struct ks_db **out, char *err, size_t
 	size_t pieces = db->max_bytes > fixed ? (db->max_bytes - fixed) / piece_cost : 0;
 	if (db->max_ops > 4 && pieces > db->max_ops - 4)
 		pieces = db->max_ops - 4;
-	db->max_string = pieces * KS_PIECE_SIZE;
-	if (db->max_string < KS_MAX_INLINE)
-		db->max_string = KS_MAX_INLINE;
-	if (db->max_string > 512ull << 20)
-		db->max_string = 512ull << 20;
+	db->max_string_batch = pieces * KS_PIECE_SIZE;
+	if (db->max_string_batch < KS_MAX_INLINE)
+		db->max_string_batch = KS_MAX_INLINE;
+	db->max_string = MAX_STRING;
 	rc = load_server_record(db, err, errlen);
+	if (rc)
+		goto fail;
+	rc = adopt_pending(db, err, errlen);
 	if (rc)
 		goto fail;
 	/* count the keys of the current keyspace generation */
@@ -391,6 +456,7 @@ void ks_db_stats(struct ks_db *db, struct ks_stats *out)
 	out->expires = e > 0 ? (uint64_t)e : 0;
 	out->expired_keys = atomic_load(&db->expired_keys);
 	out->swept_members = atomic_load(&db->swept_members);
+	out->swept_keys = atomic_load(&db->swept_keys);
 	out->garbage_pending = atomic_load(&db->garbage_pending);
 	out->commits = atomic_load(&db->commits);
 	out->commit_ops = atomic_load(&db->commit_ops);
@@ -431,7 +497,15 @@ struct ks_txn {
 	size_t bytes;         /* logged-bytes estimate of the batch */
 	int64_t dkeys, dexpires, dexpired;
 	int garbage;          /* 'g' records written */
+	/* the meta record last read from the store (meta_read) */
+	unsigned char last_mk[TIPS_MAX_KEY];
+	size_t last_mklen;    /* 0: none */
+	int last_rc;
+	struct ks_meta last_m;
 	struct arena_block *arena;
+	struct tips_batch *stage;     /* the pieces of a long string, committed ahead */
+	uint64_t staged[MAX_STAGED];  /* generations staged by this txn (pending records) */
+	size_t nstaged;
 	struct chunk_item *items; /* a store scan's chunk */
 	size_t chunk;
 	struct tips_batch *batch;
@@ -457,7 +531,8 @@ int ks_txn_new(struct ks_db *db, struct ks_txn **out)
 	t->vbuf = malloc(TIPS_MAX_VALUE);
 	t->chunk = db->ordered ? CHUNK_ORDERED : CHUNK_UNORDERED;
 	t->items = malloc(t->chunk * sizeof(*t->items));
-	if (!t->vbuf || !t->items || tips_batch_new(&t->batch)) {
+	if (!t->vbuf || !t->items || tips_batch_new(&t->batch) || tips_batch_new(&t->stage)) {
+		tips_batch_free(&t->batch);
 		free(t->items);
 		free(t->vbuf);
 		free(t);
@@ -492,6 +567,7 @@ void ks_txn_free(struct ks_txn **tp)
 		return;
 	arena_reset(t, 0);
 	tips_batch_free(&t->batch);
+	tips_batch_free(&t->stage);
 	free(t->w);
 	free(t->slots);
 	free(t->vbuf);
@@ -524,6 +600,8 @@ void *ks_scratch(struct ks_txn *t, size_t size)
 static void txn_end(struct ks_txn *t)
 {
 	t->nw = 0;
+	t->nstaged = 0;
+	t->last_mklen = 0;
 	if (t->slots)
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	t->bytes = 0;
@@ -560,15 +638,31 @@ size_t ks_txn_writes(struct ks_txn *t)
 	return t->nw;
 }
 
+/* The long strings this txn staged will never be referenced: make them garbage. */
+static void unstage_all(struct ks_txn *t)
+{
+	for (size_t i = 0; i < t->nstaged; i++)
+		if (unstage(t->db->store, t->stage, t->staged[i]))
+			break; /* left pending: the next start makes them garbage */
+	if (t->nstaged)
+		atomic_store(&t->db->garbage_hint, 1);
+}
+
 void ks_txn_abort(struct ks_txn *t)
 {
+	unstage_all(t);
 	txn_end(t);
 }
 
 int ks_txn_commit(struct ks_txn *t)
 {
 	int rc = t->err;
-	if (!rc && t->nw) {
+	if (!rc && t->nw == 1) {
+		/* one index write needs no batch: a single put or delete is as atomic */
+		struct wentry *e = &t->w[0];
+		rc = e->val ? store_put(t->db->store, e->key, e->klen, e->val, e->vlen)
+			    : store_delete(t->db->store, e->key, e->klen);
+	} else if (!rc && t->nw) {
 		tips_batch_clear(t->batch);
 		for (size_t i = 0; i < t->nw && !rc; i++) {
 			struct wentry *e = &t->w[i];
@@ -577,29 +671,20 @@ int ks_txn_commit(struct ks_txn *t)
 		}
 		if (!rc)
 			rc = store_commit(t->db->store, t->batch);
-		if (!rc) {
-			atomic_fetch_add(&t->db->keys, t->dkeys);
-			atomic_fetch_add(&t->db->expires, t->dexpires);
-			atomic_fetch_add(&t->db->expired_keys, (uint64_t)t->dexpired);
-			atomic_fetch_add(&t->db->commits, 1);
-			atomic_fetch_add(&t->db->commit_ops, t->nw);
-			if (t->garbage)
-				atomic_store(&t->db->garbage_hint, 1);
-		}
 	}
+	if (!rc && t->nw) {
+		atomic_fetch_add(&t->db->keys, t->dkeys);
+		atomic_fetch_add(&t->db->expires, t->dexpires);
+		atomic_fetch_add(&t->db->expired_keys, (uint64_t)t->dexpired);
+		atomic_fetch_add(&t->db->commits, 1);
+		atomic_fetch_add(&t->db->commit_ops, t->nw);
+		if (t->garbage)
+			atomic_store(&t->db->garbage_hint, 1);
+	}
+	if (rc)
+		unstage_all(t);
 	txn_end(t);
 	return rc;
-}
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 1099511628211ull;
-	}
-	return h;
 }
 
 /* The buffered write of @key, or NULL. */
@@ -608,7 +693,7 @@ static struct wentry *txn_find(struct ks_txn *t, const void *key, size_t klen)
 	if (!t->nw)
 		return NULL;
 	size_t mask = t->nslots - 1;
-	for (size_t i = hash_bytes(key, klen) & mask;; i = (i + 1) & mask) {
+	for (size_t i = lock_hash(key, klen) & mask;; i = (i + 1) & mask) {
 		size_t s = t->slots[i];
 		if (!s)
 			return NULL;
@@ -637,7 +722,7 @@ static int txn_grow(struct ks_txn *t)
 		t->slots = s;
 		t->nslots = n;
 		for (size_t i = 0; i < t->nw; i++)
-			for (size_t j = hash_bytes(t->w[i].key, t->w[i].klen) & (n - 1);;
+			for (size_t j = lock_hash(t->w[i].key, t->w[i].klen) & (n - 1);;
 			     j = (j + 1) & (n - 1))
 				if (!s[j]) {
 					s[j] = i + 1;
@@ -677,7 +762,7 @@ static int txn_write(struct ks_txn *t, const void *key, size_t klen, const void 
 		e->val = NULL;
 		e->vlen = 0;
 		size_t mask = t->nslots - 1;
-		for (size_t i = hash_bytes(key, klen) & mask;; i = (i + 1) & mask)
+		for (size_t i = lock_hash(key, klen) & mask;; i = (i + 1) & mask)
 			if (!t->slots[i]) {
 				t->slots[i] = t->nw;
 				break;
@@ -711,15 +796,16 @@ static int txn_read(struct ks_txn *t, const void *key, size_t klen, void *buf, s
 	if (e) {
 		if (!e->val)
 			return 0;
-		if (e->vlen > cap)
-			return txn_fail(t, TIPS_ESIZE);
-		memcpy(buf, e->val, e->vlen);
+		if (e->vlen <= cap && e->vlen)
+			memcpy(buf, e->val, e->vlen);
 		*vlen = e->vlen;
 		return 1;
 	}
 	int rc = store_get(t->db->store, key, klen, buf, cap, vlen);
 	if (rc == TIPS_ENOTFOUND)
 		return 0;
+	if (rc == TIPS_ESIZE)
+		return 1; /* present; longer than @cap: *vlen says how long, nothing copied */
 	if (rc)
 		return txn_fail(t, rc);
 	return 1;
@@ -755,22 +841,42 @@ static int meta_key(struct ks_txn *t, const void *key, size_t klen, unsigned cha
 /* The meta record at index key @mk, expired or not, str copied into scratch.
  * Return: 1, 0, negative. */
 static int meta_read(struct ks_txn *t, const unsigned char *mk, size_t mklen,
-		     struct ks_meta *m)
+		     struct ks_meta *m, int need_str)
 {
+	/* not written by this txn: the store's answer, maybe already read (the caller
+	 * holds the key's lock, so it cannot have changed) */
+	int from_store = !txn_find(t, mk, mklen);
+	if (from_store && !need_str && t->last_mklen == mklen &&
+	    !memcmp(t->last_mk, mk, mklen)) {
+		if (t->last_rc == 1)
+			*m = t->last_m;
+		return t->last_rc;
+	}
 	size_t vlen = 0;
 	int rc = txn_read(t, mk, mklen, t->vbuf, TIPS_MAX_VALUE, &vlen);
-	if (rc <= 0)
+	if (rc < 0)
 		return rc;
-	if (meta_decode(t->vbuf, vlen, m))
+	if (rc == 1 && (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m)))
 		return txn_fail(t, TIPS_ECORRUPT);
-	if (m->str_len) {
+	if (from_store && mklen <= sizeof(t->last_mk)) {
+		memcpy(t->last_mk, mk, mklen);
+		t->last_mklen = mklen;
+		t->last_rc = rc;
+		if (rc == 1) {
+			t->last_m = *m;
+			t->last_m.str = NULL; /* only kept for callers that need no value */
+		}
+	}
+	if (rc == 0)
+		return 0;
+	if (m->str_len && need_str) {
 		char *s = ks_scratch(t, m->str_len);
 		if (!s)
 			return t->err;
 		memcpy(s, m->str, m->str_len);
 		m->str = s;
 	} else {
-		m->str = "";
+		m->str = m->str_len ? NULL : "";
 	}
 	return 1;
 }
@@ -814,7 +920,7 @@ int ks_lookup(struct ks_txn *t, const void *key, size_t klen, struct ks_meta *m)
 	if (klen > KS_MAX_USER_KEY)
 		return 0; /* no such key can exist */
 	meta_key(t, key, klen, mk);
-	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, m);
+	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, m, 1);
 	if (rc <= 0)
 		return rc;
 	if (expired(t, m)) {
@@ -836,7 +942,7 @@ int ks_write_meta(struct ks_txn *t, const void *key, size_t klen, const struct k
 	if (slen > KS_MAX_INLINE)
 		return txn_fail(t, TIPS_ETOOBIG);
 	struct ks_meta old;
-	rc = meta_read(t, mk, mklen, &old);
+	rc = meta_read(t, mk, mklen, &old, 0);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
@@ -863,7 +969,7 @@ int ks_delete_key(struct ks_txn *t, const void *key, size_t klen)
 		return 0;
 	meta_key(t, key, klen, mk);
 	struct ks_meta old;
-	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, &old);
+	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, &old, 0);
 	if (rc <= 0)
 		return rc;
 	int was_live = !expired(t, &old);
@@ -935,6 +1041,7 @@ struct chunk {
 	struct chunk_item *items;
 	size_t n, cap;
 	int past;             /* a key beyond the prefix was seen */
+	int full;             /* stopped at CHUNK_BYTES */
 	int err;
 };
 
@@ -966,9 +1073,12 @@ static int chunk_add(const void *k, size_t kl, const void *v, size_t vl, void *a
 	t->sused += kl;
 	it->voff = t->sused;
 	it->vlen = vl;
-	memcpy(t->sbuf + t->sused, v, vl);
+	if (vl)
+		memcpy(t->sbuf + t->sused, v, vl);
 	t->sused += vl;
-	return c->n == c->cap;
+	if (t->sused >= CHUNK_BYTES)
+		c->full = 1;
+	return c->n == c->cap || c->full;
 }
 
 static int key_cmp(const void *a, size_t al, const void *b, size_t bl)
@@ -990,11 +1100,13 @@ typedef int (*range_fn)(const unsigned char *suffix, size_t slen, const void *va
 
 /*
  * Calls @fn for the keys prefix+suffix with suffix >= @from, in order, the buffered
- * writes merged in if @merge, until @fn returns non-zero. Return: keys passed to @fn,
- * or a negative code.
+ * writes merged in if @merge, until @fn returns non-zero. @want: how many keys @fn will
+ * probably take (the first chunk asks the store for no more: on a hash table every
+ * chunk costs a pass over the table). Return: keys passed to @fn, or a negative code.
  */
 static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t plen,
-		       const void *from, size_t flen, int merge, range_fn fn, void *arg)
+		       const void *from, size_t flen, int merge, size_t want, range_fn fn,
+		       void *arg)
 {
 	if (t->err)
 		return t->err;
@@ -1002,7 +1114,8 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 	if (plen + flen > sizeof(start))
 		flen = sizeof(start) - plen;
 	memcpy(start, prefix, plen);
-	memcpy(start + plen, from, flen);
+	if (flen)
+		memcpy(start + plen, from, flen);
 	size_t slen = plen + flen;
 	/* the buffered writes in range, sorted */
 	struct wentry **ov = NULL;
@@ -1022,10 +1135,11 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 	struct chunk_item *items = t->items;
 	long passed = 0;
 	int stop = 0, skip_equal = 0;
+	size_t chunk = want < t->chunk ? want + 1 : t->chunk;
 	while (!stop) {
-		struct chunk c = {t, prefix, plen, items, 0, t->chunk, 0, 0};
+		struct chunk c = {t, prefix, plen, items, 0, chunk, 0, 0, 0};
 		t->sused = 0;
-		long n = store_scan(t->db->store, start, slen, t->chunk, chunk_add, &c);
+		long n = store_scan(t->db->store, start, slen, chunk, chunk_add, &c);
 		if (n < 0 || c.err) {
 			free(ov);
 			return txn_fail(t, n < 0 ? (int)n : c.err);
@@ -1034,7 +1148,7 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 		if (skip_equal && c.n && key_cmp(t->sbuf + items[0].koff, items[0].klen, start,
 						 slen) == 0)
 			i = 1; /* the last key of the previous chunk */
-		int done = c.past || c.n < t->chunk;
+		int done = c.past || (c.n < chunk && !c.full);
 		for (; i < c.n && !stop; i++) {
 			const unsigned char *k = t->sbuf + items[i].koff;
 			size_t kl = items[i].klen;
@@ -1065,6 +1179,7 @@ next_item:;
 		memcpy(start, t->sbuf + last->koff, last->klen);
 		slen = last->klen;
 		skip_equal = 1;
+		chunk = t->chunk; /* @fn wanted more than guessed */
 	}
 	while (!stop && iov < nov) {
 		struct wentry *e = ov[iov++];
@@ -1102,7 +1217,7 @@ long ks_scan_members(struct ks_txn *t, uint64_t gen, const void *from, size_t fl
 	prefix[0] = KS_FAMILY_MEMBER;
 	put_be64(prefix + 1, gen);
 	struct member_arg a = {fn, arg, count};
-	return scan_range(t, prefix, sizeof(prefix), from, flen, 1, member_cb, &a);
+	return scan_range(t, prefix, sizeof(prefix), from, flen, 1, count, member_cb, &a);
 }
 
 struct keys_arg {
@@ -1138,11 +1253,20 @@ long ks_scan_keys(struct ks_txn *t, const void *from, size_t flen, size_t count,
 	prefix[0] = KS_FAMILY_META;
 	put_be32(prefix + 1, t->ksgen);
 	struct keys_arg a = {t, fn, arg, count, 0};
-	long n = scan_range(t, prefix, sizeof(prefix), from, flen, 0, keys_cb, &a);
+	long n = scan_range(t, prefix, sizeof(prefix), from, flen, 0, count, keys_cb, &a);
 	return n < 0 ? n : a.passed;
 }
 
 /* ---- strings ------------------------------------------------------------------------ */
+
+/* The index key of piece @piece of the long string of generation @gen. */
+static void piece_key(struct ks_key *k, uint64_t gen, size_t piece)
+{
+	unsigned char p[4];
+	put_be32(p, (uint32_t)piece);
+	ks_member_key(k, gen, p, 4, NULL, 0);
+}
+
 
 int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, size_t *len)
 {
@@ -1156,10 +1280,8 @@ int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, s
 	if (!buf)
 		return t->err;
 	for (size_t off = 0, piece = 0; off < total; off += KS_PIECE_SIZE, piece++) {
-		unsigned char p[4];
-		put_be32(p, (uint32_t)piece);
 		struct ks_key k;
-		ks_member_key(&k, m->gen, p, 4, NULL, 0);
+		piece_key(&k, m->gen, piece);
 		size_t want = total - off < KS_PIECE_SIZE ? total - off : KS_PIECE_SIZE, got = 0;
 		int rc = ks_get(t, &k, buf + off, want, &got);
 		if (rc < 0)
@@ -1170,6 +1292,46 @@ int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, s
 	*val = buf;
 	*len = total;
 	return 0;
+}
+
+/*
+ * A string too long for one batch: its pieces are committed ahead, in batches of their
+ * own, under a pending record 'p' gen; the transaction's own batch then writes the meta
+ * record and deletes the pending record, so the string still appears all at once. If the
+ * transaction never commits, its pending generations become garbage (unstage_all, or
+ * adopt_pending at the next start after a crash).
+ */
+static int stage_pieces(struct ks_txn *t, uint64_t gen, const char *val, size_t len)
+{
+	if (t->nstaged == MAX_STAGED)
+		return txn_fail(t, TIPS_ETOOBIG);
+	struct store *st = t->db->store;
+	unsigned char pk[9];
+	pk[0] = KS_FAMILY_PENDING;
+	put_be64(pk + 1, gen);
+	int rc = store_put(st, pk, sizeof(pk), "", 0);
+	if (rc)
+		return txn_fail(t, rc);
+	t->staged[t->nstaged++] = gen;
+	size_t per = (t->db->max_bytes / 2) / (KS_PIECE_SIZE + 128);
+	if (per > t->db->max_ops / 2)
+		per = t->db->max_ops / 2;
+	if (per < 1)
+		per = 1;
+	size_t piece = 0, off = 0;
+	while (off < len) {
+		tips_batch_clear(t->stage);
+		for (size_t i = 0; i < per && off < len; i++, piece++, off += KS_PIECE_SIZE) {
+			struct ks_key k;
+			piece_key(&k, gen, piece);
+			size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
+			tips_batch_put(t->stage, k.b, k.len, val + off, n);
+		}
+		rc = store_commit(st, t->stage);
+		if (rc)
+			return txn_fail(t, rc);
+	}
+	return txn_write(t, pk, sizeof(pk), NULL, 0);
 }
 
 int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *val,
@@ -1189,15 +1351,19 @@ int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *va
 	if (!m.gen)
 		return t->err;
 	m.hdr[0] = len;
-	for (size_t off = 0, piece = 0; off < len; off += KS_PIECE_SIZE, piece++) {
-		unsigned char p[4];
-		put_be32(p, (uint32_t)piece);
-		struct ks_key k;
-		ks_member_key(&k, m.gen, p, 4, NULL, 0);
-		size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
-		int rc = ks_put(t, &k, (const char *)val + off, n);
+	if (len > t->db->max_string_batch) {
+		int rc = stage_pieces(t, m.gen, val, len);
 		if (rc)
 			return rc;
+	} else {
+		for (size_t off = 0, piece = 0; off < len; off += KS_PIECE_SIZE, piece++) {
+			struct ks_key k;
+			piece_key(&k, m.gen, piece);
+			size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
+			int rc = ks_put(t, &k, (const char *)val + off, n);
+			if (rc)
+				return rc;
+		}
 	}
 	return ks_write_meta(t, key, klen, &m);
 }
@@ -1273,8 +1439,12 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 		ks_txn_begin(t, 0);
 		struct sweep_arg a = {t, 0, max, t->ksgen, 0, 0};
 		const unsigned char kp = KS_FAMILY_META;
-		scan_range(t, &kp, 1, NULL, 0, 0, sweep_old_meta_cb, &a);
-		if (ks_txn_commit(t) || a.more)
+		scan_range(t, &kp, 1, NULL, 0, 0, max, sweep_old_meta_cb, &a);
+		if (ks_txn_commit(t))
+			atomic_store(&db->old_keyspace, 1);
+		else
+			atomic_fetch_add(&db->swept_keys, a.n);
+		if (a.more)
 			atomic_store(&db->old_keyspace, 1);
 		more |= a.more;
 	}
@@ -1286,7 +1456,7 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 	ks_txn_begin(t, 0);
 	struct garbage_list gl = {{0}, 0};
 	const unsigned char gp = KS_FAMILY_GARBAGE;
-	scan_range(t, &gp, 1, NULL, 0, 0, garbage_cb, &gl);
+	scan_range(t, &gp, 1, NULL, 0, 0, 16, garbage_cb, &gl);
 	size_t budget = max;
 	uint64_t swept = 0;
 	for (size_t i = 0; i < gl.n && budget > 1; i++) {
@@ -1294,7 +1464,7 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 		unsigned char prefix[KS_MEMBER_KEY_PREFIX];
 		prefix[0] = KS_FAMILY_MEMBER;
 		put_be64(prefix + 1, gl.gens[i]);
-		scan_range(t, prefix, sizeof(prefix), NULL, 0, 0, sweep_member_cb, &m);
+		scan_range(t, prefix, sizeof(prefix), NULL, 0, 0, budget, sweep_member_cb, &m);
 		budget -= m.n;
 		swept += m.n;
 		if (m.more) {
@@ -1364,7 +1534,7 @@ static void sweep_expired(struct ks_db *db, struct ks_txn *t, struct expire_arg 
 	prefix[0] = KS_FAMILY_META;
 	put_be32(prefix + 1, t->ksgen);
 	scan_range(t, prefix, sizeof(prefix), db->expire_cursor, db->expire_cursor_len, 0,
-		   expire_cb, a);
+		   EXPIRE_SLICE, expire_cb, a);
 	if (a->seen == EXPIRE_SLICE && a->last_len < sizeof(db->expire_cursor)) {
 		/* resume just after the last key seen */
 		memcpy(db->expire_cursor, a->last, a->last_len);

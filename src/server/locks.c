@@ -11,8 +11,15 @@
 
 int locks_init(struct locks *l)
 {
-	if (pthread_rwlock_init(&l->keyspace, NULL))
-		return -errno;
+	/* writers first: FLUSHDB and KEYS must not starve behind a stream of commands
+	 * (safe because no thread takes the keyspace lock twice) */
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	int rc = pthread_rwlock_init(&l->keyspace, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	if (rc)
+		return -rc;
 	for (unsigned i = 0; i < LOCK_STRIPES; i++)
 		pthread_mutex_init(&l->stripe[i], NULL);
 	return 0;
@@ -31,7 +38,7 @@ void lockset_clear(struct lockset *s)
 }
 
 /* FNV-1a: the stripe only needs to spread keys, not resist an adversary. */
-static unsigned stripe_of(const void *key, size_t len)
+uint64_t lock_hash(const void *key, size_t len)
 {
 	const unsigned char *p = key;
 	uint64_t h = 1469598103934665603ull;
@@ -39,6 +46,12 @@ static unsigned stripe_of(const void *key, size_t len)
 		h ^= p[i];
 		h *= 1099511628211ull;
 	}
+	return h;
+}
+
+static unsigned stripe_of(const void *key, size_t len)
+{
+	uint64_t h = lock_hash(key, len);
 	return (unsigned)((h ^ (h >> 32)) % LOCK_STRIPES);
 }
 

@@ -119,10 +119,16 @@ int main(int argc, char **argv)
 	server_log('*', "Pool %s %s: %llu bytes, media %s (%s)", srv.cfg.pool,
 		   si.created ? "created" : "opened", (unsigned long long)si.pool_size, si.media,
 		   si.media_reason);
-	server_log('*', "Index %s (%s scans)", si.index,
-		   si.ordered ? "ordered" : "unordered: member range");
+	size_t max_ops, max_bytes;
+	ks_db_max_txn(srv.db, &max_ops, &max_bytes);
+	server_log('*', "Index %s (%s); one command writes at most %zu index keys and %zu "
+		   "bytes; strings up to %zu bytes", si.index, si.ordered ? "ordered" :
+		   "unordered: no member range scans", max_ops, max_bytes,
+		   ks_db_max_string(srv.db));
 	if (si.recovered)
 		server_log('*', "Crash recovery done in %.3f ms", si.recovery_ms);
+	else if (si.created)
+		server_log('*', "New pool: nothing to recover");
 	else
 		server_log('*', "Clean shutdown found: nothing to replay (recovery %.3f ms)",
 			   si.recovery_ms);

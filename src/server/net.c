@@ -137,7 +137,7 @@ static void free_client(struct client *c)
 	reply_free(c);
 	resp_parser_free(&c->parser);
 	for (size_t i = 0; i < c->mcount; i++)
-		free(c->mstate[i].argv);
+		free((void *)c->mstate[i].argv);
 	free(c->mstate);
 	free(c->qbuf);
 	free(c->name);
@@ -263,10 +263,21 @@ static void process_input(struct client *c)
 {
 	while (c->qpos < c->qlen &&
 	       !(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
+		/* CONFIG SET proto-max-bulk-len applies at once; a client that has not
+		 * authenticated may send only small requests (as Redis: 10 arguments, 16 KiB) */
+		if (c->authenticated) {
+			c->parser.max_bulk = __atomic_load_n(&c->srv->cfg.proto_max_bulk_len,
+							     __ATOMIC_RELAXED);
+			c->parser.max_args = 1024 * 1024;
+		} else {
+			c->parser.max_bulk = 16384;
+			c->parser.max_args = 10;
+		}
 		int rc = resp_parse(&c->parser, c->qbuf + c->qpos, c->qlen - c->qpos);
 		if (rc == RESP_MORE)
 			break;
 		if (rc == RESP_ERROR) {
+			group_run(c, &c->loop->group); /* the commands before it reply first */
 			add_reply_errorf(c, "ERR %s", c->parser.err);
 			c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 			break;
@@ -276,12 +287,26 @@ static void process_input(struct client *c)
 			continue;
 		c->argc = c->parser.argc;
 		c->argv = c->parser.argv;
-		dispatch_command(c);
+		if (group_add(c, &c->loop->group)) {
+			if (c->loop->group.n == GROUP_MAX)
+				group_run(c, &c->loop->group);
+		} else {
+			group_run(c, &c->loop->group);
+			dispatch_command(c);
+		}
 		c->argc = 0;
 		c->argv = NULL;
 	}
+	/* the grouped commands' arguments live in the query buffer: run them before it
+	 * moves */
+	group_run(c, &c->loop->group);
 	if (c->qpos == c->qlen) {
 		c->qpos = c->qlen = 0;
+		if (c->qcap > 1024 * 1024) { /* a big request is done: give its room back */
+			free(c->qbuf);
+			c->qbuf = NULL;
+			c->qcap = 0;
+		}
 	} else if (c->qpos) {
 		memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
 		c->qlen -= c->qpos;
@@ -296,9 +321,10 @@ static int reserve_input(struct client *c)
 	size_t want = resp_command_min_size(&c->parser);
 	if (want > limit || c->qlen > limit)
 		return -1;
+	/* grow with the bytes that arrive (doubling), never to a length only announced */
 	size_t need = c->qlen + READ_CHUNK;
-	if (want > need)
-		need = want;
+	if (want > need && 2 * c->qcap > need)
+		need = want < 2 * c->qcap ? want : 2 * c->qcap;
 	if (need <= c->qcap)
 		return 0;
 	size_t cap = c->qcap ? c->qcap : READ_CHUNK;
@@ -515,6 +541,8 @@ void net_stop(struct server *srv)
 			close(l->inbox[j]);
 		free(l->inbox);
 		ks_txn_free(&l->txn);
+		free(l->group.args);
+		free(l->group.inline_bytes);
 		if (l->epfd >= 0)
 			close(l->epfd);
 		if (l->wake_fd >= 0)

@@ -36,6 +36,24 @@ struct server {
 	struct scan_cursors *cursors; /* SCAN's cursor table (cmd_keys.c) */
 };
 
+/* Pipelined commands of one client run as one transaction (group commit). */
+#define GROUP_MAX 256u
+struct group_item {
+	const struct command *cmd;
+	int argc;
+	size_t first;                 /* index of its first argument in args */
+};
+#define GROUP_INLINE_BYTES (128u * 1024u)
+struct group {
+	struct group_item items[GROUP_MAX];
+	size_t n;
+	struct arg *args;             /* argument arrays: multibulk bytes stay in the query
+	                                 buffer, inline ones are copied to inline_bytes */
+	size_t nargs, cap;
+	char *inline_bytes;           /* GROUP_INLINE_BYTES, never moved while grouped */
+	size_t inline_used;
+};
+
 struct loop {
 	struct server *srv;
 	unsigned id;
@@ -44,6 +62,7 @@ struct loop {
 	pthread_t thread;
 	int started;
 	struct ks_txn *txn;           /* the transaction of every command run here */
+	struct group group;           /* the pipelined commands waiting to run together */
 	struct client *clients;       /* list of this loop's clients */
 	pthread_mutex_t inbox_lock;   /* connections handed over by loop 0 */
 	int *inbox;
@@ -91,10 +110,32 @@ void reply_free(struct client *c);
 /** dispatch_command() - run the command in c->argc/c->argv (server.h, "How a command
  * runs"); its reply is appended to c's reply. */
 void dispatch_command(struct client *c);
+/**
+ * group_add() - if the command in c->argc/c->argv may share a transaction with the
+ * client's next pipelined commands (an ordinary keyed or keyless command, the client
+ * authenticated and not in MULTI, room left in @g), add it to @g and return 1; else
+ * return 0 and leave @g as it is. Its reply comes when @g runs.
+ */
+int group_add(struct client *c, struct group *g);
+/**
+ * group_run() - run the commands of @g (from one client, in order) as ONE transaction:
+ * the stripes of all their keys taken at once, one batch commit, then their replies in
+ * order. If the commit fails (e.g. the group is past the batch limits) nothing was
+ * applied and each command runs again alone. Empties @g.
+ */
+void group_run(struct client *c, struct group *g);
 /** command_keys() - add the stripes of @cmd's keys in @argv to @ls.
  * Return: the number of keys. */
 int command_keys(const struct command *cmd, int argc, const struct arg *argv,
 		 struct lockset *ls);
+/**
+ * run_commands() - run @cmds[0..@n) of @c in order as ONE transaction: the stripes of
+ * all their keys (or the keyspace lock exclusive, if one of them needs it) held from
+ * the first read to after the one batch commit. The run stops at the transaction's
+ * first error. Return: 0, or the failure's code: then nothing was applied and the
+ * replies the commands added are taken back (the caller replies or retries).
+ */
+int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n);
 /** reply_store_error() - the reply for a negative code from the keyspace. */
 void reply_store_error(struct client *c, int rc);
 #endif /* TIPS_SERVER_NET_H */

@@ -15,6 +15,14 @@
  * and its writes and replies that error instead: a handler that gets a negative code
  * from a ks_* call just returns.
  *
+ * Sharing a transaction. Under EXEC, and for a client's pipelined commands (group
+ * commit, dispatch.c), several commands run one after another in ONE transaction with
+ * all their keys locked: a handler sees the writes of the commands before it and must
+ * not assume the transaction is empty (ks_txn_writes() counts theirs too). A handler
+ * that answers with an error of its own (syntax, WRONGTYPE, a member too long) must do
+ * so before it writes anything, since the writes it buffered would be committed with
+ * the others.
+ *
  * Adding commands. Each cmd_TYPE.c exports `const struct command TYPE_commands[]` and
  * `const size_t TYPE_commands_count` (declared below); commands.c joins them into the
  * table that lookups and COMMAND use. Names are lower case; arity, flags and key
@@ -46,7 +54,9 @@ struct client;
 /* Flags, as COMMAND reports them (command_flag_names() in commands.c). */
 #define CMD_WRITE (1u << 0)       /* "write": may modify the keyspace */
 #define CMD_READONLY (1u << 1)    /* "readonly" */
-#define CMD_DENYOOM (1u << 2)     /* "denyoom": may grow the data */
+#define CMD_DENYOOM (1u << 2)     /* "denyoom": may grow the data (may create keys:
+                                     the dispatcher refuses keys longer than
+                                     KS_MAX_USER_KEY before the handler runs) */
 #define CMD_ADMIN (1u << 3)       /* "admin" */
 #define CMD_NOSCRIPT (1u << 4)    /* "noscript" */
 #define CMD_LOADING (1u << 5)     /* "loading" */
@@ -82,6 +92,9 @@ struct command {
 	const char *summary;   /* one line for COMMAND DOCS */
 	const char *group;     /* "string", "hash", "list", "set", "sorted-set", "generic",
 	                          "server", "connection", "transactions" */
+	const char *args;      /* the arguments after the name, as the Redis docs write them
+	                          ("key value [NX|XX]"): redis-cli shows them as hints;
+	                          NULL if none */
 };
 
 /* The per-file tables. */
@@ -121,11 +134,12 @@ struct reply_chunk {
 	char data[];
 };
 
-/* A command queued by MULTI: its arguments copied. */
+/* A command with its arguments: queued by MULTI (then argv is one allocation, the
+ * array followed by the bytes), or one of a group about to run. */
 struct queued_cmd {
 	const struct command *cmd;
 	int argc;
-	struct arg *argv;     /* argv[i].ptr point into one allocation after the array */
+	const struct arg *argv;
 };
 
 #define CLIENT_MULTI (1u << 0)        /* inside MULTI */
