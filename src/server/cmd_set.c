@@ -200,19 +200,19 @@ static void srandmember_command(struct client *c)
 
 const struct command set_commands[] = {
 	{"sadd", sadd_command, -3, KC_GROW_FAST, 1, 1, 1, NULL, "Add one or more members to a set",
-	 "set"},
+	 "set", "key member [member ...]"},
 	{"srem", srem_command, -3, KC_WRITE_FAST, 1, 1, 1, NULL, "Remove one or more members of a set",
-	 "set"},
-	{"smembers", smembers_command, 2, KC_READ, 1, 1, 1, NULL, "Get all the members of a set", "set"},
+	 "set", "key member [member ...]"},
+	{"smembers", smembers_command, 2, KC_READ, 1, 1, 1, NULL, "Get all the members of a set", "set", "key"},
 	{"sismember", sismember_command, 3, KC_READ_FAST, 1, 1, 1, NULL,
-	 "Tell whether a value is a member of a set", "set"},
+	 "Tell whether a value is a member of a set", "set", "key member"},
 	{"smismember", smismember_command, -3, KC_READ_FAST, 1, 1, 1, NULL,
-	 "Tell whether each value is a member of a set", "set"},
+	 "Tell whether each value is a member of a set", "set", "key member [member ...]"},
 	{"scard", scard_command, 2, KC_READ_FAST, 1, 1, 1, NULL, "Get the number of members of a set",
-	 "set"},
+	 "set", "key"},
 	{"spop", spop_command, -2, KC_WRITE_FAST, 1, 1, 1, NULL,
-	 "Remove and return one or more random members of a set", "set"},
+	 "Remove and return one or more random members of a set", "set", "key [count]"},
 	{"srandmember", srandmember_command, -2, KC_READ, 1, 1, 1, NULL,
-	 "Get one or more random members of a set", "set"},
+	 "Get one or more random members of a set", "set", "key [count]"},
 };
 const size_t set_commands_count = sizeof(set_commands) / sizeof(set_commands[0]);
