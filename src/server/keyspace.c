@@ -163,6 +163,12 @@ struct ks_db {
 	uint64_t gen_next, gen_reserved;
 	_Atomic uint32_t ksgen;
 	_Atomic int64_t keys, expires;
+	/* The durable key counts ('N' records, see "Key counts"): shard s's record as last
+	 * committed, written only by the transaction holding shard s (shard_used, under
+	 * gen_lock) or by FLUSHDB under the exclusive keyspace lock. */
+	int64_t shard_keys[KS_SHARDS], shard_expires[KS_SHARDS];
+	unsigned char shard_used[KS_SHARDS];
+	int counted_by_scan;         /* no count record was found at start: counted by scan */
 	_Atomic uint64_t expired_keys, swept_members, swept_keys, garbage_pending;
 	_Atomic uint64_t commits, commit_ops;
 	double start_scan_ms;
@@ -265,6 +271,83 @@ static int count_key(const void *k, size_t kl, const void *v, size_t vl, void *a
 }
 
 static void *sweeper_main(void *arg);
+
+/* The key of shard @shard's count record in keyspace generation @ksgen. */
+static void count_key_of(uint32_t ksgen, unsigned shard, unsigned char k[KS_COUNT_KEY])
+{
+	k[0] = KS_FAMILY_COUNT;
+	put_be32(k + 1, ksgen);
+	k[5] = (unsigned char)(shard >> 8);
+	k[6] = (unsigned char)shard;
+}
+
+/*
+ * Key counts. DBSIZE and INFO keyspace must not scan, and neither may a start (32M
+ * keys would take seconds), so the counts are durable: KS_SHARDS records
+ * 'N' ksgen:4 shard:2 -> keys:8 expires:8 (little-endian), one per transaction that
+ * exists at once (each event loop's, the sweeper's). A transaction that changes the
+ * number of keys writes its shard's new counts in its own batch, so after any crash
+ * the counts agree with the keys; no lock is needed, since one transaction owns a
+ * shard. The total is the sum of the shards (a start reads KS_SHARDS point lookups).
+ * FLUSHDB moves to a new ksgen, whose shards are all absent (0); the old records stay
+ * (KS_SHARDS small records at most per FLUSHDB).
+ * A keyspace with meta records but no count record (made before the counts existed) is
+ * counted once by a scan, and the result written as shard 0.
+ */
+static int load_counts(struct ks_db *db, char *err, size_t errlen)
+{
+	uint32_t ksgen = atomic_load(&db->ksgen);
+	int64_t keys = 0, expires = 0;
+	int found = 0;
+	for (unsigned s = 0; s < KS_SHARDS; s++) {
+		unsigned char k[KS_COUNT_KEY], v[16];
+		size_t vl = 0;
+		count_key_of(ksgen, s, k);
+		int rc = store_get(db->store, k, sizeof(k), v, sizeof(v), &vl);
+		if (rc == TIPS_ENOTFOUND)
+			continue;
+		if (rc || vl != sizeof(v)) {
+			snprintf(err, errlen, "cannot read the key count of shard %u: %s", s,
+				 rc ? tips_strerror(rc) : "a record of the wrong size");
+			return rc ? rc : TIPS_ECORRUPT;
+		}
+		db->shard_keys[s] = (int64_t)get_le64(v);
+		db->shard_expires[s] = (int64_t)get_le64(v + 8);
+		keys += db->shard_keys[s];
+		expires += db->shard_expires[s];
+		found = 1;
+	}
+	if (!found) {
+		struct count_arg ca = {{KS_FAMILY_META}, 0, 0, 0};
+		put_be32(ca.prefix + 1, ksgen);
+		long n = store_scan(db->store, ca.prefix, KS_META_KEY_PREFIX, SIZE_MAX, count_key,
+				    &ca);
+		if (n < 0 || ca.bad) {
+			int rc = n < 0 ? (int)n : TIPS_ECORRUPT;
+			snprintf(err, errlen, "cannot count the keys: %s", n < 0 ? tips_strerror(rc)
+				 : "a meta record is malformed");
+			return rc;
+		}
+		if (ca.keys) {
+			unsigned char k[KS_COUNT_KEY], v[16];
+			count_key_of(ksgen, 0, k);
+			put_le64(v, (uint64_t)ca.keys);
+			put_le64(v + 8, (uint64_t)ca.expires);
+			int rc = store_put(db->store, k, sizeof(k), v, sizeof(v));
+			if (rc) {
+				snprintf(err, errlen, "cannot write the key count: %s",
+					 tips_strerror(rc));
+				return rc;
+			}
+			db->shard_keys[0] = keys = ca.keys;
+			db->shard_expires[0] = expires = ca.expires;
+			db->counted_by_scan = 1;
+		}
+	}
+	atomic_store(&db->keys, keys);
+	atomic_store(&db->expires, expires);
+	return 0;
+}
 
 struct gen_list {
 	uint64_t *gens;
@@ -370,20 +453,12 @@ int ks_db_open(const struct ks_options *o, struct ks_db **out, char *err, size_t
 	rc = adopt_pending(db, err, errlen);
 	if (rc)
 		goto fail;
-	/* count the keys of the current keyspace generation */
+	/* the key counts of the current keyspace generation */
 	double t0 = now_ms_mono();
-	struct count_arg ca = {{KS_FAMILY_META}, 0, 0, 0};
-	put_be32(ca.prefix + 1, atomic_load(&db->ksgen));
-	long n = store_scan(db->store, ca.prefix, KS_META_KEY_PREFIX, SIZE_MAX, count_key, &ca);
-	if (n < 0 || ca.bad) {
-		rc = n < 0 ? (int)n : TIPS_ECORRUPT;
-		snprintf(err, errlen, "cannot count the keys: %s", n < 0 ? tips_strerror(rc) :
-			 "a meta record is malformed");
+	rc = load_counts(db, err, errlen);
+	if (rc)
 		goto fail;
-	}
 	db->start_scan_ms = now_ms_mono() - t0;
-	atomic_store(&db->keys, ca.keys);
-	atomic_store(&db->expires, ca.expires);
 	if (pthread_create(&db->sweeper, NULL, sweeper_main, db)) {
 		snprintf(err, errlen, "cannot start the sweeper thread");
 		rc = TIPS_ENOMEM;
@@ -486,6 +561,7 @@ struct arena_block {
 
 struct ks_txn {
 	struct ks_db *db;
+	unsigned shard;       /* its key-count record (struct ks_db shard_*) */
 	int64_t now;
 	uint32_t ksgen;
 	int err;
@@ -528,14 +604,23 @@ int ks_txn_new(struct ks_db *db, struct ks_txn **out)
 	if (!t)
 		return TIPS_ENOMEM;
 	t->db = db;
+	pthread_mutex_lock(&db->gen_lock);
+	unsigned s = 0;
+	while (s < KS_SHARDS && db->shard_used[s])
+		s++;
+	if (s < KS_SHARDS)
+		db->shard_used[s] = 1;
+	pthread_mutex_unlock(&db->gen_lock);
+	if (s == KS_SHARDS) {
+		free(t);
+		return TIPS_ENOMEM; /* more than KS_SHARDS transactions at once */
+	}
+	t->shard = s;
 	t->vbuf = malloc(TIPS_MAX_VALUE);
 	t->chunk = db->ordered ? CHUNK_ORDERED : CHUNK_UNORDERED;
 	t->items = malloc(t->chunk * sizeof(*t->items));
 	if (!t->vbuf || !t->items || tips_batch_new(&t->batch) || tips_batch_new(&t->stage)) {
-		tips_batch_free(&t->batch);
-		free(t->items);
-		free(t->vbuf);
-		free(t);
+		ks_txn_free(&t);
 		return TIPS_ENOMEM;
 	}
 	*out = t;
@@ -565,6 +650,9 @@ void ks_txn_free(struct ks_txn **tp)
 	*tp = NULL;
 	if (!t)
 		return;
+	pthread_mutex_lock(&t->db->gen_lock);
+	t->db->shard_used[t->shard] = 0;
+	pthread_mutex_unlock(&t->db->gen_lock);
 	arena_reset(t, 0);
 	tips_batch_free(&t->batch);
 	tips_batch_free(&t->stage);
@@ -654,9 +742,24 @@ void ks_txn_abort(struct ks_txn *t)
 	txn_end(t);
 }
 
+static int txn_write(struct ks_txn *t, const void *key, size_t klen, const void *val,
+		     size_t vlen);
+
+/* Adds the txn's shard record, with the counts after this txn, to its writes. */
+static int count_write(struct ks_txn *t)
+{
+	unsigned char k[KS_COUNT_KEY], v[16];
+	count_key_of(t->ksgen, t->shard, k);
+	put_le64(v, (uint64_t)(t->db->shard_keys[t->shard] + t->dkeys));
+	put_le64(v + 8, (uint64_t)(t->db->shard_expires[t->shard] + t->dexpires));
+	return txn_write(t, k, sizeof(k), v, sizeof(v));
+}
+
 int ks_txn_commit(struct ks_txn *t)
 {
 	int rc = t->err;
+	if (!rc && t->nw && (t->dkeys || t->dexpires))
+		rc = count_write(t); /* in the same batch: counts and keys agree after a crash */
 	if (!rc && t->nw == 1) {
 		/* one index write needs no batch: a single put or delete is as atomic */
 		struct wentry *e = &t->w[0];
@@ -673,6 +776,8 @@ int ks_txn_commit(struct ks_txn *t)
 			rc = store_commit(t->db->store, t->batch);
 	}
 	if (!rc && t->nw) {
+		t->db->shard_keys[t->shard] += t->dkeys;
+		t->db->shard_expires[t->shard] += t->dexpires;
 		atomic_fetch_add(&t->db->keys, t->dkeys);
 		atomic_fetch_add(&t->db->expires, t->dexpires);
 		atomic_fetch_add(&t->db->expired_keys, (uint64_t)t->dexpired);
@@ -1005,6 +1110,10 @@ int ks_flush(struct ks_txn *t)
 		atomic_store(&db->ksgen, next);
 		atomic_store(&db->keys, 0);
 		atomic_store(&db->expires, 0);
+		/* the new generation has no count records: every shard starts at 0 (the
+		 * exclusive keyspace lock keeps every other txn out of its commit) */
+		memset(db->shard_keys, 0, sizeof(db->shard_keys));
+		memset(db->shard_expires, 0, sizeof(db->shard_expires));
 		atomic_store(&db->old_keyspace, 1);
 		t->ksgen = next;
 		t->dkeys = t->dexpires = 0; /* the keys this txn made are gone too */

@@ -69,6 +69,10 @@
 #define KS_FAMILY_MEMBER 'c'
 #define KS_FAMILY_GARBAGE 'g'
 #define KS_FAMILY_PENDING 'p'
+#define KS_FAMILY_COUNT 'N'      /* 'N' ksgen:4 shard:2 -> the keys and expiries a shard
+                                    counts (keyspace.c, "Key counts") */
+#define KS_COUNT_KEY 7u
+#define KS_SHARDS 256u            /* transactions at once, at most */
 
 #define KS_META_KEY_PREFIX 5u    /* 'k' + ksgen:4 */
 #define KS_MEMBER_KEY_PREFIX 9u  /* 'c' + gen:8 */

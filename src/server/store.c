@@ -130,12 +130,79 @@ int store_get(struct store *s, const void *key, size_t klen, void *val, size_t c
 	return tips_listdb_get(s->ldb, key, klen, val, cap, vlen);
 }
 
-long store_scan(struct store *s, const void *start, size_t klen, size_t count,
-		tips_scan_fn fn, void *arg)
+static long engine_scan(struct store *s, const void *start, size_t klen, size_t count,
+			tips_scan_fn fn, void *arg)
 {
 	if (s->tips)
 		return tips_scan(s->tips, start, klen, count, fn, arg);
 	return tips_listdb_scan(s->ldb, start, klen, count, fn, arg);
+}
+
+/* One chunk of a chunked scan: forwards to the caller's callback, remembering the last
+ * key passed and skipping the key the chunk started from (it was passed before). */
+struct chunk_state {
+	tips_scan_fn fn;
+	void *arg;
+	unsigned char last[TIPS_MAX_KEY];
+	size_t last_len;
+	int skip_first;   /* the chunk starts at the previous chunk's last key */
+	int stopped;      /* the caller's callback returned non-zero */
+	long passed;      /* pairs passed to the caller in all chunks */
+	size_t seen;      /* pairs this chunk produced */
+};
+
+static int chunk_visit(const void *k, size_t kl, const void *v, size_t vl, void *a)
+{
+	struct chunk_state *c = a;
+	c->seen++;
+	if (c->skip_first && c->seen == 1 && kl == c->last_len && !memcmp(k, c->last, kl))
+		return 0;
+	memcpy(c->last, k, kl);
+	c->last_len = kl;
+	c->passed++;
+	if (c->fn(k, kl, v, vl, c->arg)) {
+		c->stopped = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * A scan of an ordered store goes in chunks of SCAN_CHUNK pairs, each one started from
+ * the last key of the one before: the engines copy every pair a scan asks for before
+ * the first callback, so one scan of "everything from here" would copy the rest of the
+ * keyspace to find the few keys of a prefix. A hash table visits every bucket for any
+ * scan, so there one scan is cheapest. Each chunk, like a single scan, sees every
+ * write completed before it began.
+ */
+#define SCAN_CHUNK 256u
+
+long store_scan(struct store *s, const void *start, size_t klen, size_t count,
+		tips_scan_fn fn, void *arg)
+{
+	if (!s->info.ordered || count <= SCAN_CHUNK)
+		return engine_scan(s, start, klen, count, fn, arg);
+	struct chunk_state *c = malloc(sizeof(*c));
+	if (!c)
+		return TIPS_ENOMEM;
+	*c = (struct chunk_state){ .fn = fn, .arg = arg };
+	const void *from = start;
+	size_t from_len = klen;
+	long rc = 0;
+	while ((size_t)c->passed < count) {
+		size_t want = count - (size_t)c->passed + (size_t)c->skip_first;
+		c->seen = 0;
+		rc = engine_scan(s, from, from_len, want < SCAN_CHUNK ? want : SCAN_CHUNK,
+				 chunk_visit, c);
+		if (rc < 0 || c->stopped || c->seen < (want < SCAN_CHUNK ? want : SCAN_CHUNK))
+			break;
+		from = c->last;
+		from_len = c->last_len;
+		c->skip_first = 1;
+	}
+	long passed = c->passed;
+	free(c);
+	return rc < 0 ? rc : passed;
 }
 
 int store_put(struct store *s, const void *key, size_t klen, const void *val, size_t vlen)
