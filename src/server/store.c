@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The ordered indexes: a scan from a start key costs O(log n + count). */
@@ -51,6 +52,43 @@ static void list_indexes(char *buf, size_t cap)
 		snprintf(buf + n, cap - n, "listdb");
 }
 
+/*
+ * A pool locked by a server that was just killed stays locked until the kernel has torn
+ * down the dead process's mapping, which may finish after the process is reaped (another
+ * process reading its /proc files holds the address space a moment): a restart waits
+ * up to LOCK_WAIT_MS for it. A pool held by a live process is still refused, after
+ * that wait, with the pool's own message.
+ */
+#define LOCK_WAIT_MS 3000u
+#define LOCK_POLL_MS 20u
+
+/* Keys a pool of @pool_size bytes is sized for (the DRAM cache, a hash index's table):
+ * about 256 bytes a key, at least the library's default of 1M. */
+static uint64_t expected_keys_of(uint64_t pool_size)
+{
+	uint64_t k = pool_size / 256;
+	return k < (1ull << 20) ? (1ull << 20) : k;
+}
+
+static int engine_open(struct store *s, const char *path, const char *index,
+		       uint64_t pool_size)
+{
+	if (!strcmp(index, "listdb")) {
+		struct tips_listdb_config cfg;
+		tips_listdb_config_init(&cfg);
+		cfg.flags = TIPS_LISTDB_CREATE;
+		cfg.pool_size = pool_size;
+		cfg.expected_keys = expected_keys_of(pool_size);
+		return tips_listdb_open(path, &cfg, &s->ldb);
+	}
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_CREATE;
+	cfg.pool_size = pool_size;
+	cfg.expected_keys = expected_keys_of(pool_size);
+	return tips_open(path, &cfg, tips_index_find(index), &s->tips);
+}
+
 int store_open(const char *path, const char *index, uint64_t pool_size, struct store **out,
 	       char *err, size_t errlen)
 {
@@ -67,19 +105,15 @@ int store_open(const char *path, const char *index, uint64_t pool_size, struct s
 	}
 	snprintf(s->index, sizeof(s->index), "%s", index);
 	int created = access(path, F_OK) != 0;
+	/* Pools come in 2 MiB granules: round the size up rather than refuse "2gb" */
+	pool_size = (pool_size + TIPS_POOL_ALIGN - 1) / TIPS_POOL_ALIGN * TIPS_POOL_ALIGN;
 	int rc;
-	if (!strcmp(index, "listdb")) {
-		struct tips_listdb_config cfg;
-		tips_listdb_config_init(&cfg);
-		cfg.flags = TIPS_LISTDB_CREATE;
-		cfg.pool_size = pool_size;
-		rc = tips_listdb_open(path, &cfg, &s->ldb);
-	} else {
-		struct tips_config cfg;
-		tips_config_init(&cfg);
-		cfg.flags = TIPS_CREATE;
-		cfg.pool_size = pool_size;
-		rc = tips_open(path, &cfg, tips_index_find(index), &s->tips);
+	for (unsigned waited_ms = 0;; waited_ms += LOCK_POLL_MS) {
+		rc = engine_open(s, path, index, pool_size);
+		if (rc != TIPS_ELOCKED || waited_ms >= LOCK_WAIT_MS)
+			break;
+		struct timespec ts = { 0, LOCK_POLL_MS * 1000000L };
+		nanosleep(&ts, NULL);
 	}
 	if (rc) {
 		snprintf(err, errlen, "cannot open pool %s with index %s: %s: %s", path, index,
