@@ -438,17 +438,29 @@ case("binary", "empty-and-all-bytes", binary_steps())
 def large_steps():
     rng = random.Random(7)
     mib = bytes(rng.getrandbits(8) for _ in range(1 << 20))
-    bigkey = b"K" * 65536
+    v60k, m1000, k1000 = mib[:60 << 10], mib[:1000], b"K" * 1000
     return [("SET", "big", mib), ("GET", "big"), ("STRLEN", "big"), ("APPEND", "big", mib), ("STRLEN", "big"),
             ("GETRANGE", "big", "1048570", "1048580"), ("SETRANGE", "big", str(3 << 20), "x"),
-            ("STRLEN", "big"), ("GETRANGE", "big", "-3", "-1"), ("HSET", "bh", "f", mib), ("HGET", "bh", "f"),
-            ("RPUSH", "bl", mib, "small"), ("LINDEX", "bl", "0"), ("LRANGE", "bl", "0", "-1"),
-            ("SADD", "bs", mib), ("SISMEMBER", "bs", mib), ("ZADD", "bz", "1", mib), ("ZSCORE", "bz", mib),
-            ("ZRANGE", "bz", "0", "-1"), ("SET", bigkey, "1"), ("GET", bigkey), ("MSET", "x", mib, "y", mib),
-            ("MGET", "x", "y"), ("GETDEL", "x"), ("DEL", "big", "bh", "bl", "bs", "bz", bigkey)]
+            ("STRLEN", "big"), ("GETRANGE", "big", "-3", "-1"), ("SETRANGE", "big", "65470", "abcdefghijklmnop"),
+            ("GETRANGE", "big", "65460", "65500"), ("MSET", "x", mib, "y", mib), ("MGET", "x", "y"),
+            ("GETSET", "x", v60k), ("STRLEN", "x"), ("SET", "x", mib, "GET"), ("GETDEL", "x"),
+            ("HSET", "bh", "f", v60k, m1000, "v"), ("HGET", "bh", "f"), ("HGET", "bh", m1000),
+            ("RPUSH", "bl", v60k, "small"), ("LINDEX", "bl", "0"), ("LRANGE", "bl", "0", "-1"),
+            ("SADD", "bs", m1000), ("SISMEMBER", "bs", m1000), ("ZADD", "bz", "1", m1000[:990]),
+            ("ZSCORE", "bz", m1000[:990]), ("ZRANGE", "bz", "0", "-1"), ("SET", k1000, "1"), ("GET", k1000),
+            ("DEL", "big", "bh", "bl", "bs", "bz", k1000), ("DBSIZE",)]
+
+
+def over_limit_steps():
+    """Sizes Redis takes and tips-server refuses by design (keys over 1019 bytes, member
+    keys over 1015, member values over 64 KiB): only the writes, never read back."""
+    mib = b"v" * (1 << 20)
+    return [("SET", b"K" * 65536, "1"), ("HSET", "h1", "f", mib), ("HSET", "h2", b"f" * 2000, "v"),
+            ("RPUSH", "l1", mib), ("SADD", "s1", b"m" * 2000), ("ZADD", "z1", "1", b"m" * 2000)]
 
 
 case("large", "one-mebibyte", large_steps)
+case("large", "over-tips-limits", over_limit_steps)
 
 
 def pipeline_steps():
