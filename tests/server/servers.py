@@ -211,13 +211,13 @@ def add_server_args(p):
     return p
 
 
-def server_under_test(args, redis_kind="redis", **kw):
+def server_under_test(args, redis_kind="redis", name=None, **kw):
     """The Server the arguments name: tips-server on --index, or redis-server of redis_kind
     when no tips-server was given."""
     if args.server:
-        return Server("tips", need_tool("tips-server", args.server), index=args.index, **kw)
+        return Server("tips", need_tool("tips-server", args.server), index=args.index, name=name, **kw)
     return Server(redis_kind, need_tool("redis-server", args.redis_server),
-                  name="%s-as-sut" % redis_kind, **kw)
+                  name=name or "%s-as-sut" % redis_kind, **kw)
 
 
 def under_test_name(args):
