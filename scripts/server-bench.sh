@@ -14,7 +14,7 @@
 # and checks that DBSIZE is K after each restart; writes a JSON file.
 #
 #   scripts/server-bench.sh [--n N] [--repeats R] [--servers a,b,..] [--pipelines "1 16"]
-#                           [--tips-server PATH] [--pool-size SIZE] [--json FILE]
+#                           [--tips-server PATH] [--pool-size SIZE (1gb)] [--json FILE]
 #   scripts/server-bench.sh --restart [--keys K] [--servers tips-art,redis-always] [--json FILE]
 # Needs redis-server, redis-tools (scripts/install-deps.sh) and a built tips-server.
 set -euo pipefail
@@ -24,7 +24,7 @@ repeats=3
 servers=tips-hash,tips-art,listdb,redis,redis-always,redis-everysec
 pipelines="1 16"
 tips_server="$root/build/tips-server"
-pool_size=1G
+pool_size=1gb
 json=""
 mode=throughput
 keys=200000

@@ -63,7 +63,7 @@ class Server:
         self.kind = kind
         self.binary = binary
         self.index = index
-        self.pool_size = pool_size or os.environ.get("TIPS_SERVER_POOL_SIZE", "256M")
+        self.pool_size = pool_size or os.environ.get("TIPS_SERVER_POOL_SIZE", "256mb")
         self.extra = list(extra)
         self.name = name or (index if kind == "tips" else kind)
         self.start_timeout = start_timeout
@@ -247,3 +247,15 @@ class Tally:
     def finish(self):
         print("%d passed, %d failed" % (self.passed, self.failed), flush=True)
         return 1 if self.failed or not self.passed else 0
+
+
+def run_main(main):
+    """Run a test's main(); a server that does not start is a failure with its log, and
+    the last line is still `N passed, N failed`."""
+    try:
+        code = main()
+    except StartError as e:
+        print("FAIL: %s" % e, flush=True)
+        print("0 passed, 1 failed")
+        code = 1
+    sys.exit(code)

@@ -161,4 +161,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    servers.run_main(main)
