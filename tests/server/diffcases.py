@@ -494,7 +494,9 @@ case("inline", "bad-frames", [
     Raw(b"*1\r\n$1024\r\n" + b"x" * 1024 + b"\r\n"), Raw(b"*0\r\nPING\r\n"), Raw(b"*-1\r\nPING\r\n"), Raw(b"*1\r\n$4\r\nPING\r\n*1\r\n$999999999999\r\n", close=True),
     Raw(b"*3000000000\r\n", close=True), Raw(b"GET " + b"x" * 70000, close=True),
     Raw(b"*1\r\n$70000\r\n" + b"x" * 70000 + b"\r\n"), Raw(b"*1\r\n$600000000\r\n", close=True),
-    Raw(b"*3\r\n*1\r\n$1\r\na\r\n", close=True)])
+    Raw(b"*3\r\n*1\r\n$1\r\na\r\n", close=True), Raw(b"PING\r\n*x\r\n", close=True),
+    Raw(b"KEYS z\r\n*x\r\n", close=True), Raw(b"*2\r\n$4\r\nKEYS\r\n$1\r\nz\r\n*1\r\n$x\r\n", close=True),
+    Raw(b"SET a 1\r\nKEYS *\r\nECHO 'x\r\n", close=True)])
 
 
 # -- the seeded random command generator -------------------------------------------------

@@ -99,6 +99,7 @@ class Pair:
         self.ref, self.sut, self.index, self.tally = ref, sut, index, tally
         self.verbose = verbose
         self.documented = {}
+        self.last = "none"
         self.rc = self.sc = None
         self.reconnect()
 
@@ -173,6 +174,7 @@ class Pair:
         self.commands(where, [("FLUSHALL",)])
         batch = []
         for step in steps + [None]:
+            self.last = describe(step) if step is not None else self.last
             if isinstance(step, (tuple, Cmd)) and len(batch) < chunk:
                 batch.append(step)
                 continue
@@ -187,6 +189,16 @@ class Pair:
                 self.poll(where, step)
         if batch:
             self.commands(where, batch)
+
+
+def describe(step):
+    if isinstance(step, Raw):
+        return "raw bytes %r" % step.data[:100]
+    if isinstance(step, Scan):
+        return "full SCAN %s" % resp.show_cmd(step.opts)
+    if isinstance(step, Poll):
+        return "polling %s" % resp.show_cmd(step.args)
+    return "a pipeline ending before or at %s" % resp.show_cmd(step.args if isinstance(step, Cmd) else step)
 
 
 def full_scan(conn, opts, limit=100000):
@@ -269,14 +281,19 @@ def main():
         for group, name, steps in selected_cases(args):
             steps = steps() if callable(steps) else steps
             before = tally.failed
+            broken = False
             try:
                 pair.run_case("%s/%s" % (group, name), steps, 1000 if group == "pipeline" else 64)
             except (OSError, resp.Closed, resp.ProtocolError) as e:
-                tally.fail("%s/%s: aborted: %s" % (group, name, e))
-                pair.reconnect()
+                broken = True
+                if sut.alive():
+                    tally.fail("%s/%s: aborted: %s (last step: %s)" % (group, name, e, pair.last))
             if not sut.alive():
-                tally.fail("%s/%s: the server under test died\n%s" % (group, name, sut.log_tail()))
+                tally.fail("%s/%s: the server under test died; last step: %s\n%s"
+                           % (group, name, pair.last, sut.log_tail(40)))
                 sut.start()
+                broken = True
+            if broken:
                 pair.reconnect()
             print("  %-40s %s" % ("%s/%s" % (group, name),
                                  "ok" if tally.failed == before else "%d differences" % (tally.failed - before)),

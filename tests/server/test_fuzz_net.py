@@ -161,13 +161,14 @@ def main():
         srv.start()
         healthy(srv, tally, "at start")
         base = srv.rss_kib()
-        peak, sent, kinds, closed = base, 0, {}, 0
+        peak, sent, kinds, closed, recent = base, 0, {}, 0, []
         parked = park_partial_frames(srv.port, fz.rng)
         peak = max(peak, srv.rss_kib())
         end = time.monotonic() + args.seconds
         while time.monotonic() < end and srv.alive():
             kind, data = fz.payload()
             kinds[kind] = kinds.get(kind, 0) + 1
+            recent = (recent + [(kind, data)])[-6:]
             try:
                 closed += send_and_drain(srv.port, data)
             except OSError as e:
@@ -181,8 +182,9 @@ def main():
                     break
         for s in parked:
             s.close()
-        alive = tally.ok(srv.alive(), "the server died after %d payloads (last: %s %r), seed %d"
-                         % (sent, kind, data[:200], args.seed), srv.log_tail())
+        alive = tally.ok(srv.alive(), "the server died after %d payloads, seed %d; the last ones:\n%s"
+                         % (sent, args.seed, "\n".join("    %s %r" % (k, d[:300]) for k, d in recent)),
+                         srv.log_tail())
         if alive:
             peak = max(peak, srv.rss_kib())
             healthy(srv, tally, "at the end, seed %d" % args.seed)
