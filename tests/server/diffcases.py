@@ -496,7 +496,8 @@ case("inline", "bad-frames", [
     Raw(b"*1\r\n$70000\r\n" + b"x" * 70000 + b"\r\n"), Raw(b"*1\r\n$600000000\r\n", close=True),
     Raw(b"*3\r\n*1\r\n$1\r\na\r\n", close=True), Raw(b"PING\r\n*x\r\n", close=True),
     Raw(b"KEYS z\r\n*x\r\n", close=True), Raw(b"*2\r\n$4\r\nKEYS\r\n$1\r\nz\r\n*1\r\n$x\r\n", close=True),
-    Raw(b"SET a 1\r\nKEYS *\r\nECHO 'x\r\n", close=True)])
+    Raw(b"SET a 1\r\nKEYS *\r\nECHO 'x\r\n", close=True), Raw(b"KEYS *\r\nPING\r\n"),
+    Raw(b"KEYS z\r\nECHO " + b"x" * 100 + b"\r\n"), Raw(b"SCAN 0\r\nMULTI\r\nPING\r\nEXEC\r\n")])
 
 
 # -- the seeded random command generator -------------------------------------------------
@@ -504,10 +505,16 @@ class RandomOps:
     """Steps of every command on a small key space (types collide, so WRONGTYPE replies are
     part of it). Nondeterministic commands are compared by count or as sets."""
 
-    def __init__(self, seed, n, ordered=True):
+    COLLECTION = ("H", "L", "R", "SADD", "SREM", "SMEMBERS", "SISMEMBER", "SCARD", "SPOP", "SRANDMEMBER", "Z")
+
+    def __init__(self, seed, n, strings_only=False):
         self.rng = random.Random(seed)
         self.n = n
-        self.ordered = ordered
+        self.strings_only = strings_only
+
+    def allowed(self, step):
+        name = (step.args if isinstance(step, Cmd) else step)[0]
+        return not (self.strings_only and name.startswith(self.COLLECTION))
 
     def key(self):
         return "k%d" % self.rng.randrange(8)
@@ -561,7 +568,10 @@ class RandomOps:
             lambda: ("ZRANGEBYSCORE", k(), "(0", "+inf", "WITHSCORES"), lambda: ("ZREVRANGE", k(), "0", "-1"),
             lambda: ("ZRANK", k(), self.member()), lambda: ("ZPOPMIN", k()), lambda: ("ZPOPMAX", k(), "2"),
         ]
-        return r.choice(table)()
+        while True:
+            step = r.choice(table)()
+            if self.allowed(step):
+                return step
 
     def multi(self):
         body = []
@@ -586,5 +596,6 @@ class RandomOps:
         return out
 
 
-def random_case(seed, n):
-    return ("random", "random-seed%d-%dops" % (seed, n), lambda: RandomOps(seed, n).steps())
+def random_case(seed, n, strings_only=False):
+    return ("random", "random-seed%d-%dops%s" % (seed, n, "-strings" if strings_only else ""),
+            lambda: RandomOps(seed, n, strings_only).steps())

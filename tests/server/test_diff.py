@@ -257,7 +257,7 @@ def selected_cases(args):
     groups = set(args.groups.split(",")) if args.groups else None
     cases = [c for c in diffcases.CASES if groups is None or c[0] in groups]
     if args.random_ops and (groups is None or "random" in groups):
-        cases.append(diffcases.random_case(args.seed, args.random_ops))
+        cases.append(diffcases.random_case(args.seed, args.random_ops, args.random_strings_only))
     return cases
 
 
@@ -267,6 +267,8 @@ def main():
                    ",".join(sorted({c[0] for c in diffcases.CASES} | {"random"})))
     p.add_argument("--random-ops", type=int, default=3000, help="random steps (0: none)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--random-strings-only", action="store_true",
+                   help="random steps without collection commands (strings and keys)")
     p.add_argument("--verbose", action="store_true", help="also print documented differences")
     args = p.parse_args()
     tally = servers.Tally()
