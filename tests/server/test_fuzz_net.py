@@ -184,7 +184,7 @@ def main():
             s.close()
         alive = tally.ok(srv.alive(), "the server died after %d payloads, seed %d; the last ones:\n%s"
                          % (sent, args.seed, "\n".join("    %s %r" % (k, d[:300]) for k, d in recent)),
-                         srv.log_tail())
+                         srv.log_tail(80))
         if alive:
             peak = max(peak, srv.rss_kib())
             healthy(srv, tally, "at the end, seed %d" % args.seed)
