@@ -56,7 +56,7 @@ esac
 work=$(mktemp -d /dev/shm/tips-server-bench.XXXXXX)
 pid=""
 cleanup() {
-	[ -z "$pid" ] || kill -9 "$pid" 2>/dev/null || true
+	[ -z "$pid" ] || { kill -9 "$pid"; wait "$pid"; } 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -101,8 +101,7 @@ wait_pong() {
 }
 
 stop() {
-	kill -9 "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+	{ kill -9 "$pid"; wait "$pid"; } 2>/dev/null || true
 	pid=""
 }
 
@@ -120,7 +119,7 @@ throughput() {
 			wait_pong "$port"
 			for p in $pipelines; do
 				out=$(redis-benchmark -h 127.0.0.1 -p "$port" -t set,get -n "$n" -r "$n" -d 8 -c 50 \
-					-P "$p" -q --csv 2>&1)
+					-P "$p" -q --csv 2>&1) || true
 				if ! grep -q '^"SET"' <<<"$out" || ! grep -q '^"GET"' <<<"$out" || grep -qi 'error' <<<"$out"; then
 					echo "server-bench: redis-benchmark against $name -P $p failed:" >&2
 					echo "$out" >&2
@@ -179,7 +178,7 @@ time_start() {
 
 check_dbsize() {
 	local got
-	got=$(redis-cli -h 127.0.0.1 -p "$1" DBSIZE)
+	got=$(redis-cli -h 127.0.0.1 -p "$1" DBSIZE) || true
 	[ "$got" = "$keys" ] || { echo "server-bench: DBSIZE $got after the restart, expected $keys" >&2; exit 1; }
 }
 
@@ -198,7 +197,7 @@ PY
 		mkdir -p "$dir"
 		port=$(free_port)
 		time_start "$name" "$dir" "$port" >/dev/null
-		reply=$(redis-cli -h 127.0.0.1 -p "$port" --pipe <"$load" 2>&1)
+		reply=$(redis-cli -h 127.0.0.1 -p "$port" --pipe <"$load" 2>&1) || true
 		grep -q "errors: 0, replies: $keys" <<<"$reply" || { echo "server-bench: load failed: $reply" >&2; exit 1; }
 		stop
 		ms_kill=$(time_start "$name" "$dir" "$port")
