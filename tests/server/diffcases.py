@@ -175,7 +175,7 @@ case("strings", "counters", [
     ("SET", "m", "-9223372036854775808"), ("DECR", "m"), ("INCRBY", "n", "9223372036854775808"),
     ("DECRBY", "n", "-9223372036854775808"), ("SET", "s", " 1"), ("INCR", "s"), ("SET", "s", "01"),
     ("INCR", "s"), ("SET", "s", "1 "), ("INCR", "s"), ("SET", "s", ""), ("INCR", "s"),
-    ("SET", "s", "+1"), ("INCR", "s"), ("SET", "s", "-0"), ("INCR", "s"), ("SET", "i", "10"),
+    ("SET", "s", "+1"), ("INCR", "s"), ("SET", "s", b"1\x00"), ("INCR", "s"), ("INCRBY", "n", b"5\x00"), ("SET", "s", "-0"), ("INCR", "s"), ("SET", "i", "10"),
     ("APPEND", "i", "5"), ("INCR", "i"), ("GET", "i"), ("INCR",), ("INCR", "a", "b"), ("INCRBY", "n"),
     ("DECRBY", "n"), ("DECR",)])
 case("strings", "incrbyfloat", [
@@ -188,7 +188,9 @@ case("strings", "incrbyfloat", [
     ("INCRBYFLOAT", "big", "1e300"), ("INCRBYFLOAT", "big", "1e300"), ("SET", "s", "abc"),
     ("INCRBYFLOAT", "s", "1"), ("SET", "i", "7"), ("INCRBYFLOAT", "i", "3"), ("INCR", "i"),
     ("INCRBYFLOAT", "t", "  1"), ("INCRBYFLOAT", "u", "0x10"), ("INCRBYFLOAT", "v", "3.0e-5"),
-    ("INCRBYFLOAT", "w", "12345678901234567890"), ("INCRBYFLOAT", "f")])
+    ("INCRBYFLOAT", "w", "12345678901234567890"), ("SET", "nul", b"1\x00x"), ("INCRBYFLOAT", "nul", "0.5"),
+    ("INCRBYFLOAT", "w", b"0.5\x00zz"), ("SET", "nul", b"2.5\x00"), ("INCRBYFLOAT", "nul", "1"),
+    ("SETRANGE", "pad", "3", "1"), ("INCRBYFLOAT", "pad", "1"), ("GET", "w"), ("INCRBYFLOAT", "f")])
 case("strings", "append-strlen-ranges", [
     ("APPEND", "a", "foo"), ("APPEND", "a", "bar"), ("GET", "a"), ("STRLEN", "a"), ("STRLEN", "none"),
     ("GETRANGE", "a", "0", "2"), ("GETRANGE", "a", "-3", "-1"), ("GETRANGE", "a", "5", "1"),
@@ -324,7 +326,8 @@ case("multi", "multi-exec-discard", [
     ("INCR", "a"), ("SET", "d", "1"), ("EXEC",), ("GET", "d"), ("MULTI",), ("MSET", "x", "1", "y", "2"),
     ("HSET", "h", "f", "v"), ("RPUSH", "l", "1", "2"), ("ZADD", "z", "1", "m"), ("EXEC",),
     ("MULTI",), ("EXEC",), ("MULTI",), ("PING",), ("ECHO", "a"), ("DBSIZE",), ("EXEC",),
-    ("MULTI",), ("NOSUCHCMD", "x"), ("SET", "e", "1"), ("EXEC",), ("EXISTS", "e"), ("MULTI", "x"),
+    ("MULTI",), ("SET", "new", "1"), ("DBSIZE",), ("KEYS", "ne?"), ("EXISTS", "new"), ("DEL", "new"), ("DBSIZE",),
+    ("EXEC",), ("MULTI",), ("NOSUCHCMD", "x"), ("SET", "e", "1"), ("EXEC",), ("EXISTS", "e"), ("MULTI", "x"),
     ("EXEC", "x"), ("MULTI",), ("GET", "h"), ("LPOP", "l"), ("EXEC",), ("MULTI",), ("DEL", "x", "y"),
     ("RENAME", "z", "z2"), ("EXPIRE", "z2", "100"), ("EXEC",), near(1, "TTL", "z2")])
 

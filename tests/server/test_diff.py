@@ -130,7 +130,7 @@ class Pair:
         modes = [s.mode if isinstance(s, Cmd) else "exact" for s in steps]
         refs = self.rc.pipeline(cmds)
         try:
-            gots = self.sut.conn_pipeline(self.sc, cmds) if False else self.sc.pipeline(cmds)
+            gots = self.sc.pipeline(cmds)
         except (OSError, resp.Closed, resp.ProtocolError) as e:
             self.tally.fail("%s: connection to the server under test failed in a pipeline of %d "
                             "commands starting with %s: %s" % (where, len(cmds), resp.show_cmd(cmds[0]), e))
@@ -269,6 +269,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--random-strings-only", action="store_true",
                    help="random steps without collection commands (strings and keys)")
+    p.add_argument("--depth", type=int, default=64, help="commands per pipelined write (default 64)")
     p.add_argument("--verbose", action="store_true", help="also print documented differences")
     args = p.parse_args()
     tally = servers.Tally()
@@ -285,7 +286,7 @@ def main():
             before = tally.failed
             broken = False
             try:
-                pair.run_case("%s/%s" % (group, name), steps, 1000 if group == "pipeline" else 64)
+                pair.run_case("%s/%s" % (group, name), steps, 1000 if group == "pipeline" else args.depth)
             except (OSError, resp.Closed, resp.ProtocolError) as e:
                 broken = True
                 if sut.alive():
