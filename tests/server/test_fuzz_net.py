@@ -56,6 +56,8 @@ class Fuzzer:
     def mutated(self):
         data = bytearray(b"".join(self.command() for _ in range(self.rng.randrange(1, 8))))
         for _ in range(self.rng.randrange(1, 6)):
+            if not data:
+                break
             i = self.rng.randrange(len(data))
             op = self.rng.randrange(4)
             if op == 0:
