@@ -4,7 +4,8 @@
     no error line, and print a rate for every test of the set;
   - redis-cli: INFO, a generated file of SETs through --pipe (0 errors, every reply),
     KEYS and --scan seeing exactly those keys, values read back, a command round trip;
-  - the `redis` Python client (redis-py): commands, a pipeline and a MULTI/EXEC transaction.
+  - the `redis` Python client (redis-py): commands, a pipeline and a MULTI/EXEC transaction;
+  - redis-cli SHUTDOWN: exit status 0, and the keys are there after a restart.
 Prints `N passed, N failed`, exits 1 on any failure.
 
     .venv/bin/python tests/server/test_tools.py --server build/tips-server [--index tips-art]
@@ -142,6 +143,25 @@ def check_redis_py(port, tally):
         r.close()
 
 
+def check_shutdown(cli, srv, tally):
+    """redis-cli SHUTDOWN: the server exits with status 0 and comes back with its keys."""
+    with srv.conn() as c:
+        before = c.command("DBSIZE")
+    subprocess.run([cli, "-h", "127.0.0.1", "-p", str(srv.port), "SHUTDOWN"], capture_output=True, timeout=60)
+    try:
+        code = srv.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        tally.fail("SHUTDOWN: the server still runs after 30 s")
+        return
+    srv.proc = None
+    tally.ok(code == 0, "SHUTDOWN: exit status %s" % code, srv.log_tail())
+    srv.start()
+    with srv.conn() as c:
+        after = c.command("DBSIZE")
+    tally.ok(before == after and before[1] > 0, "DBSIZE %s before SHUTDOWN, %s after the restart"
+             % (resp.show(before), resp.show(after)))
+
+
 def main():
     p = servers.add_server_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     args = p.parse_args()
@@ -149,13 +169,14 @@ def main():
     bench = servers.need_tool("redis-benchmark")
     cli = servers.need_tool("redis-cli")
     print("real tools against %s" % servers.under_test_name(args), flush=True)
-    with servers.server_under_test(args) as sut, tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
+    with servers.server_under_test(args, redis_kind="redis-aof") as sut, tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
         sut.start()
         check_benchmark(bench, sut.port, tally)
         with sut.conn() as c:
             c.command("FLUSHALL")
         check_cli(cli, sut.port, tally, tmp)
         check_redis_py(sut.port, tally)
+        check_shutdown(cli, sut, tally)
         tally.ok(sut.alive(), "the server under test died", sut.log_tail())
     return tally.finish()
 
