@@ -456,18 +456,36 @@ def large_steps():
             ("DEL", "big", "bh", "bl", "bs", "bz", k1000), ("DBSIZE",)]
 
 
+def boundary_steps():
+    """Strings around tips-server's inline limit (65480 bytes) and piece size (64 KiB), a
+    key of 1019 bytes (its longest)."""
+    steps = []
+    for n in (65479, 65480, 65481, 65536, 131072, 131073):
+        k = "b%d" % n
+        steps += [("SET", k, b"a" * n), ("STRLEN", k), ("APPEND", k, "xyz"), ("STRLEN", k),
+                  ("GETRANGE", k, str(n - 5), str(n + 5)), ("SETRANGE", k, str(n - 2), "0123456789"),
+                  ("GETRANGE", k, "65530", "65545"), ("GETRANGE", k, "-12", "-1"), ("SETRANGE", k, "65535", "Q"),
+                  ("GETRANGE", k, "65534", "65537"), ("INCR", k), ("GETDEL", k)]
+    steps += [("SETRANGE", "sparse", "200000", "z"), ("STRLEN", "sparse"), ("GETRANGE", "sparse", "199998", "-1"),
+              ("GETRANGE", "sparse", "70000", "70003"), ("APPEND", "sparse", b"b" * 70000), ("STRLEN", "sparse"),
+              ("SET", "sparse", "short"), ("GET", "sparse"), ("SET", b"k" * 1019, "v"), ("GET", b"k" * 1019),
+              ("DBSIZE",)]
+    return steps
+
+
 def over_limit_steps():
     """Sizes Redis takes and tips-server refuses by design (docs/server.md: keys over 1019
     bytes, members over 1015, member values over 64 KiB, more than about 1.7 MB written by
     one command): only the refused writes, never read back."""
     mib = b"v" * (1 << 20)
     return [("SET", "big", mib), ("APPEND", "big", mib), ("SETRANGE", "big", str(3 << 20), "x"),
-            ("MSET", "x", mib, "y", mib), ("SET", b"K" * 65536, "1"), ("HSET", "h1", "f", mib),
+            ("MSET", "x", mib, "y", mib), ("SET", b"k" * 1020, "v"), ("SET", b"K" * 65536, "1"), ("HSET", "h1", "f", mib),
             ("HSET", "h2", b"f" * 2000, "v"), ("RPUSH", "l1", mib), ("SADD", "s1", b"m" * 2000),
             ("ZADD", "z1", "1", b"m" * 2000)]
 
 
 case("large", "one-mebibyte", large_steps)
+case("large", "boundaries", boundary_steps)
 case("large", "over-tips-limits", over_limit_steps)
 
 
