@@ -313,11 +313,16 @@ static void print_table(const struct session *s)
 {
 	const struct options *o = s->o;
 	printf("\ntips-bench compare: %llu records, %llu ops, %u threads, %s keys (%u B), "
-	       "values %u B, medians of %u runs, run phase capped at %g s\n",
+	       "values %u B, medians of %u runs, run phase capped at %g s%s",
 	       (unsigned long long)o->records, (unsigned long long)o->ops, o->threads,
-	       keydist_name(o->dist), o->key_size, o->value_size, o->repeat, o->max_seconds);
-	printf("%-4s %-16s %12s %12s %7s %-16s %10s %9s %9s\n", "wl", "index", "load Mops/s",
-	       "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr", "fence/rd");
+	       keydist_name(o->dist), o->key_size, o->value_size, o->repeat, o->max_seconds,
+	       o->upsert ? ", writes are puts" : "");
+	if (o->batch)
+		printf(", write batches of up to %u", o->batch);
+	putchar('\n');
+	printf("%-4s %-16s %12s %12s %7s %-16s %10s %9s %9s %13s\n", "wl", "index",
+	       "load Mops/s", "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr", "fence/rd",
+	       "cpu ns/op a+b");
 	for (unsigned w = 0; w < s->nworkload; w++)
 		for (unsigned i = 0; i < s->nindex; i++) {
 			const struct cell *c = &s->cell[w * s->nindex + i];
@@ -336,10 +341,13 @@ static void print_table(const struct session *s)
 				snprintf(fw, sizeof(fw), "%.3f", MEDIAN(c, fences_w));
 				snprintf(fr, sizeof(fr), "%.3f", MEDIAN(c, fences_r));
 			}
-			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9s %9s%s%s\n",
+			char cpu[32];
+			snprintf(cpu, sizeof(cpu), "%.0f+%.0f", MEDIAN(c, cpu_app),
+				 MEDIAN(c, cpu_backend));
+			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9s %9s %13s%s%s\n",
 			       c->workload, c->index, MEDIAN(c, load_ops_per_sec) / 1e6, run / 1e6,
-			       ratio, vs, MEDIAN(c, p99), fw, fr, any_capped(c) ? "  (capped)" : "",
-			       c->failed ? "  FAILED RUNS" : "");
+			       ratio, vs, MEDIAN(c, p99), fw, fr, cpu,
+			       any_capped(c) ? "  (capped)" : "", c->failed ? "  FAILED RUNS" : "");
 		}
 }
 
@@ -349,9 +357,9 @@ static void json_runs(FILE *f, const char *sep, const struct cell *c, const char
 {
 	double v[100];
 	unsigned n = completed(c, field, v);
-	fprintf(f, "%s\"%s\":{\"median\":%.1f,\"runs\":[", sep, name, median(c, field));
+	fprintf(f, "%s\"%s\":{\"median\":%.10g,\"runs\":[", sep, name, median(c, field));
 	for (unsigned i = 0; i < n; i++)
-		fprintf(f, "%s%.1f", i ? "," : "", v[i]);
+		fprintf(f, "%s%.10g", i ? "," : "", v[i]);
 	fprintf(f, "]}");
 }
 
@@ -367,11 +375,11 @@ static int write_json(const struct session *s)
 	}
 	fprintf(f, "{\"kind\":\"tips-bench-compare\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"dist\":\"%s\",\"skew\":%g,\"key_size\":%u,\"value_size\":%u,"
-		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"baseline\":\"%s\"},"
-		"\"results\":[", (unsigned long long)o->records, (unsigned long long)o->ops,
-		o->threads, keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
-		(unsigned long long)o->seed, o->repeat, o->max_seconds,
-		o->baseline ? o->baseline : "twin");
+		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"baseline\":\"%s\","
+		"\"upsert\":%s,\"batch\":%u},\"results\":[", (unsigned long long)o->records,
+		(unsigned long long)o->ops, o->threads, keydist_name(o->dist), o->skew, o->key_size,
+		o->value_size, o->scan_len, (unsigned long long)o->seed, o->repeat, o->max_seconds,
+		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch);
 	for (unsigned k = 0; k < s->nworkload * s->nindex; k++) {
 		const struct cell *c = &s->cell[k];
 		fprintf(f, "%s{\"index\":\"%s\",\"workload\":\"%s\",\"baseline\":", k ? "," : "",
@@ -400,7 +408,9 @@ static int write_json(const struct session *s)
 			fprintf(f, "},\"fences_per_write\":{\"median\":null,\"runs\":[]},"
 				"\"fences_per_read\":{\"median\":null,\"runs\":[]}");
 		}
-		fprintf(f, ",\"runs\":[");
+		JSON_RUNS(f, ",\"cpu_ns_per_op\":{", c, "app", cpu_app);
+		JSON_RUNS(f, ",", c, "background", cpu_backend);
+		fprintf(f, "},\"runs\":[");
 		for (unsigned r = 0, first = 1; r < c->runs; r++)
 			if (c->json[r]) {
 				fprintf(f, "%s%s", first ? "" : ",", c->json[r]);

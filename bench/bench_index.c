@@ -268,6 +268,44 @@ int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, si
 	}
 }
 
+int bench_index_has_batches(const struct bench_index *b)
+{
+	return !b->pmdk && !b->ldb;
+}
+
+/* dram-*: the batch's operations one by one, in order (the volatile baseline keeps no
+ * atomicity); the first failure is returned. */
+static int batch_one_by_one(struct bench_index *b, const struct tips_batch *batch)
+{
+	for (size_t i = 0; i < tips_batch_count(batch); i++) {
+		enum tips_batch_kind kind;
+		const void *k, *v;
+		size_t kl, vl;
+		tips_batch_get(batch, i, &kind, &k, &kl, &v, &vl);
+		int rc;
+		switch (kind) {
+		case TIPS_BATCH_PUT: rc = bench_put(b, k, kl, v, vl); break;
+		case TIPS_BATCH_INSERT: rc = bench_insert(b, k, kl, v, vl); break;
+		case TIPS_BATCH_UPDATE: rc = bench_update(b, k, kl, v, vl); break;
+		case TIPS_BATCH_DELETE:
+			rc = bench_remove(b, k, kl);
+			rc = rc == TIPS_ENOTFOUND ? 0 : rc;
+			break;
+		default: rc = bench_remove(b, k, kl); break;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int bench_batch_commit(struct bench_index *b, struct tips_batch *batch)
+{
+	if (!bench_index_has_batches(b))
+		return TIPS_EINVAL;
+	return b->db ? tips_batch_commit(b->db, batch) : batch_one_by_one(b, batch);
+}
+
 int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_t cap,
 		 size_t *vl)
 {

@@ -91,6 +91,11 @@ int bench_remove(struct bench_index *b, const void *k, size_t kl);
 int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
 int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_t cap,
 		 size_t *vl);
+/* 1 if bench_batch_commit() works on @b: tips-* (tips_batch_commit) and dram-* (the
+ * operations one by one: the volatile baseline has no atomicity to keep). */
+int bench_index_has_batches(const struct bench_index *b);
+/* Commits @batch (tips/batch.h) as one write; TIPS_EINVAL where there are none. */
+int bench_batch_commit(struct bench_index *b, struct tips_batch *batch);
 /* Returns the number of pairs the scan produced, or a negative code. */
 long bench_scan(struct bench_index *b, const void *start, size_t kl, size_t count);
 /* The same scan, calling @fn for each pair (tests compare the pairs to a model). */

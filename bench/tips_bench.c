@@ -16,6 +16,12 @@
  *    the watermark), and a miss is an error unless that id was removed: the error names
  *    the key and the run fails.
  * With --upsert, the inserts (load and run) and updates are blind puts (bench_put).
+ * With --batch N, writes are committed in write batches (tips/batch.h) of up to N: the
+ * load's inserts N at a time; in the run phase consecutive inserts and updates of a
+ * thread, committed when N are pending or before the thread's next read, remove or
+ * scan (so a thread reads its own writes). A pending insert keeps the thread's
+ * inflight bound, so `latest` never draws it before it is committed. Latency is then
+ * sampled per commit, and fences per write are the commit's fences over its writes.
  * Counters: operations per thread (the statistics thread samples their sum every
  * --sample-ms for the timeline), latency for a sampled share of operations (with the
  * thread's flush/fence counters around them, which gives fences per read and per
@@ -23,6 +29,11 @@
  * for listdb its own (tips_listdb_stats: flushes, compactions, stalls, caches).
  * pmdk-hash persists through libpmemobj, which those counters do not see: its flushes,
  * fences and PM bytes are reported as unavailable (n/a, JSON null), never as 0.
+ * CPU time: each worker thread reads its own CPU clock around its phase, and the phase
+ * reads the process's; the difference is the CPU of everything else, which is the
+ * store's background (persist thread, replay workers, gc; ListDB's flush and
+ * compaction threads) plus the sampler's few wake-ups. Both are reported per
+ * operation: noise on a shared machine moves them far less than throughput.
  * The same seed gives every thread the same sequence of operations and keys.
  *
  * Exit codes: 0 done, 1 an operation failed (a lost key), 2 usage, 3 setup failed.
@@ -69,6 +80,7 @@ struct thread_result {
 	uint64_t ops[NOPS];
 	uint64_t removed_misses;
 	struct tips_pm_counters pm;
+	uint64_t cpu_ns; /* the thread's CPU time in the phase */
 	bool failed;
 };
 
@@ -91,6 +103,13 @@ struct bench {
 static double secs_between(const struct timespec *a, const struct timespec *b)
 {
 	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec t;
+	clock_gettime(id, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 static uint64_t now_ns(void)
@@ -161,6 +180,68 @@ struct worker_arg {
 	unsigned t;
 };
 
+/* A thread's writes waiting for their commit (--batch). */
+struct pending {
+	struct tips_batch *batch;
+	uint64_t first_id;     /* record id of the first write (for an error message) */
+	unsigned n;
+	unsigned n_of[NOPS];   /* writes by kind (insert, update) */
+	bool insert_pending;   /* holds the thread's inflight insert bound */
+	bool sample;           /* time this commit */
+};
+
+/* Adds a write of record @id to the thread's batch. */
+static int pending_add(struct pending *p, const struct options *o, enum op op, uint64_t id,
+		       const unsigned char *k, const unsigned char *v)
+{
+	if (p->n == 0)
+		p->first_id = id;
+	p->n++;
+	p->n_of[op]++;
+	if (o->upsert)
+		return tips_batch_put(p->batch, k, o->key_size, v, o->value_size);
+	return op == OP_INSERT ? tips_batch_insert(p->batch, k, o->key_size, v, o->value_size)
+			       : tips_batch_update(p->batch, k, o->key_size, v, o->value_size);
+}
+
+/* Commits the pending writes of thread @t (if any), with their latency and fences when
+ * the batch is sampled. */
+static void pending_commit(struct bench *b, unsigned t, struct pending *p)
+{
+	if (p->n == 0)
+		return;
+	struct thread_result *res = &b->res[t];
+	struct tips_pm_counters c0, c1;
+	uint64_t t0 = 0;
+	if (p->sample) {
+		tips_pm_counters_thread(&c0);
+		t0 = now_ns();
+	}
+	int rc = bench_batch_commit(&b->idx, p->batch);
+	if (p->sample) {
+		uint64_t t1 = now_ns();
+		tips_pm_counters_thread(&c1);
+		histogram_record(&res->lat, t1 - t0);
+		for (int op = OP_INSERT; op <= OP_UPDATE && rc == 0; op++) {
+			/* The commit's fences shared out over its writes. */
+			res->per_op[op].n += p->n_of[op];
+			res->per_op[op].fences += (c1.fences - c0.fences) * p->n_of[op] / p->n;
+			res->per_op[op].lines += (c1.lines_flushed - c0.lines_flushed) *
+						 p->n_of[op] / p->n;
+		}
+	}
+	if (rc) {
+		report_lost(b, "batch commit", p->first_id, rc);
+		res->failed = true;
+	}
+	if (p->insert_pending)
+		atomic_store(&b->slots[t].inflight, UINT64_MAX);
+	tips_batch_clear(p->batch);
+	memset(p->n_of, 0, sizeof(p->n_of));
+	p->n = 0;
+	p->insert_pending = p->sample = false;
+}
+
 static void run_ops(struct bench *b, unsigned t)
 {
 	const struct options *o = &b->o;
@@ -171,14 +252,25 @@ static void run_ops(struct bench *b, unsigned t)
 	struct rng sampler;
 	rng_seed(&sampler, o->seed, 5000 + t);
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
+	struct pending pend = { 0 };
+	if (o->batch && tips_batch_new(&pend.batch)) {
+		report_lost(b, "batch", 0, TIPS_ENOMEM);
+		res->failed = true;
+		return;
+	}
 	uint64_t lo = o->ops * t / o->threads, hi = o->ops * (t + 1) / o->threads;
 	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
 			      !atomic_load_explicit(&b->time_up, memory_order_relaxed);
 	     i++) {
 		enum op op = pick_op(o, &g.rng);
 		bool sample = o->latency_sample > 0 && rng_double(&sampler) < o->latency_sample;
+		bool batched = o->batch && (op == OP_INSERT || op == OP_UPDATE);
+		if (o->batch && !batched)
+			pending_commit(b, t, &pend); /* the thread reads its own writes */
 		uint64_t id;
-		if (op == OP_INSERT) {
+		if (op == OP_INSERT && pend.insert_pending) {
+			id = atomic_fetch_add(&b->next_insert, 1); /* the bound stays the first's */
+		} else if (op == OP_INSERT) {
 			atomic_store(&b->slots[t].inflight, atomic_load(&b->next_insert));
 			id = atomic_fetch_add(&b->next_insert, 1);
 			atomic_store(&b->slots[t].inflight, id);
@@ -194,6 +286,23 @@ static void run_ops(struct bench *b, unsigned t)
 			id = keygen_next(&g, o->records);
 		}
 		make_key(o, id, k);
+		if (batched) {
+			make_value(o, id, i, v);
+			if (pending_add(&pend, o, op, id, k, v)) {
+				report_lost(b, "batch add", id, TIPS_EINVAL);
+				res->failed = true;
+			}
+			pend.insert_pending |= op == OP_INSERT;
+			pend.sample |= sample;
+			if (pend.n == o->batch)
+				pending_commit(b, t, &pend);
+			res->ops[op]++;
+			atomic_store_explicit(&b->slots[t].done,
+					      atomic_load_explicit(&b->slots[t].done,
+								   memory_order_relaxed) + 1,
+					      memory_order_relaxed);
+			continue;
+		}
 		struct tips_pm_counters c0, c1;
 		uint64_t t0 = 0;
 		if (sample) {
@@ -250,17 +359,39 @@ static void run_ops(struct bench *b, unsigned t)
 				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
 	}
+	pending_commit(b, t, &pend);
+	tips_batch_free(&pend.batch);
 }
 
 static void load_ops(struct bench *b, unsigned t)
 {
 	const struct options *o = &b->o;
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
+	struct pending pend = { 0 };
+	if (o->batch && tips_batch_new(&pend.batch)) {
+		report_lost(b, "batch", 0, TIPS_ENOMEM);
+		b->res[t].failed = true;
+		return;
+	}
 	uint64_t lo = o->records * t / o->threads, hi = o->records * (t + 1) / o->threads;
 	for (uint64_t id = lo; id < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed);
 	     id++) {
 		make_key(o, id, k);
 		make_value(o, id, 0, v);
+		if (o->batch) {
+			if (pending_add(&pend, o, OP_INSERT, id, k, v)) {
+				report_lost(b, "batch add", id, TIPS_EINVAL);
+				b->res[t].failed = true;
+			}
+			if (pend.n == o->batch || id + 1 == hi)
+				pending_commit(b, t, &pend);
+			b->res[t].ops[OP_INSERT]++;
+			atomic_store_explicit(&b->slots[t].done,
+					      atomic_load_explicit(&b->slots[t].done,
+								   memory_order_relaxed) + 1,
+					      memory_order_relaxed);
+			continue;
+		}
 		int rc = o->upsert ? bench_put(&b->idx, k, o->key_size, v, o->value_size)
 				   : bench_insert(&b->idx, k, o->key_size, v, o->value_size);
 		if (rc) {
@@ -272,6 +403,7 @@ static void load_ops(struct bench *b, unsigned t)
 				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
 	}
+	tips_batch_free(&pend.batch);
 }
 
 static void *worker(void *p)
@@ -281,10 +413,12 @@ static void *worker(void *p)
 	struct tips_pm_counters c0, c1;
 	pthread_barrier_wait(&b->barrier);
 	tips_pm_counters_thread(&c0);
+	uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	if (b->phase == 0)
 		load_ops(b, a->t);
 	else
 		run_ops(b, a->t);
+	b->res[a->t].cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	tips_pm_counters_thread(&c1);
 	b->res[a->t].pm.fences = c1.fences - c0.fences;
 	b->res[a->t].pm.lines_flushed = c1.lines_flushed - c0.lines_flushed;
@@ -345,6 +479,7 @@ struct phase_result {
 	struct tips_stats st0, st1;
 	struct tips_listdb_stats ls0, ls1; /* listdb */
 	struct tips_pm_counters all0, all1;
+	uint64_t proc_cpu_ns; /* the process's CPU time in the phase */
 };
 
 static int run_phase(struct bench *b, int phase, struct phase_result *pr)
@@ -375,6 +510,7 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	/* The clock starts before the barrier opens: no operation can precede it, even if
 	 * this thread is descheduled while the workers run. */
 	clock_gettime(CLOCK_MONOTONIC, &b->start);
+	uint64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	pthread_barrier_wait(&b->barrier);
 	if (pthread_create(&samp, NULL, sampler, b))
 		return -1;
@@ -382,6 +518,7 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 		pthread_join(th[t], NULL);
 	struct timespec end;
 	clock_gettime(CLOCK_MONOTONIC, &end);
+	pr->proc_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
 	atomic_store(&b->stop_sampler, 1);
 	pthread_join(samp, NULL);
 	pthread_barrier_destroy(&b->barrier);
@@ -405,6 +542,8 @@ struct run_summary {
 	double fences_w, lines_w, fences_r, lines_r; /* from sampled operations */
 	double fences_w_all, pm_bytes_per_op;        /* all threads, whole phase */
 	double timeline_mean, timeline_stddev;       /* ops per interval */
+	double cpu_app, cpu_backend;                 /* CPU ns per operation: the worker
+							threads, everything else */
 	bool pm_counted; /* the pm counters see this index's persistence (not pmdk-*) */
 };
 
@@ -442,6 +581,12 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 	s->fences_r = rn ? (double)(per[OP_READ].fences + per[OP_SCAN].fences) / (double)rn : 0;
 	s->lines_r = rn ? (double)(per[OP_READ].lines + per[OP_SCAN].lines) / (double)rn : 0;
 	s->fences_w_all = writes ? (double)(pr->all1.fences - pr->all0.fences) / (double)writes : 0;
+	uint64_t app = 0;
+	for (unsigned t = 0; t < b->o.threads; t++)
+		app += b->res[t].cpu_ns;
+	uint64_t other = pr->proc_cpu_ns > app ? pr->proc_cpu_ns - app : 0;
+	s->cpu_app = pr->ops ? (double)app / (double)pr->ops : 0;
+	s->cpu_backend = pr->ops ? (double)other / (double)pr->ops : 0;
 	s->pm_bytes_per_op = pr->ops ? (double)(pr->all1.bytes_persisted -
 						 pr->all0.bytes_persisted) / (double)pr->ops : 0;
 	/* The last interval is partial: leave it out of the spread. */
@@ -463,8 +608,9 @@ static const char *const quantile_names[] = { "p50", "p90", "p99", "p999", "p999
 static void print_phase(const char *name, const struct phase_result *pr,
 			const struct run_summary *s)
 {
-	printf("%-5s %12.0f ops/s  %10llu ops in %.3f s", name, pr->ops_per_sec,
-	       (unsigned long long)pr->ops, pr->seconds);
+	printf("%-5s %12.0f ops/s  %10llu ops in %.3f s  cpu ns/op %.0f + %.0f background",
+	       name, pr->ops_per_sec, (unsigned long long)pr->ops, pr->seconds, s->cpu_app,
+	       s->cpu_backend);
 	if (s->lat.total)
 		printf("  latency ns p50 %llu p99 %llu p99.9 %llu max %llu",
 		       (unsigned long long)histogram_quantile(&s->lat, 0.5),
@@ -478,8 +624,10 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 		       const struct phase_result *pr, const struct run_summary *s)
 {
 	fprintf(f, "\"%s\":{\"ops\":%llu,\"seconds\":%.6f,\"ops_per_sec\":%.1f,\"capped\":%s,"
+		"\"cpu_ns_per_op\":{\"app\":%.1f,\"background\":%.1f,\"total\":%.1f},"
 		"\"op_counts\":{", name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec,
-		pr->capped ? "true" : "false");
+		pr->capped ? "true" : "false", s->cpu_app, s->cpu_backend,
+		s->cpu_app + s->cpu_backend);
 	for (int i = 0; i < NOPS; i++)
 		fprintf(f, "%s\"%s\":%llu", i ? "," : "", op_names[i], (unsigned long long)s->ops[i]);
 	fprintf(f, "},\"removed_key_misses\":%llu,\"latency_ns\":{\"samples\":%llu",
@@ -663,6 +811,9 @@ static void usage(FILE *f)
 		"  --upsert           inserts (load and run) and updates are blind puts: tips_put,\n"
 		"                     tips_listdb_put, pmdk_hash_put; dram-*: insert, then update if\n"
 		"                     the key exists\n"
+		"  --batch N          commit writes in atomic batches of up to N (tips/batch.h):\n"
+		"                     the load N inserts at a time, the run consecutive writes\n"
+		"                     of a thread (tips-*; dram-*: one by one, as the baseline)\n"
 		"  --pool PATH        tips-* pool (default a fresh file in /dev/shm, removed\n"
 		"                     afterwards unless --keep); --pool-size SIZE\n"
 		"  --json FILE        also write the results as one JSON document\n"
@@ -697,6 +848,7 @@ static void usage(FILE *f)
 enum {
 	OPT_UPSERT = 1000, OPT_LDB_CACHE, OPT_LDB_SECOND, OPT_LDB_MEMTABLE, OPT_LDB_THREADS,
 	OPT_LDB_DOMAINS, OPT_LDB_OBLIVIOUS, OPT_LDB_FLUSH, OPT_LDB_NO_COMPACTION, OPT_LDB_SETTLE,
+	OPT_BATCH,
 };
 
 /* An unsigned number in [lo, hi] (K/M/G suffixes allowed): 0 or -1. */
@@ -730,7 +882,7 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		{ "listdb-oblivious", 0, 0, OPT_LDB_OBLIVIOUS },
 		{ "listdb-flush", 1, 0, OPT_LDB_FLUSH },
 		{ "listdb-no-compaction", 0, 0, OPT_LDB_NO_COMPACTION },
-		{ "listdb-settle", 0, 0, OPT_LDB_SETTLE },
+		{ "listdb-settle", 0, 0, OPT_LDB_SETTLE }, { "batch", 1, 0, OPT_BATCH },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	struct tips_listdb_config *ldb = &o->listdb;
@@ -807,6 +959,10 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 			break;
 		case 'B': o->baseline = optarg; break;
 		case OPT_UPSERT: o->upsert = true; break;
+		case OPT_BATCH:
+			if (parse_count(optarg, 1, 4096, &v)) return -1;
+			o->batch = (unsigned)v;
+			break;
 		case OPT_LDB_CACHE:
 			if (parse_count(optarg, 0, UINT64_MAX, &ldb->cache_entries)) return -1;
 			o->listdb_cache_set = true;
@@ -873,10 +1029,11 @@ static void json_config(FILE *json, const struct options *o)
 	fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
 		"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
-		"\"max_seconds\":%g,\"upsert\":%s,\"ratios\":{", o->index,
+		"\"max_seconds\":%g,\"upsert\":%s,\"batch\":%u,\"ratios\":{", o->index,
 		(unsigned long long)o->records, (unsigned long long)o->ops, o->threads, o->workload,
 		keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
-		(unsigned long long)o->seed, o->max_seconds, o->upsert ? "true" : "false");
+		(unsigned long long)o->seed, o->max_seconds, o->upsert ? "true" : "false",
+		o->batch);
 	for (int i = 0; i < NOPS; i++)
 		fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
 	fprintf(json, "}},");
@@ -948,6 +1105,13 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		free(b);
 		return EXIT_SETUP;
 	}
+	if (o->batch && !bench_index_has_batches(&b->idx)) {
+		fprintf(stderr, "tips-bench: %s has no write batches (--batch applies to tips-*, "
+			"dram-* and listdb)\n", o->index);
+		bench_index_close(&b->idx);
+		free(b);
+		return EXIT_SETUP;
+	}
 	atomic_store(&b->next_insert, o->records);
 	if (!o->quiet)
 		printf("tips-bench: %s, %llu records, %llu ops, %u threads, workload %s, %s keys "
@@ -1015,6 +1179,7 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 			.p99 = (double)histogram_quantile(&rs->lat, 0.99),
 			.p999 = (double)histogram_quantile(&rs->lat, 0.999),
 			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
+			.cpu_app = rs->cpu_app, .cpu_backend = rs->cpu_backend,
 			.pm_counted = bench_index_pm_counted(&b->idx),
 			.peak_rss_kib = ru.ru_maxrss,
 		};

@@ -30,6 +30,7 @@ struct options {
 	bool keep, quiet;
 	bool no_settle; /* start the run phase without waiting for the load's replay */
 	bool upsert;    /* inserts and updates are blind puts (bench_put) */
+	unsigned batch; /* --batch: writes per batch commit (0: single writes) */
 	/* listdb (--listdb-*): its knobs, from tips_listdb_config_init() and the options (handed
 	 * to bench_listdb_configure() before any run); which of them the user set, for the
 	 * JSON; and whether to wait between the phases for everything to reach L1. */
@@ -48,6 +49,8 @@ struct run_brief {
 	double load_ops_per_sec, run_ops_per_sec;
 	double p50, p99, p999;     /* run phase latency, ns */
 	double fences_w, fences_r; /* run phase, sampled operations */
+	double cpu_app, cpu_backend; /* run phase CPU ns per operation: the worker threads,
+					everything else (the store's background) */
 	bool pm_counted;           /* false: fences unavailable (pmdk-*), not 0 */
 	long peak_rss_kib;
 };

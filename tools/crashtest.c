@@ -5,6 +5,7 @@
  *                  [--evict P] [--seed S] [--keys K] [--ops M] [--threads T]
  *                  [--pool-size BYTES] [--recovery-crash-share F] [--fresh] [--verbose]
  *                  [--keep-crashed] [--listdb-memtable N] [--listdb-domains D]
+ *                  [--batch B]
  *
  * The claim under test (TIPS §3.1, §4.4): every write the facade acknowledged survives
  * any crash, a write in flight at the crash is either wholly applied or not at all, no
@@ -69,6 +70,16 @@
  * that failed, or fewer crashes than asked; 2 usage error (PATH exists without --fresh).
  * On success the pool file is removed; on failure it is kept for inspection.
  *
+ * Batch mode (--batch B, tips-* and listdb). Each thread commits write batches
+ * (tips/batch.h) of B puts and deletes on B distinct keys of its own: an intent
+ * message per operation, then one ack for the commit. The model holds the whole
+ * batch in flight; an ack applies all of it. After a crash every key of an
+ * unacknowledged batch may be at its old or its new state, but not some keys at one
+ * and some at the other: such a batch counts as torn (a violation, counted with the
+ * lost keys and printed as torn=N). Acknowledged batches are checked key by key like
+ * single writes: all their values are in place unless later acknowledged writes
+ * replaced them.
+ *
  * The store. Every child reaches the index through a small table of operations
  * (struct store_kind): the TIPS facade for tips-* indexes (public API only, tips/tips.h),
  * or, with --index pmdk-hash, the libpmemobj baseline (src/baselines/pmdk_hash.h),
@@ -124,6 +135,7 @@ enum {
 #define DEFAULT_RECOVERY_EVENTS 2000u
 #define MAX_DETAILS 20u             /* detail lines per verification, then a count */
 #define MAX_THREADS 64u
+#define MAX_BATCH 64u               /* --batch: operations per commit, at most */
 #define MAX_NEW_BLOCKS 1024u        /* newly bad blocks one verification hands back */
 #define TIPS_LISTDB_POOL_SIZE (128ull << 20) /* listdb's default --pool-size (each domain) */
 /* Every child is ended by SIGALRM after this long (a run takes well under a second, a
@@ -153,6 +165,7 @@ struct options {
 	bool fresh;
 	bool verbose;
 	bool keep_crashed; /* copy the pool after each crash to PATH.crashed */
+	unsigned batch;    /* --batch: operations per batch commit (0: single writes) */
 	const struct store_kind *store; /* how children reach the index (from --index) */
 };
 
@@ -161,7 +174,7 @@ static const char usage_text[] =
 	"                      [--evict P] [--seed S] [--keys K] [--ops M] [--threads T]\n"
 	"                      [--pool-size BYTES] [--recovery-crash-share F] [--fresh]\n"
 	"                      [--listdb-memtable N] [--listdb-domains D] [--verbose]\n"
-	"                      [--keep-crashed]\n"
+	"                      [--keep-crashed] [--batch B]\n"
 	"\n"
 	"  Crashes a child running a mixed workload on index NAME (e.g. tips-hash) N times,\n"
 	"  recovers and checks every key against a model of the acknowledged writes, and\n"
@@ -187,8 +200,12 @@ static const char usage_text[] =
 	"                         as the crash left it to PATH.crashed (listdb: and\n"
 	"                         PATH.crashed.d1 ...); kept if the campaign fails, to\n"
 	"                         replay the recovery that went wrong\n"
+	"  --batch B              commit writes in atomic batches of B puts and deletes\n"
+	"                         (1..64; tips-* and listdb); a batch found partly\n"
+	"                         applied after a crash counts as torn\n"
 	"\n"
 	"  prints: crashes=N lost=L phantom=P leaked=X double_free=D max_recovery_ms=R\n"
+	"          torn=T (with --batch)\n"
 	"  exit codes: 0 no violation, 1 violations or failure, 2 usage error\n";
 
 static int usage(int code)
@@ -320,6 +337,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		else if (strcmp(a, "--listdb-domains") == 0) {
 			ok = parse_u64(v, &n) && n >= 1 && n <= TIPS_LISTDB_MAX_DOMAINS;
 			o->listdb_domains = (unsigned)n;
+		} else if (strcmp(a, "--batch") == 0) {
+			ok = parse_u64(v, &n) && n >= 1 && n <= MAX_BATCH;
+			o->batch = (unsigned)n;
 		} else if (strcmp(a, "--recovery-crash-share") == 0)
 			ok = parse_share(v, &o->recovery_share);
 		else {
@@ -516,6 +536,8 @@ struct store_kind {
 	int (*lookup)(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl);
 	long (*scan)(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
 		     void *arg);
+	/* Commits a write batch (NULL: the store has none; --batch is refused). */
+	int (*batch)(void *s, struct tips_batch *b);
 	/* background work so far (reclamations; listdb: Zipper compactions), the recovery
 	 * time its open measured, whether it recovered */
 	void (*stats)(void *s, uint64_t *background, double *recovery_ms, int *recovered);
@@ -582,6 +604,11 @@ static int facade_lookup(void *s, const void *k, size_t kl, void *v, size_t cap,
 	return tips_lookup(s, k, kl, v, cap, vl);
 }
 
+static int facade_batch(void *s, struct tips_batch *b)
+{
+	return tips_batch_commit(s, b);
+}
+
 static long facade_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
 			void *arg)
 {
@@ -635,6 +662,7 @@ static const struct store_kind facade_store = {
 	.remove = facade_remove,
 	.lookup = facade_lookup,
 	.scan = facade_scan,
+	.batch = facade_batch,
 	.stats = facade_stats,
 	.check = facade_check,
 	.check_closed = NULL,
@@ -876,11 +904,70 @@ struct worker {
 	int fd;
 	unsigned t, nthreads;
 	uint64_t keys, nops, seq_base, rng;
+	unsigned batch; /* --batch */
 };
+
+/* Batch mode: commits batches of up to w->batch operations on distinct keys of the
+ * thread (an intent per operation, one ack per commit); never returns on failure. */
+static void worker_batches(struct worker *w)
+{
+	struct tips_batch *b;
+	if (tips_batch_new(&b) != 0)
+		_exit(CHILD_OP_FAILED);
+	uint64_t mine = (w->keys - w->t + w->nthreads - 1) / w->nthreads; /* keys % T == t */
+	uint64_t chosen[MAX_BATCH];
+	for (uint64_t j = 0; j < w->nops;) {
+		unsigned n = w->batch;
+		if (n > w->nops - j)
+			n = (unsigned)(w->nops - j);
+		if (n > mine)
+			n = (unsigned)mine;
+		tips_batch_clear(b);
+		for (unsigned i = 0; i < n; i++, j++) {
+			uint64_t key;
+			bool again;
+			do { /* distinct keys: the model holds one in-flight state per key */
+				key = w->t + w->nthreads * rng_below(&w->rng, mine);
+				again = false;
+				for (unsigned x = 0; x < i; x++)
+					again |= chosen[x] == key;
+			} while (again);
+			chosen[i] = key;
+			unsigned op = rng_below(&w->rng, 4) == 0 ? OP_DELETE : OP_PUT;
+			uint32_t vlen = op == OP_DELETE ? 0
+					: rng_below(&w->rng, 4) == 0 ? LARGE_VALUE : SMALL_VALUE;
+			uint64_t seq = w->seq_base + j * w->nthreads + w->t;
+			unsigned char k[8], v[LARGE_VALUE];
+			key_encode(key, k);
+			if (vlen)
+				value_make(key, seq, vlen, v);
+			struct msg m = { .kind = MSG_INTENT, .thread = w->t, .op = op, .key = key,
+					 .seq = seq, .vlen = vlen };
+			msg_send(w->fd, &m);
+			int rc = op == OP_DELETE ? tips_batch_delete(b, k, 8)
+						 : tips_batch_put(b, k, 8, v, vlen);
+			if (rc)
+				_exit(CHILD_OP_FAILED);
+		}
+		int rc = w->st->batch(w->db, b);
+		struct msg a = { .kind = MSG_ACK, .thread = w->t, .rc = rc };
+		msg_send(w->fd, &a);
+		if (rc != 0) {
+			fprintf(stderr, "tips-crashtest: child: batch of %u: %s (%s)\n", n,
+				tips_strerror(rc), tips_errormsg());
+			_exit(CHILD_OP_FAILED);
+		}
+	}
+	tips_batch_free(&b);
+}
 
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	if (w->batch) {
+		worker_batches(w);
+		return NULL;
+	}
 	uint64_t mine = (w->keys - w->t + w->nthreads - 1) / w->nthreads; /* keys % T == t */
 	for (uint64_t j = 0; j < w->nops; j++) {
 		uint64_t key = w->t + w->nthreads * rng_below(&w->rng, mine);
@@ -945,7 +1032,7 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 	for (unsigned t = 0; t < o->threads; t++) {
 		w[t] = (struct worker){ st, db, fd, t, o->threads, o->keys,
 					o->ops / o->threads + (t < o->ops % o->threads), seq_base,
-					rng_seed ^ (0x100000001b3ull * (t + 1)) };
+					rng_seed ^ (0x100000001b3ull * (t + 1)), o->batch };
 		if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0)
 			_exit(CHILD_NO_THREAD);
 	}
@@ -1234,7 +1321,8 @@ struct campaign {
 	size_t sh_size;
 	uint64_t rng;
 	struct key_state *model;            /* [keys] */
-	struct inflight inflight[MAX_THREADS];
+	struct inflight inflight[MAX_THREADS][MAX_BATCH]; /* each thread's in-flight ops */
+	unsigned n_inflight[MAX_THREADS];
 	struct seq_owner *written;          /* [seq_cap], indexed by seq */
 	uint64_t seq_cap, next_seq;
 	uint64_t run_events, recovery_events; /* sim: E and the recovery's events */
@@ -1243,6 +1331,7 @@ struct campaign {
 	uint64_t reclamations;              /* background work (store_kind.background) in
 					       finished runs, before their close */
 	uint64_t lost, phantom, leaked, double_free;
+	uint64_t torn;                      /* batches found partly applied (in `lost`) */
 	double max_recovery_ms;
 	struct known_bad known;             /* blocks counted bad already */
 	uint64_t kept_crash;                /* --keep-crashed: the crash of the copy */
@@ -1341,19 +1430,10 @@ static bool detail_ok(struct campaign *c)
 	return c->details++ < MAX_DETAILS;
 }
 
-/* An ack: applies the in-flight operation of @thread with result @rc to the model. A
- * result the model contradicts means the live database disagreed with it. */
-static void model_ack(struct campaign *c, uint32_t thread, int rc)
+/* Applies the acknowledged operation @f with result @rc to the model. A result the
+ * model contradicts means the live database disagreed with it. */
+static void model_apply(struct campaign *c, const struct inflight *f, int rc)
 {
-	struct inflight *f = &c->inflight[thread];
-	if (thread >= c->o.threads || !f->valid) {
-		fprintf(stderr, "tips-crashtest: protocol: ack without intent (thread %u)\n",
-			thread);
-		c->failed = true;
-		return;
-	}
-	f->valid = false;
-	c->acks++;
 	struct key_state *s = &c->model[f->key];
 	const char *contradiction = NULL;
 	bool as_lost = false;
@@ -1361,7 +1441,8 @@ static void model_ack(struct campaign *c, uint32_t thread, int rc)
 		if (!s->unknown) {
 			if (f->op == OP_INSERT && s->present)
 				contradiction = "insert succeeded on a present key", as_lost = true;
-			else if ((f->op == OP_UPDATE || f->op == OP_DELETE) && !s->present)
+			else if ((f->op == OP_UPDATE || (f->op == OP_DELETE && !c->o.batch)) &&
+				 !s->present) /* a batch's delete is blind */
 				contradiction = "succeeded on an absent key";
 		}
 		struct key_state before = *s;
@@ -1395,6 +1476,32 @@ static void model_ack(struct campaign *c, uint32_t thread, int rc)
 	}
 }
 
+/* An ack: applies every in-flight operation of @thread (one, or a batch) with result
+ * @rc to the model. */
+static void model_ack(struct campaign *c, uint32_t thread, int rc)
+{
+	if (thread >= c->o.threads || c->n_inflight[thread] == 0) {
+		fprintf(stderr, "tips-crashtest: protocol: ack without intent (thread %u)\n",
+			thread);
+		c->failed = true;
+		return;
+	}
+	c->acks++;
+	for (unsigned i = 0; i < c->n_inflight[thread] && !c->failed; i++)
+		model_apply(c, &c->inflight[thread][i], rc);
+	c->n_inflight[thread] = 0;
+}
+
+/* The in-flight operation on @key, or NULL. */
+static const struct inflight *inflight_on(const struct campaign *c, uint64_t key)
+{
+	unsigned t = (unsigned)(key % c->o.threads);
+	for (unsigned i = 0; i < c->n_inflight[t]; i++)
+		if (c->inflight[t][i].key == key)
+			return &c->inflight[t][i];
+	return NULL;
+}
+
 /* Reads the child's messages until EOF; SIGKILLs it after @kill_after acks (0: never).
  * Returns the persist events the child reported at its end (0 if it did not finish). */
 static uint64_t read_messages(struct campaign *c, int fd, pid_t child, uint64_t kill_after)
@@ -1418,16 +1525,18 @@ static uint64_t read_messages(struct campaign *c, int fd, pid_t child, uint64_t 
 			continue;
 		have = 0;
 		if (m.kind == MSG_INTENT) {
+			unsigned most = c->o.batch ? c->o.batch : 1;
 			if (m.thread >= c->o.threads || m.key >= c->o.keys ||
 			    m.key % c->o.threads != m.thread || m.op > OP_DELETE ||
-			    c->inflight[m.thread].valid) {
+			    c->n_inflight[m.thread] >= most || inflight_on(c, m.key)) {
 				fprintf(stderr, "tips-crashtest: protocol: bad intent\n");
 				c->failed = true;
 				continue;
 			}
 			if (m.vlen)
 				seq_record(c, m.seq, m.key, m.vlen);
-			c->inflight[m.thread] = (struct inflight){ true, m.op, m.key, m.seq, m.vlen };
+			c->inflight[m.thread][c->n_inflight[m.thread]++] =
+				(struct inflight){ true, m.op, m.key, m.seq, m.vlen };
 		} else if (m.kind == MSG_ACK) {
 			model_ack(c, m.thread, m.rc);
 			if (kill_after && ++acks == kill_after)
@@ -1545,6 +1654,39 @@ static void crash_recovery(struct campaign *c)
 			(unsigned long long)(c->o.sim ? crash_at : (uint64_t)delay_us));
 }
 
+/* Batch mode: each thread's unacknowledged batch must be found wholly applied or not
+ * at all (keys whose old and new states are equal say nothing either way). */
+static void check_batches_whole(struct campaign *c)
+{
+	for (unsigned t = 0; t < c->o.threads; t++) {
+		unsigned applied = 0, not_applied = 0;
+		uint64_t key_new = 0, key_old = 0;
+		for (unsigned i = 0; i < c->n_inflight[t] && c->o.batch; i++) {
+			const struct inflight *f = &c->inflight[t][i];
+			const struct found_key *fk = &c->sh->found[f->key];
+			struct key_state got, after, *before = &c->model[f->key];
+			state_of(&got, fk->rc == 0, fk->val, fk->vlen);
+			state_after(before, f, &after);
+			if (before->unknown || state_equal(before, &after))
+				continue;
+			if (state_equal(&got, &after))
+				applied++, key_new = f->key;
+			else if (state_equal(&got, before))
+				not_applied++, key_old = f->key;
+		}
+		if (applied && not_applied) {
+			c->torn++;
+			c->lost++;
+			if (detail_ok(c))
+				fprintf(stderr, "crash %llu: torn batch of thread %u: %u keys new "
+					"(e.g. key %llu), %u keys old (e.g. key %llu)\n",
+					(unsigned long long)c->crashes, t, applied,
+					(unsigned long long)key_new, not_applied,
+					(unsigned long long)key_old);
+		}
+	}
+}
+
 /* Recovers and checks the pool against the model, then adopts what was found. */
 static void verify(struct campaign *c)
 {
@@ -1577,6 +1719,7 @@ static void verify(struct campaign *c)
 	c->lost += sh->scan_lost;
 	c->details = 0;
 	uint64_t lost0 = c->lost, phantom0 = c->phantom;
+	check_batches_whole(c);
 	for (uint64_t k = 0; k < c->o.keys; k++) {
 		const struct found_key *f = &sh->found[k];
 		if (f->rc != 0 && f->rc != TIPS_ENOTFOUND) {
@@ -1589,8 +1732,8 @@ static void verify(struct campaign *c)
 		struct key_state got;
 		state_of(&got, f->rc == 0, f->val, f->vlen);
 		struct key_state *e = &c->model[k];
-		struct inflight *fl = &c->inflight[k % c->o.threads];
-		bool inflight = fl->valid && fl->key == k;
+		const struct inflight *fl = inflight_on(c, k);
+		bool inflight = fl != NULL;
 		struct key_state alt;
 		if (inflight)
 			state_after(e, fl, &alt);
@@ -1622,7 +1765,7 @@ static void verify(struct campaign *c)
 		fprintf(stderr, "crash %llu: ... %u more violation(s) not shown\n",
 			(unsigned long long)c->crashes, c->details - MAX_DETAILS);
 	for (unsigned t = 0; t < c->o.threads; t++)
-		c->inflight[t].valid = false;
+		c->n_inflight[t] = 0;
 	if (c->o.verbose || c->lost != lost0 || c->phantom != phantom0 || sh->leaked ||
 	    sh->double_free)
 		fprintf(stderr, "crash %llu (run %llu): recovery %.1f ms (stats %.1f ms, "
@@ -1726,7 +1869,9 @@ static void campaign_run(struct campaign *c)
 	while (!c->failed && c->crashes < c->o.crashes && c->runs < max_runs) {
 		c->runs++;
 		uint64_t crash_at = c->o.sim ? 1 + rng_below(&c->rng, c->run_events) : 0;
-		uint64_t kill_after = c->o.sim ? 0 : 1 + rng_below(&c->rng, c->o.ops);
+		uint64_t acks_per_run = c->o.batch ? c->o.ops / c->o.batch : c->o.ops;
+		uint64_t kill_after = c->o.sim ? 0
+				    : 1 + rng_below(&c->rng, acks_per_run ? acks_per_run : 1);
 		uint64_t events = 0;
 		status = run_workload(c, crash_at, kill_after, &events);
 		bool crashed = c->o.sim ? WIFEXITED(status) && WEXITSTATUS(status) == CRASH_EXIT
@@ -1791,6 +1936,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, " listdb\n");
 		return EXIT_USAGE;
 	}
+	if (c.o.batch && !c.o.store->batch) {
+		fprintf(stderr, "tips-crashtest: --batch needs a store with write batches "
+			"(tips-* indexes, listdb), not %s\n", c.o.index_name);
+		return EXIT_USAGE;
+	}
 	if (c.o.sim && !c.o.store->sim_capable) {
 		fprintf(stderr, "tips-crashtest: --mode sim does not apply to %s: it simulates "
 			"power failure inside libtips's pool layer (dropping unflushed lines), "
@@ -1853,10 +2003,13 @@ int main(int argc, char **argv)
 		(unsigned long long)c.recovery_crashes, (now_ms() - t0) / 1e3,
 		(unsigned long long)c.o.seed);
 	printf("crashes=%llu lost=%llu phantom=%llu leaked=%llu double_free=%llu "
-	       "max_recovery_ms=%.1f\n", (unsigned long long)c.crashes,
+	       "max_recovery_ms=%.1f", (unsigned long long)c.crashes,
 	       (unsigned long long)c.lost, (unsigned long long)c.phantom,
 	       (unsigned long long)c.leaked, (unsigned long long)c.double_free,
 	       c.max_recovery_ms);
+	if (c.o.batch)
+		printf(" torn=%llu", (unsigned long long)c.torn);
+	putchar('\n');
 	if (bad && c.o.keep_crashed && c.kept_crash)
 		fprintf(stderr, "tips-crashtest: the pool as crash %llu left it (before its "
 			"recovery) is kept at %s.crashed%s\n", (unsigned long long)c.kept_crash,

@@ -85,6 +85,24 @@ TIPS_API int tips_batch_update(struct tips_batch *b, const void *key, size_t kle
 TIPS_API int tips_batch_delete(struct tips_batch *b, const void *key, size_t klen);
 TIPS_API int tips_batch_remove(struct tips_batch *b, const void *key, size_t klen);
 
+/** The kinds of operation a batch holds (tips_batch_get()). */
+enum tips_batch_kind {
+	TIPS_BATCH_PUT = 1,
+	TIPS_BATCH_INSERT,
+	TIPS_BATCH_UPDATE,
+	TIPS_BATCH_DELETE,
+	TIPS_BATCH_REMOVE,
+};
+
+/**
+ * tips_batch_get() - operation @i (0-based, in the order added) of @b: its kind, key
+ * and value (pointers into the batch, valid until it changes; @val NULL and @vlen 0 for
+ * deletes). Any out-pointer may be NULL. For stores without batches, e.g. to apply the
+ * operations one by one. Return: 0, TIPS_EINVAL (NULL @b, @i out of range).
+ */
+TIPS_API int tips_batch_get(const struct tips_batch *b, size_t i, enum tips_batch_kind *kind,
+			    const void **key, size_t *klen, const void **val, size_t *vlen);
+
 /** tips_batch_count() - operations in @b (0 for NULL). */
 TIPS_API size_t tips_batch_count(const struct tips_batch *b);
 

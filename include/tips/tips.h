@@ -280,6 +280,8 @@ struct tips_stats {
 	                                           a put is refused unless heap_room >=
 	                                           heap_reserved + its cost + heap_keep */
 	uint64_t heap_chunk_margin;             /* ... and heap_chunk_room >= this */
+	uint64_t batches;                       /* tips_batch_commit() calls that wrote
+	                                           (their records count in `writes`) */
 };
 
 /** tips_stats() - fill @out. Thread-safe; the counters are read without a lock. */

@@ -212,9 +212,9 @@ void cache_unreserve(struct cache *c, unsigned n)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void cache_count_unapplied(struct cache *c)
+void cache_count_unapplied(struct cache *c, uint64_t n)
 {
-	atomic_fetch_add(&c->unapplied, 1);
+	atomic_fetch_add(&c->unapplied, n);
 }
 
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
@@ -353,6 +353,7 @@ static void free_after_grace(struct cache *c, struct unlinked *u)
 
 static void *gc_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "tips-gc"); /* for perf and top */
 	struct cache *c = arg;
 	struct unlinked u = { 0 };
 	uint64_t *work = NULL;

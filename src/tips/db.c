@@ -37,17 +37,6 @@
 
 /* ---- per-thread contexts ----------------------------------------------------------- */
 
-struct thread_ctx {
-	uint64_t db_id;
-	struct tips_db *db;           /* NULL once the db closed (under ctx_lock) */
-	struct olog *log;             /* this thread's OLog slot, or NULL */
-	unsigned cache_credit;        /* cache entries reserved and not used yet */
-	uint64_t heap_credit;         /* heap bytes admitted (admit.c) and not used yet */
-	struct thread_counters c;
-	struct thread_ctx *next_in_db;
-	struct thread_ctx *next_in_thread;
-};
-
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t ctx_key;
 static pthread_once_t ctx_key_once = PTHREAD_ONCE_INIT;
@@ -60,6 +49,7 @@ static void counters_add(struct thread_counters *to, const struct thread_counter
 	atomic_fetch_add(&to->misses, atomic_load(&from->misses));
 	atomic_fetch_add(&to->bypasses, atomic_load(&from->bypasses));
 	atomic_fetch_add(&to->writes, atomic_load(&from->writes));
+	atomic_fetch_add(&to->batches, atomic_load(&from->batches));
 	atomic_fetch_add(&to->olog_bytes, atomic_load(&from->olog_bytes));
 	atomic_fetch_add(&to->waits, atomic_load(&from->waits));
 }
@@ -110,7 +100,7 @@ static void ctx_key_make(void)
 }
 
 /* The calling thread's context for @db; NULL only when DRAM ran out. */
-static struct thread_ctx *ctx_get(struct tips_db *db)
+struct thread_ctx *ctx_get(struct tips_db *db)
 {
 	for (struct thread_ctx *c = thread_ctxs; c; c = c->next_in_thread)
 		if (c->db_id == db->id)
@@ -140,7 +130,7 @@ static struct thread_ctx *ctx_get(struct tips_db *db)
 	return c;
 }
 
-static void count(_Atomic uint64_t *counter, uint64_t n)
+void count(_Atomic uint64_t *counter, uint64_t n)
 {
 	/* Only the owning thread writes its counters: a plain add suffices. */
 	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
@@ -148,7 +138,7 @@ static void count(_Atomic uint64_t *counter, uint64_t n)
 }
 
 /* A free OLog slot for the calling thread; waits while every slot is taken. */
-static struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx)
+struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx)
 {
 	pthread_mutex_lock(&db->ologs.lock);
 	for (;;) {
@@ -163,7 +153,7 @@ static struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx)
 	}
 }
 
-static int refuse(struct tips_db *db, const char *what)
+int refuse(struct tips_db *db, const char *what)
 {
 	atomic_fetch_add_explicit(&db->refused, 1, memory_order_relaxed);
 	return tips_set_error(TIPS_ENOSPC, "%s: the pool's heap is full (replay cannot apply "
@@ -174,26 +164,28 @@ static int refuse(struct tips_db *db, const char *what)
  * stalled on a full heap (the room would only come back after it). Puts leave an
  * eighth of the OLog free, so that deletes can still be logged while replay is stuck
  * on puts it cannot apply. */
-static int olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size,
-			  bool is_delete)
+int olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size,
+		   bool is_delete, bool batch)
 {
 	struct olog *log = ctx->log;
 	uint64_t keep = is_delete ? 0 : log->size / 8;
-	if (olog_has_room(log, size, keep))
+	bool (*has_room)(const struct olog *, uint64_t, uint64_t) =
+		batch ? olog_has_room_bytes : olog_has_room;
+	if (has_room(log, size, keep))
 		return 0;
 	count(&ctx->c.waits, 1);
 	atomic_store(&db->room_wanted, 1);
 	replay_wake(db);
 	bool stalled = false;
 	pthread_mutex_lock(&db->ologs.lock);
-	while (!olog_has_room(log, size, keep) && !(stalled = atomic_load(&db->stalled) != 0))
+	while (!has_room(log, size, keep) && !(stalled = atomic_load(&db->stalled) != 0))
 		pthread_cond_wait(&db->ologs.room, &db->ologs.lock);
 	pthread_mutex_unlock(&db->ologs.lock);
 	return stalled ? refuse(db, "no OLog room") : 0;
 }
 
 /* cache_reserve()'s may_wait: wake replay; waiting is useless once it is stalled. */
-static bool cache_may_wait(void *arg)
+bool cache_may_wait(void *arg)
 {
 	struct tips_db *db = arg;
 	replay_wake(db);
@@ -204,7 +196,7 @@ static bool cache_may_wait(void *arg)
 
 /* Admits a write of @cost heap bytes (admit.c), from the thread's credit or a new
  * reservation; asks replay to make room before refusing. */
-static int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64_t cost)
+int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64_t cost)
 {
 	bool del = op == OLOG_OP_DELETE;
 	if (db->admit_all)
@@ -233,8 +225,8 @@ static int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64
 
 /* Is @key present, judged under its bucket lock: the cache's newest entry, else the
  * index (which then holds every write of the key: entries leave only once applied). */
-static bool key_present(struct tips_db *db, struct cache_bucket *b, const void *key,
-			size_t klen)
+bool key_present(struct tips_db *db, struct cache_bucket *b, const void *key,
+		 size_t klen)
 {
 	struct cache_entry *e = cache_find(b, key, klen);
 	if (e)
@@ -258,7 +250,7 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	uint64_t cost = admit_cost(op, klen, vlen);
 	if ((rc = admit(db, ctx, op, cost)))
 		return rc;
-	if ((rc = olog_wait_room(db, ctx, size, op == OLOG_OP_DELETE)))
+	if ((rc = olog_wait_room(db, ctx, size, op == OLOG_OP_DELETE, false)))
 		goto refund;
 	if (!ctx->cache_credit &&
 	    !(ctx->cache_credit = cache_reserve(db->cache, cache_may_wait, db))) {
@@ -287,7 +279,7 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	}
 	ctx->cache_credit--;
 	e->ts = ts_take(); /* under the bucket lock: a key's stamps follow its commits */
-	cache_count_unapplied(db->cache); /* before replay can see the record */
+	cache_count_unapplied(db->cache, 1); /* before replay can see the record */
 	olog_append(ctx->log, op, e->ts, key, klen, val, vlen, (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);
 	cache_bucket_unlock(b);
@@ -933,6 +925,7 @@ void tips_stats(struct tips_db *db, struct tips_stats *out)
 	out->cache_misses = atomic_load(&sum.misses);
 	out->cache_bypasses = atomic_load(&sum.bypasses);
 	out->writes = atomic_load(&sum.writes);
+	out->batches = atomic_load(&sum.batches);
 	out->olog_bytes = atomic_load(&sum.olog_bytes);
 	out->writer_waits = atomic_load(&sum.waits) + cache_room_waits(db->cache);
 	out->cache_entries = cache_entries(db->cache);

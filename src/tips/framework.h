@@ -70,11 +70,11 @@ struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *va
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e);
 /* Hands a long chain to the gc thread (call without the bucket lock). */
 void cache_queue_gc(struct cache *c, struct cache_bucket *b);
-/* Counts one more entry replay has to apply. A writer calls it before its OLog record
+/* Counts @n more entries replay has to apply. A writer calls it before its OLog record
  * becomes visible to replay (so replay's subtraction never comes first) and hence
  * before publishing: a reader that finds nothing unapplied knows the index holds
  * every write that completed before it began. */
-void cache_count_unapplied(struct cache *c);
+void cache_count_unapplied(struct cache *c, uint64_t n);
 /* True if every counted entry has been applied: a lookup may go to the index. */
 bool cache_all_applied(const struct cache *c);
 uint64_t cache_unapplied(const struct cache *c);
@@ -157,8 +157,20 @@ void ulog_counters(const struct ulog *u, uint64_t *bytes, uint64_t *logged,
 /* ---- per-thread state (db.c) ----------------------------------------------------- */
 
 struct thread_counters {
-	_Atomic uint64_t hits, misses, bypasses, writes, olog_bytes, waits;
+	_Atomic uint64_t hits, misses, bypasses, writes, batches, olog_bytes, waits;
 };
+
+struct thread_ctx {
+	uint64_t db_id;
+	struct tips_db *db;           /* NULL once the db closed (under ctx_lock) */
+	struct olog *log;             /* this thread's OLog slot, or NULL */
+	unsigned cache_credit;        /* cache entries reserved and not used yet */
+	uint64_t heap_credit;         /* heap bytes admitted (admit.c) and not used yet */
+	struct thread_counters c;
+	struct thread_ctx *next_in_db;
+	struct thread_ctx *next_in_thread;
+};
+
 
 /* ---- the database ---------------------------------------------------------------- */
 
@@ -247,6 +259,28 @@ struct tips_db {
 	/* Thread contexts attached to this db (under the global context lock). */
 	struct thread_ctx *ctxs;
 };
+
+/* db.c: the write path's steps, shared by single writes and batches (batch_commit.c). */
+/* The calling thread's context for @db; NULL only when DRAM ran out. */
+struct thread_ctx *ctx_get(struct tips_db *db);
+/* Adds @n to a counter only its owning thread writes. */
+void count(_Atomic uint64_t *counter, uint64_t n);
+/* A free OLog slot for the calling thread; waits while every slot is taken. */
+struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx);
+/* Counts a refused write; TIPS_ENOSPC with a message starting with @what. */
+int refuse(struct tips_db *db, const char *what);
+/* Waits until the thread's OLog has room for a record of @size bytes (@batch: for
+ * @size bytes of records and PADs); puts leave 1/8 of it for deletes. TIPS_ENOSPC if
+ * replay is stalled on a full heap. */
+int olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size,
+		   bool is_delete, bool batch);
+/* cache_reserve()'s may_wait for writers (@arg: the db). */
+bool cache_may_wait(void *arg);
+/* Admits @cost heap bytes for a write of @op (admit.c), from the thread's credit or a
+ * new reservation; TIPS_ENOSPC if the heap cannot promise them. */
+int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64_t cost);
+/* Is @key present, judged under its bucket lock (cache first, then the index). */
+bool key_present(struct tips_db *db, struct cache_bucket *b, const void *key, size_t klen);
 
 /* admit.c */
 /* Heap bytes that applying one record may allocate (a bound, see admit.c). */

@@ -242,6 +242,9 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct tips_db *db = w->db;
+	char name[16];
+	snprintf(name, sizeof(name), "tips-replay%u", w->idx);
+	pthread_setname_np(pthread_self(), name); /* for perf and top */
 	fw_set_current(db);
 	uint64_t seen = 0;
 	pthread_mutex_lock(&db->work_mu);
@@ -553,6 +556,7 @@ static void space_served(struct tips_db *db, uint64_t req)
 static void *persist_main(void *arg)
 {
 	struct tips_db *db = arg;
+	pthread_setname_np(pthread_self(), "tips-persist");
 	fw_set_current(db);
 	bool stuck = false, after_failure = false;
 	unsigned serving = 0; /* epochs run for the pending request for room */

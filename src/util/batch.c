@@ -36,6 +36,7 @@ void tips_batch_free(struct tips_batch **pb)
 	free(b->buf);
 	free(b->order);
 	free(b->group_end);
+	free(b->scratch);
 	free(b);
 	*pb = NULL;
 }
@@ -130,6 +131,26 @@ int tips_batch_remove(struct tips_batch *b, const void *key, size_t klen)
 	return add(b, BATCH_REMOVE, key, klen, NULL, 0);
 }
 
+int tips_batch_get(const struct tips_batch *b, size_t i, enum tips_batch_kind *kind,
+		   const void **key, size_t *klen, const void **val, size_t *vlen)
+{
+	if (!b || i >= b->n)
+		return tips_set_error(TIPS_EINVAL, "tips_batch_get: no operation %zu", i);
+	const struct batch_item *it = &b->items[i];
+	bool del = batch_op_is_delete(it->op);
+	if (kind)
+		*kind = (enum tips_batch_kind)it->op;
+	if (key)
+		*key = batch_key(b, i);
+	if (klen)
+		*klen = it->klen;
+	if (val)
+		*val = del ? NULL : batch_val(b, i);
+	if (vlen)
+		*vlen = del ? 0 : it->vlen;
+	return 0;
+}
+
 size_t tips_batch_count(const struct tips_batch *b)
 {
 	return b ? b->n : 0;
@@ -218,6 +239,18 @@ int batch_group_check(const struct tips_batch *b, size_t g, bool present, size_t
 		}
 	}
 	return 0;
+}
+
+void *batch_scratch(struct tips_batch *b, size_t bytes)
+{
+	if (bytes > b->scratch_bytes) {
+		void *p = realloc(b->scratch, bytes);
+		if (!p)
+			return NULL;
+		b->scratch = p;
+		b->scratch_bytes = bytes;
+	}
+	return b->scratch;
 }
 
 int batch_commit_check(struct tips_batch *b, const char *who)

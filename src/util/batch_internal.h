@@ -16,12 +16,13 @@
 #include <stdint.h>
 #include <tips/batch.h>
 
+/* The public kinds (tips/batch.h) under the part's short names. */
 enum batch_op {
-	BATCH_PUT = 1,
-	BATCH_INSERT, /* condition: absent */
-	BATCH_UPDATE, /* condition: present */
-	BATCH_DELETE, /* none */
-	BATCH_REMOVE, /* condition: present */
+	BATCH_PUT = TIPS_BATCH_PUT,
+	BATCH_INSERT = TIPS_BATCH_INSERT, /* condition: absent */
+	BATCH_UPDATE = TIPS_BATCH_UPDATE, /* condition: present */
+	BATCH_DELETE = TIPS_BATCH_DELETE, /* none */
+	BATCH_REMOVE = TIPS_BATCH_REMOVE, /* condition: present */
 };
 
 struct batch_item {
@@ -43,6 +44,10 @@ struct tips_batch {
 	 * order[group_end[g-1] .. group_end[g]) (group_end[-1] = 0). */
 	size_t *order, *group_end;
 	size_t ngroups, group_cap;
+	/* Scratch memory a store's commit may reuse from one commit to the next (freed
+	 * with the batch): batch_scratch(). */
+	void *scratch;
+	size_t scratch_bytes;
 };
 
 static inline const unsigned char *batch_key(const struct tips_batch *b, size_t i)
@@ -82,6 +87,10 @@ bool batch_group_conditional(const struct tips_batch *b, size_t g);
 /* Judges group @g's conditions in order, starting from @present; returns 0, or
  * TIPS_EKEYEXISTS / TIPS_ENOTFOUND with *failed set to the failing position. */
 int batch_group_check(const struct tips_batch *b, size_t g, bool present, size_t *failed);
+
+/* At least @bytes of the batch's scratch memory (kept for the next commit), or NULL
+ * without DRAM. */
+void *batch_scratch(struct tips_batch *b, size_t bytes);
 
 /* The commit's argument checks: NULL batch, a failed add. 0 or the code (with a
  * message naming the operation; sets failed_op). */

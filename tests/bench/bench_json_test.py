@@ -19,6 +19,8 @@ Checks, on tiny workloads:
     --listdb-settle is the only way it waits between the phases;
   - --upsert: recorded in the config, and tips-hash's blind puts cost what its
     checked writes do (2 fences, 2 lines);
+  - --batch N: recorded in the config; a tips-* load in batches of 16 puts costs 2
+    fences per commit, 1/8 per write, and a dram-* twin runs it too;
   - --max-seconds stops the run phase and says so;
   - the same seed gives the same operations, another seed others;
   - the compare schema: medians are the medians of the runs, ratios the ratios of the
@@ -56,6 +58,7 @@ def run(args, path):
 NUMBER = (int, float)
 PHASE_SCHEMA = {
     "ops": int, "seconds": NUMBER, "ops_per_sec": NUMBER, "capped": bool,
+    "cpu_ns_per_op": dict,
     "op_counts": dict, "removed_key_misses": int, "latency_ns": dict,
     "latency_cdf": list, "timeline_ms": int, "timeline": list,
     "timeline_stddev": NUMBER, "persist": dict,
@@ -225,6 +228,25 @@ def main():
     check_single(doc, True, records, ops, {"read": 0.5, "update": 0.5})
     doc = run(["--index", "dram-hash", "--workload", "a"] + common, path("noupsert.json"))
     check(doc["config"].get("upsert") is False, "upsert: false by default")
+
+    # CPU per operation: the workers' own clocks, and the rest of the process.
+    for phase in ("load", "run"):
+        cpu = doc["run" if phase == "run" else "load"]["cpu_ns_per_op"]
+        check(cpu["app"] > 0 and cpu["background"] >= 0 and
+              abs(cpu["total"] - cpu["app"] - cpu["background"]) < 0.5,
+              "cpu_ns_per_op of the %s phase: %s" % (phase, cpu))
+
+    # --batch: two fences per commit, shared by its writes.
+    doc = run(["--index", "tips-hash", "--workload", "load", "--upsert", "--batch", "16"] +
+              common, path("batch.json"))
+    check(doc["config"].get("batch") == 16, "batch: in the config")
+    fw = doc["run"]["persist"]["fences_per_write"]
+    check(abs(fw - 2 / 16) < 0.02, "batch: fences per write %.4f, want 0.125" % fw)
+    doc = run(["--index", "dram-hash", "--workload", "a", "--batch", "4"] + common,
+              path("batch-dram.json"))
+    check(doc["config"].get("batch") == 4 and doc["run"]["ops"] == ops, "batch: dram twin")
+    doc = run(["--index", "dram-hash", "--workload", "a"] + common, path("nobatch.json"))
+    check(doc["config"].get("batch") == 0, "batch: 0 by default")
 
     # The time limit stops the run phase.
     doc = run(["--index", "dram-hash", "--records", "1000", "--ops", "1000000000",

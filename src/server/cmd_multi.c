@@ -1,0 +1,105 @@
+/*
+ * cmd_multi.c - MULTI, EXEC, DISCARD.
+ *
+ * MULTI queues the following commands (dispatch.c copies their arguments). EXEC takes
+ * the locks of every key of every queued command at once (in the one fixed order, so it
+ * cannot deadlock), runs them in one transaction, and commits all their writes as ONE
+ * batch: after a crash either every write of the EXEC is there or none is. A command
+ * that fails with an error reply (WRONGTYPE, ...) does not stop the others, as in Redis;
+ * a failure of the store (pool full, batch too large) abandons the whole EXEC and is
+ * its only reply.
+ */
+#include "server.h"
+#include "net.h"
+
+#include <stdlib.h>
+
+static void discard_queue(struct client *c)
+{
+	for (size_t i = 0; i < c->mcount; i++)
+		free(c->mstate[i].argv);
+	c->mcount = 0;
+	c->flags &= ~(CLIENT_MULTI | CLIENT_DIRTY_EXEC);
+}
+
+static void multi_cmd(struct client *c)
+{
+	if (c->flags & CLIENT_MULTI) {
+		add_reply_error(c, "ERR MULTI calls can not be nested");
+		return;
+	}
+	c->flags |= CLIENT_MULTI;
+	add_reply_ok(c);
+}
+
+static void discard_cmd(struct client *c)
+{
+	if (!(c->flags & CLIENT_MULTI)) {
+		add_reply_error(c, "ERR DISCARD without MULTI");
+		return;
+	}
+	discard_queue(c);
+	add_reply_ok(c);
+}
+
+static void exec_cmd(struct client *c)
+{
+	if (!(c->flags & CLIENT_MULTI)) {
+		add_reply_error(c, "ERR EXEC without MULTI");
+		return;
+	}
+	if (c->flags & CLIENT_DIRTY_EXEC) {
+		discard_queue(c);
+		add_reply_error(c, "EXECABORT Transaction discarded because of previous errors.");
+		return;
+	}
+	struct lockset ls;
+	lockset_clear(&ls);
+	int excl = 0;
+	for (size_t i = 0; i < c->mcount; i++)
+		excl |= (c->mstate[i].cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
+	if (!excl)
+		for (size_t i = 0; i < c->mcount; i++)
+			command_keys(c->mstate[i].cmd, c->mstate[i].argc, c->mstate[i].argv, &ls);
+	struct locks *locks = ks_db_locks(c->srv->db);
+	locks_acquire(locks, &ls, excl);
+	struct reply_mark mark = reply_mark(c);
+	c->txn = c->loop->txn;
+	ks_txn_begin(c->txn, server_now_ms());
+	add_reply_array(c, (long long)c->mcount);
+	int argc = c->argc;
+	const struct arg *argv = c->argv;
+	const struct command *cmd = c->cmd;
+	for (size_t i = 0; i < c->mcount && !ks_txn_error(c->txn); i++) {
+		c->argc = c->mstate[i].argc;
+		c->argv = c->mstate[i].argv;
+		c->cmd = c->mstate[i].cmd;
+		c->cmd->proc(c);
+	}
+	c->argc = argc;
+	c->argv = argv;
+	c->cmd = cmd;
+	int rc = ks_txn_error(c->txn);
+	if (rc)
+		ks_txn_abort(c->txn);
+	else
+		rc = ks_txn_commit(c->txn);
+	locks_release(locks, &ls);
+	c->txn = NULL;
+	discard_queue(c);
+	if (rc) {
+		reply_truncate(c, mark);
+		reply_store_error(c, rc);
+	}
+}
+
+#define F (CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_NO_TXN)
+const struct command multi_commands[] = {
+	{"multi", multi_cmd, 1, F | CMD_FAST, 0, 0, 0, NULL,
+	 "Starts a transaction.", "transactions"},
+	{"exec", exec_cmd, 1, F, 0, 0, 0, NULL,
+	 "Executes all commands in a transaction, committed as one batch.", "transactions"},
+	{"discard", discard_cmd, 1, F | CMD_FAST, 0, 0, 0, NULL,
+	 "Discards a transaction.", "transactions"},
+};
+const size_t multi_commands_count = sizeof(multi_commands) / sizeof(multi_commands[0]);

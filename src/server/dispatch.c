@@ -1,0 +1,312 @@
+/*
+ * dispatch.c - how one command runs (server.h, "How a command runs"): lookup, arity,
+ * authentication, MULTI queueing, key locks, the transaction and its commit, and the
+ * error reply when the keyspace fails; plus the argument helpers handlers share.
+ *
+ * Invariant: a handler runs with the stripes of all its keys held and c->txn begun; the
+ * transaction is committed (or abandoned) and the locks released before the next
+ * command of any client on this thread runs, and before any reply byte is written.
+ */
+#include "server.h"
+#include "net.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t server_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int command_keys(const struct command *cmd, int argc, const struct arg *argv,
+		 struct lockset *ls)
+{
+	if (cmd->getkeys) {
+		int small[16], *pos = small, max = 16;
+		int n = cmd->getkeys(argc, argv, pos, max);
+		if (n > max) {
+			pos = malloc((size_t)n * sizeof(*pos));
+			if (!pos)
+				return -1;
+			max = n;
+			n = cmd->getkeys(argc, argv, pos, max);
+		}
+		for (int i = 0; i < n && i < max; i++)
+			if (pos[i] > 0 && pos[i] < argc)
+				lockset_add(ls, argv[pos[i]].ptr, argv[pos[i]].len);
+		if (pos != small)
+			free(pos);
+		return n;
+	}
+	if (cmd->first_key <= 0 || cmd->first_key >= argc)
+		return 0;
+	int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
+	if (last >= argc)
+		last = argc - 1;
+	int step = cmd->step > 0 ? cmd->step : 1, n = 0;
+	for (int i = cmd->first_key; i <= last; i += step, n++)
+		lockset_add(ls, argv[i].ptr, argv[i].len);
+	return n;
+}
+
+void reply_store_error(struct client *c, int rc)
+{
+	struct store_info si;
+	size_t ops, bytes;
+	switch (rc) {
+	case KS_EUNORDERED:
+		store_info(ks_db_store(c->srv->db), &si);
+		add_reply_errorf(c, "ERR this command needs an ordered index (tips-art, "
+			"tips-bptree, tips-bst, tips-lfbst, listdb); this server runs %s", si.index);
+		break;
+	case TIPS_ETOOBIG:
+		ks_db_max_txn(c->srv->db, &ops, &bytes);
+		add_reply_errorf(c, "ERR request too large for one atomic write of this server "
+			"(keys up to %u bytes, members up to %u, values up to %u; at most %zu index "
+			"writes and %zu bytes per command); nothing was written",
+			KS_MAX_USER_KEY, KS_MAX_SUFFIX, KS_MAX_MEMBER_VALUE, ops, bytes);
+		break;
+	case TIPS_ENOSPC:
+	case TIPS_ENOMEM:
+		add_reply_errorf(c, "OOM command not allowed: the pool is full (%s); delete keys "
+			"or grow the pool (tips pool grow)", tips_strerror(rc));
+		break;
+	default:
+		add_reply_errorf(c, "ERR storage error: %s", tips_strerror(rc));
+		break;
+	}
+}
+
+/* Runs @cmd's handler in a transaction of its own, its keys locked. */
+static void call(struct client *c, const struct command *cmd)
+{
+	c->cmd = cmd;
+	if (cmd->flags & CMD_NO_TXN) {
+		cmd->proc(c);
+		return;
+	}
+	struct lockset ls;
+	lockset_clear(&ls);
+	int excl = (cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
+	if (!excl)
+		command_keys(cmd, c->argc, c->argv, &ls);
+	struct locks *locks = ks_db_locks(c->srv->db);
+	locks_acquire(locks, &ls, excl);
+	struct reply_mark mark = reply_mark(c);
+	c->txn = c->loop->txn;
+	ks_txn_begin(c->txn, server_now_ms());
+	cmd->proc(c);
+	int rc = ks_txn_error(c->txn);
+	if (rc)
+		ks_txn_abort(c->txn);
+	else
+		rc = ks_txn_commit(c->txn);
+	locks_release(locks, &ls);
+	c->txn = NULL;
+	if (rc) {
+		reply_truncate(c, mark);
+		reply_store_error(c, rc);
+	}
+}
+
+static void queue_command(struct client *c, const struct command *cmd)
+{
+	if (c->mcount == c->mcap) {
+		size_t cap = c->mcap ? 2 * c->mcap : 8;
+		struct queued_cmd *m = realloc(c->mstate, cap * sizeof(*m));
+		if (!m) {
+			c->flags |= CLIENT_CLOSE_ASAP;
+			return;
+		}
+		c->mstate = m;
+		c->mcap = cap;
+	}
+	size_t bytes = (size_t)c->argc * sizeof(struct arg);
+	for (int i = 0; i < c->argc; i++)
+		bytes += c->argv[i].len;
+	struct arg *argv = malloc(bytes ? bytes : 1);
+	if (!argv) {
+		c->flags |= CLIENT_CLOSE_ASAP;
+		return;
+	}
+	char *p = (char *)(argv + c->argc);
+	for (int i = 0; i < c->argc; i++) {
+		memcpy(p, c->argv[i].ptr, c->argv[i].len);
+		argv[i].ptr = p;
+		argv[i].len = c->argv[i].len;
+		p += c->argv[i].len;
+	}
+	struct queued_cmd *q = &c->mstate[c->mcount++];
+	q->cmd = cmd;
+	q->argc = c->argc;
+	q->argv = argv;
+	add_reply_simple(c, "QUEUED");
+}
+
+/* A command refused before it ran: inside MULTI it also dooms the EXEC. */
+static void reject(struct client *c, const char *msg)
+{
+	if (c->flags & CLIENT_MULTI)
+		c->flags |= CLIENT_DIRTY_EXEC;
+	add_reply_error(c, msg);
+}
+
+void dispatch_command(struct client *c)
+{
+	struct server *srv = c->srv;
+	atomic_fetch_add(&srv->total_commands, 1);
+	const struct command *cmd = command_lookup(c->argv[0].ptr, c->argv[0].len);
+	char msg[512];
+	if (!cmd) {
+		char args[160] = "";
+		size_t n = 0;
+		for (int i = 1; i < c->argc && n < 128; i++) {
+			int room = 128 - (int)n;
+			int len = c->argv[i].len < (size_t)room ? (int)c->argv[i].len : room;
+			n += (size_t)snprintf(args + n, sizeof(args) - n, "'%.*s' ", len,
+					      c->argv[i].ptr);
+		}
+		int len = c->argv[0].len < 128 ? (int)c->argv[0].len : 128;
+		snprintf(msg, sizeof(msg), "ERR unknown command '%.*s', with args beginning "
+			 "with: %s", len, c->argv[0].ptr, args);
+		reject(c, msg);
+		return;
+	}
+	if ((cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity) {
+		snprintf(msg, sizeof(msg), "ERR wrong number of arguments for '%s' command",
+			 cmd->name);
+		reject(c, msg);
+		return;
+	}
+	if (!c->authenticated && !(cmd->flags & CMD_NO_AUTH)) {
+		reject(c, "NOAUTH Authentication required.");
+		return;
+	}
+	if ((c->flags & CLIENT_MULTI) && strcmp(cmd->name, "exec") &&
+	    strcmp(cmd->name, "discard") && strcmp(cmd->name, "multi") &&
+	    strcmp(cmd->name, "quit")) {
+		if (cmd->flags & CMD_NO_MULTI) {
+			snprintf(msg, sizeof(msg), "ERR Command not allowed inside a transaction");
+			reject(c, msg);
+			return;
+		}
+		queue_command(c, cmd);
+		return;
+	}
+	call(c, cmd);
+}
+
+/* ---- argument helpers --------------------------------------------------------------- */
+
+int arg_is(const struct arg *a, const char *word)
+{
+	size_t n = strlen(word);
+	if (a->len != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (tolower((unsigned char)a->ptr[i]) != word[i])
+			return 0;
+	return 1;
+}
+
+int arg_to_ll(const struct arg *a, long long *out)
+{
+	const char *s = a->ptr;
+	size_t n = a->len;
+	if (n == 0 || n > 20)
+		return -1;
+	size_t i = 0;
+	int neg = 0;
+	if (s[0] == '-') {
+		neg = 1;
+		if (++i == n)
+			return -1;
+	}
+	if (s[i] == '0') {
+		if (n == 1) {
+			*out = 0;
+			return 0;
+		}
+		return -1;
+	}
+	unsigned long long v = 0;
+	for (; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (~0ull - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	if (neg) {
+		if (v > 1ull << 63)
+			return -1;
+		*out = (long long)(0 - v);
+	} else {
+		if (v > ~0ull >> 1)
+			return -1;
+		*out = (long long)v;
+	}
+	return 0;
+}
+
+int arg_to_double(const struct arg *a, double *out)
+{
+	char buf[128];
+	if (a->len == 0 || a->len >= sizeof(buf))
+		return -1;
+	memcpy(buf, a->ptr, a->len);
+	buf[a->len] = 0;
+	if (isspace((unsigned char)buf[0]))
+		return -1;
+	char *end;
+	errno = 0;
+	double d = strtod(buf, &end);
+	if (*end || isnan(d) || (errno == ERANGE && !isinf(d) && d != 0))
+		return -1;
+	*out = d;
+	return 0;
+}
+
+int get_ll_or_reply(struct client *c, const struct arg *a, long long *out)
+{
+	if (arg_to_ll(a, out) == 0)
+		return 0;
+	add_reply_error(c, ERR_NOT_INTEGER);
+	return -1;
+}
+
+int get_double_or_reply(struct client *c, const struct arg *a, double *out)
+{
+	if (arg_to_double(a, out) == 0)
+		return 0;
+	add_reply_error(c, ERR_NOT_FLOAT);
+	return -1;
+}
+
+int lookup_typed(struct client *c, const struct arg *key, int type, struct ks_meta *m)
+{
+	int rc = ks_lookup(c->txn, key->ptr, key->len, m);
+	if (rc < 0)
+		return -1;
+	if (rc == 1 && m->type != type) {
+		add_reply_error(c, ERR_WRONGTYPE);
+		return -1;
+	}
+	return rc;
+}
+
+int need_ordered(struct client *c)
+{
+	if (ks_db_ordered(c->srv->db))
+		return 1;
+	reply_store_error(c, KS_EUNORDERED);
+	return 0;
+}

@@ -1,0 +1,200 @@
+/*
+ * store.c - the store of tips-server (store.h): one small set of calls that reaches
+ * either a TIPS database or a ListDB, so the keyspace code never asks which it has.
+ *
+ * Invariant: every call maps to exactly one facade call of the engine, so the engine's
+ * promises (durable on return, visible only once durable, batches all or nothing) hold
+ * unchanged for the server.
+ */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ListDB's batch commit lands on main after this file: until then the references are
+ * weak and a ListDB store refuses multi-key writes (TIPS_EINVAL with a message). */
+#pragma weak tips_listdb_batch_commit
+#pragma weak tips_listdb_batch_limit
+
+/* The ordered indexes: a scan from a start key costs O(log n + count). */
+static const char *const ordered_indexes[] = {"tips-art", "tips-bptree", "tips-bst",
+					      "tips-lfbst", "listdb", NULL};
+
+struct store {
+	struct tips_db *tips;     /* one of these two is set */
+	struct tips_listdb *ldb;
+	struct store_info info;
+	char index[32];
+};
+
+static int is_ordered(const char *index)
+{
+	for (int i = 0; ordered_indexes[i]; i++)
+		if (!strcmp(index, ordered_indexes[i]))
+			return 1;
+	return 0;
+}
+
+/* The names a user may pick: every tips-* index and listdb. */
+static int index_allowed(const char *index)
+{
+	if (!strcmp(index, "listdb"))
+		return 1;
+	return !strncmp(index, "tips-", 5) && tips_index_find(index) != NULL;
+}
+
+static void list_indexes(char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	for (const char *const *p = tips_index_names(); *p && n < cap; p++)
+		if (!strncmp(*p, "tips-", 5))
+			n += (size_t)snprintf(buf + n, cap - n, "%s, ", *p);
+	if (n < cap)
+		snprintf(buf + n, cap - n, "listdb");
+}
+
+int store_open(const char *path, const char *index, uint64_t pool_size, struct store **out,
+	       char *err, size_t errlen)
+{
+	if (!index_allowed(index)) {
+		char names[512];
+		list_indexes(names, sizeof(names));
+		snprintf(err, errlen, "unknown index '%s' (choose one of: %s)", index, names);
+		return TIPS_EINVAL;
+	}
+	struct store *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return TIPS_ENOMEM;
+	}
+	snprintf(s->index, sizeof(s->index), "%s", index);
+	int created = access(path, F_OK) != 0;
+	int rc;
+	if (!strcmp(index, "listdb")) {
+		struct tips_listdb_config cfg;
+		tips_listdb_config_init(&cfg);
+		cfg.flags = TIPS_LISTDB_CREATE;
+		cfg.pool_size = pool_size;
+		rc = tips_listdb_open(path, &cfg, &s->ldb);
+	} else {
+		struct tips_config cfg;
+		tips_config_init(&cfg);
+		cfg.flags = TIPS_CREATE;
+		cfg.pool_size = pool_size;
+		rc = tips_open(path, &cfg, tips_index_find(index), &s->tips);
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot open pool %s with index %s: %s: %s", path, index,
+			 tips_strerror(rc), tips_errormsg());
+		free(s);
+		return rc;
+	}
+	struct tips_pool_info pi;
+	memset(&pi, 0, sizeof(pi));
+	tips_pool_stat(path, &pi);
+	s->info.index = s->index;
+	s->info.ordered = is_ordered(index);
+	s->info.media = tips_media_name(pi.media);
+	snprintf(s->info.media_reason, sizeof(s->info.media_reason), "%s", pi.media_reason);
+	s->info.pool_size = pi.size;
+	s->info.created = created;
+	if (s->tips) {
+		struct tips_stats st;
+		tips_stats(s->tips, &st);
+		s->info.recovered = st.recovered;
+		s->info.recovery_ms = st.recovery_ms;
+	} else {
+		struct tips_listdb_stats st;
+		tips_listdb_stats(s->ldb, &st);
+		s->info.recovered = st.recovered;
+		s->info.recovery_ms = st.recovery_ms;
+	}
+	*out = s;
+	return 0;
+}
+
+int store_close(struct store **sp)
+{
+	struct store *s = *sp;
+	*sp = NULL;
+	if (!s)
+		return 0;
+	int rc = s->tips ? tips_close(&s->tips) : tips_listdb_close(&s->ldb);
+	free(s);
+	return rc;
+}
+
+int store_get(struct store *s, const void *key, size_t klen, void *val, size_t cap,
+	      size_t *vlen)
+{
+	if (s->tips)
+		return tips_lookup(s->tips, key, klen, val, cap, vlen);
+	return tips_listdb_get(s->ldb, key, klen, val, cap, vlen);
+}
+
+long store_scan(struct store *s, const void *start, size_t klen, size_t count,
+		tips_scan_fn fn, void *arg)
+{
+	if (s->tips)
+		return tips_scan(s->tips, start, klen, count, fn, arg);
+	return tips_listdb_scan(s->ldb, start, klen, count, fn, arg);
+}
+
+int store_put(struct store *s, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (s->tips)
+		return tips_put(s->tips, key, klen, val, vlen);
+	return tips_listdb_put(s->ldb, key, klen, val, vlen);
+}
+
+int store_delete(struct store *s, const void *key, size_t klen)
+{
+	if (s->tips) {
+		int rc = tips_delete(s->tips, key, klen);
+		return rc == TIPS_ENOTFOUND ? 0 : rc;
+	}
+	return tips_listdb_delete(s->ldb, key, klen);
+}
+
+int store_commit(struct store *s, struct tips_batch *b)
+{
+	if (s->tips)
+		return tips_batch_commit(s->tips, b);
+	if (!tips_listdb_batch_commit)
+		return TIPS_EINVAL; /* this libtips has no ListDB batches yet */
+	return tips_listdb_batch_commit(s->ldb, b);
+}
+
+void store_batch_limit(struct store *s, size_t *max_ops, size_t *max_bytes)
+{
+	if (s->tips) {
+		tips_batch_limit(s->tips, max_ops, max_bytes);
+	} else if (tips_listdb_batch_limit) {
+		tips_listdb_batch_limit(s->ldb, max_ops, max_bytes);
+	} else {
+		*max_ops = TIPS_BATCH_MAX_OPS; /* until ListDB's batches land */
+		*max_bytes = 64u << 20;
+	}
+}
+
+void store_info(struct store *s, struct store_info *out)
+{
+	*out = s->info;
+}
+
+void store_stats(struct store *s, struct tips_stats *tips, struct tips_listdb_stats *ldb)
+{
+	if (tips) {
+		memset(tips, 0, sizeof(*tips));
+		if (s->tips)
+			tips_stats(s->tips, tips);
+	}
+	if (ldb) {
+		memset(ldb, 0, sizeof(*ldb));
+		if (s->ldb)
+			tips_listdb_stats(s->ldb, ldb);
+	}
+}
