@@ -541,7 +541,7 @@ const struct command server_commands[] = {
 	 "Returns the server's liveliness response.", "connection"},
 	{"echo", echo_cmd, 2, CMD_FAST, 0, 0, 0, NULL, "Returns the given string.",
 	 "connection"},
-	{"quit", quit_cmd, -1, CONN | CMD_NO_AUTH, 0, 0, 0, NULL, "Closes the connection.",
+	{"quit", quit_cmd, -1, CONN | CMD_NO_AUTH | CMD_NO_TXN, 0, 0, 0, NULL, "Closes the connection.",
 	 "connection"},
 	{"auth", auth_cmd, -2, CONN | CMD_NO_AUTH, 0, 0, 0, NULL,
 	 "Authenticates the connection.", "connection"},

@@ -203,6 +203,92 @@ void dispatch_command(struct client *c)
 	call(c, cmd);
 }
 
+/* ---- group commit ------------------------------------------------------------------- */
+
+int group_add(struct client *c, struct group *g)
+{
+	if (!c->authenticated || (c->flags & CLIENT_MULTI) || g->n == GROUP_MAX)
+		return 0;
+	/* multibulk arguments point into the query buffer, which stays put until the
+	 * group runs; inline ones are in the parser's scratch, reused by the next parse */
+	if (c->argv[0].ptr < c->qbuf || c->argv[0].ptr >= c->qbuf + c->qlen)
+		return 0;
+	const struct command *cmd = command_lookup(c->argv[0].ptr, c->argv[0].len);
+	if (!cmd || (cmd->flags & (CMD_NO_TXN | CMD_KEYSPACE_EXCLUSIVE)) ||
+	    (cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity)
+		return 0;
+	if (g->nargs + (size_t)c->argc > g->cap) {
+		size_t cap = g->cap ? g->cap : 1024;
+		while (cap < g->nargs + (size_t)c->argc)
+			cap *= 2;
+		struct arg *a = realloc(g->args, cap * sizeof(*a));
+		if (!a)
+			return 0;
+		g->args = a;
+		g->cap = cap;
+	}
+	struct group_item *it = &g->items[g->n++];
+	it->cmd = cmd;
+	it->argc = c->argc;
+	it->first = g->nargs;
+	memcpy(g->args + g->nargs, c->argv, (size_t)c->argc * sizeof(*c->argv));
+	g->nargs += (size_t)c->argc;
+	return 1;
+}
+
+void group_run(struct client *c, struct group *g)
+{
+	size_t n = g->n;
+	g->n = 0;
+	g->nargs = 0;
+	if (!n)
+		return;
+	atomic_fetch_add(&c->srv->total_commands, n);
+	int argc = c->argc;
+	const struct arg *argv = c->argv;
+	if (n == 1) {
+		c->argc = g->items[0].argc;
+		c->argv = g->args + g->items[0].first;
+		call(c, g->items[0].cmd);
+		c->argc = argc;
+		c->argv = argv;
+		return;
+	}
+	struct lockset ls;
+	lockset_clear(&ls);
+	for (size_t i = 0; i < n; i++)
+		command_keys(g->items[i].cmd, g->items[i].argc, g->args + g->items[i].first, &ls);
+	struct locks *locks = ks_db_locks(c->srv->db);
+	locks_acquire(locks, &ls, 0);
+	struct reply_mark mark = reply_mark(c);
+	c->txn = c->loop->txn;
+	ks_txn_begin(c->txn, server_now_ms());
+	for (size_t i = 0; i < n && !ks_txn_error(c->txn); i++) {
+		c->argc = g->items[i].argc;
+		c->argv = g->args + g->items[i].first;
+		c->cmd = g->items[i].cmd;
+		c->cmd->proc(c);
+	}
+	int rc = ks_txn_error(c->txn);
+	if (rc)
+		ks_txn_abort(c->txn);
+	else
+		rc = ks_txn_commit(c->txn);
+	locks_release(locks, &ls);
+	c->txn = NULL;
+	if (rc) {
+		/* nothing was applied: run them one by one, each with its own outcome */
+		reply_truncate(c, mark);
+		for (size_t i = 0; i < n; i++) {
+			c->argc = g->items[i].argc;
+			c->argv = g->args + g->items[i].first;
+			call(c, g->items[i].cmd);
+		}
+	}
+	c->argc = argc;
+	c->argv = argv;
+}
+
 /* ---- argument helpers --------------------------------------------------------------- */
 
 int arg_is(const struct arg *a, const char *word)

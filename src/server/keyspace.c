@@ -966,7 +966,8 @@ static int chunk_add(const void *k, size_t kl, const void *v, size_t vl, void *a
 	t->sused += kl;
 	it->voff = t->sused;
 	it->vlen = vl;
-	memcpy(t->sbuf + t->sused, v, vl);
+	if (vl)
+		memcpy(t->sbuf + t->sused, v, vl);
 	t->sused += vl;
 	return c->n == c->cap;
 }
@@ -1002,7 +1003,8 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 	if (plen + flen > sizeof(start))
 		flen = sizeof(start) - plen;
 	memcpy(start, prefix, plen);
-	memcpy(start + plen, from, flen);
+	if (flen)
+		memcpy(start + plen, from, flen);
 	size_t slen = plen + flen;
 	/* the buffered writes in range, sorted */
 	struct wentry **ov = NULL;

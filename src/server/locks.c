@@ -11,8 +11,15 @@
 
 int locks_init(struct locks *l)
 {
-	if (pthread_rwlock_init(&l->keyspace, NULL))
-		return -errno;
+	/* writers first: FLUSHDB and KEYS must not starve behind a stream of commands
+	 * (safe because no thread takes the keyspace lock twice) */
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	int rc = pthread_rwlock_init(&l->keyspace, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	if (rc)
+		return -rc;
 	for (unsigned i = 0; i < LOCK_STRIPES; i++)
 		pthread_mutex_init(&l->stripe[i], NULL);
 	return 0;

@@ -276,10 +276,19 @@ static void process_input(struct client *c)
 			continue;
 		c->argc = c->parser.argc;
 		c->argv = c->parser.argv;
-		dispatch_command(c);
+		if (group_add(c, &c->loop->group)) {
+			if (c->loop->group.n == GROUP_MAX)
+				group_run(c, &c->loop->group);
+		} else {
+			group_run(c, &c->loop->group);
+			dispatch_command(c);
+		}
 		c->argc = 0;
 		c->argv = NULL;
 	}
+	/* the grouped commands' arguments live in the query buffer: run them before it
+	 * moves */
+	group_run(c, &c->loop->group);
 	if (c->qpos == c->qlen) {
 		c->qpos = c->qlen = 0;
 	} else if (c->qpos) {
@@ -515,6 +524,7 @@ void net_stop(struct server *srv)
 			close(l->inbox[j]);
 		free(l->inbox);
 		ks_txn_free(&l->txn);
+		free(l->group.args);
 		if (l->epfd >= 0)
 			close(l->epfd);
 		if (l->wake_fd >= 0)

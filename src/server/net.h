@@ -36,6 +36,20 @@ struct server {
 	struct scan_cursors *cursors; /* SCAN's cursor table (cmd_keys.c) */
 };
 
+/* Pipelined commands of one client run as one transaction (group commit). */
+#define GROUP_MAX 256u
+struct group_item {
+	const struct command *cmd;
+	int argc;
+	size_t first;                 /* index of its first argument in args */
+};
+struct group {
+	struct group_item items[GROUP_MAX];
+	size_t n;
+	struct arg *args;             /* argument arrays (the bytes stay in the query buffer) */
+	size_t nargs, cap;
+};
+
 struct loop {
 	struct server *srv;
 	unsigned id;
@@ -44,6 +58,7 @@ struct loop {
 	pthread_t thread;
 	int started;
 	struct ks_txn *txn;           /* the transaction of every command run here */
+	struct group group;           /* the pipelined commands waiting to run together */
 	struct client *clients;       /* list of this loop's clients */
 	pthread_mutex_t inbox_lock;   /* connections handed over by loop 0 */
 	int *inbox;
@@ -91,6 +106,20 @@ void reply_free(struct client *c);
 /** dispatch_command() - run the command in c->argc/c->argv (server.h, "How a command
  * runs"); its reply is appended to c's reply. */
 void dispatch_command(struct client *c);
+/**
+ * group_add() - if the command in c->argc/c->argv may share a transaction with the
+ * client's next pipelined commands (an ordinary keyed or keyless command, arguments in
+ * the query buffer, the client authenticated and not in MULTI), add it to @g and
+ * return 1; else return 0 and leave @g as it is. Its reply comes when @g runs.
+ */
+int group_add(struct client *c, struct group *g);
+/**
+ * group_run() - run the commands of @g (from one client, in order) as ONE transaction:
+ * the stripes of all their keys taken at once, one batch commit, then their replies in
+ * order. If the commit fails (e.g. the group is past the batch limits) nothing was
+ * applied and each command runs again alone. Empties @g.
+ */
+void group_run(struct client *c, struct group *g);
 /** command_keys() - add the stripes of @cmd's keys in @argv to @ls.
  * Return: the number of keys. */
 int command_keys(const struct command *cmd, int argc, const struct arg *argv,

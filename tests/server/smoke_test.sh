@@ -79,6 +79,14 @@ printf 'PING\r\n*2\r\n$3\r\nGET\r\n$1\r\nx\r\nECHO hi\r\n' >&3
 IFS= read -r l1 <&3; IFS= read -r l2 <&3; IFS= read -r l3 <&3; IFS= read -r l4 <&3
 IFS= read -r l5 <&3
 [ "$l1$l2$l3$l4$l5" = "$(printf '+PONG\r$1\r2\r$2\rhi\r')" ] || fail "pipelining: $l1 $l2 $l3 $l4 $l5"
+# group commit: 100 pipelined SETs in one write share far fewer than 100 batches
+before=$(cli info stats | tr -d '\r' | sed -n 's/^batches_committed://p')
+req=""
+for i in $(seq 100); do req+="*3\r\n\$3\r\nSET\r\n\$5\r\np$((1000 + i))\r\n\$1\r\nv\r\n"; done
+printf "$req" >&3
+for i in $(seq 100); do IFS= read -r l1 <&3; [ "$l1" = "$(printf '+OK\r')" ] || fail "pipelined SET $i: $l1"; done
+after=$(cli info stats | tr -d '\r' | sed -n 's/^batches_committed://p')
+[ $((after - before)) -lt 50 ] || fail "100 pipelined SETs took $((after - before)) batches"
 # a protocol error is answered, then the connection is closed
 printf '*1\r\n$-5\r\n' >&3
 IFS= read -r l1 <&3
@@ -91,7 +99,7 @@ expect 1048576 strlen big
 cli --raw get big >"$dir/big.out"
 cmp -s -n 1048576 "$dir/big.out" "$dir/big" || fail "1 MiB string differs"
 expect 1048576 setrange big 5 ""
-expect 3 dbsize
+expect 103 dbsize
 cli info tips | grep -q "fences_per_commit" || fail "INFO has no tips section"
 stop
 grep -q "Pool closed cleanly" "$log" || fail "no clean close in the log"
