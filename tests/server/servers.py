@@ -162,6 +162,17 @@ class Server:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def survives(self, seconds=1.0):
+        """False if the process exits within seconds (a server dying after it dropped a
+        connection); True if it is still running then."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(timeout=seconds)
+            return False
+        except subprocess.TimeoutExpired:
+            return True
+
     def pid(self):
         return self.proc.pid
 
@@ -180,6 +191,19 @@ class Server:
             return "\n".join("    | " + l for l in lines[-n:])
         except OSError:
             return "    | (no log)"
+
+    def crash_report(self, n=40):
+        """The part of the log that explains a death: a sanitizer report from its first
+        line (stack traces included), else the log tail."""
+        try:
+            with open(self.log_path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return "    | (no log)"
+        for i, l in enumerate(lines):
+            if "ERROR: AddressSanitizer" in l or "runtime error:" in l or "ERROR: ThreadSanitizer" in l:
+                return "\n".join("    | " + x for x in lines[i:i + n])
+        return self.log_tail(n)
 
     def conn(self, timeout=10.0):
         return resp.Conn(self.port, timeout=timeout)

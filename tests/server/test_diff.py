@@ -289,11 +289,11 @@ def main():
                 pair.run_case("%s/%s" % (group, name), steps, 1000 if group == "pipeline" else args.depth)
             except (OSError, resp.Closed, resp.ProtocolError) as e:
                 broken = True
-                if sut.alive():
+                if sut.survives(1.0):
                     tally.fail("%s/%s: aborted: %s (last step: %s)" % (group, name, e, pair.last))
             if not sut.alive():
                 tally.fail("%s/%s: the server under test died; last step: %s\n%s"
-                           % (group, name, pair.last, sut.log_tail(40)))
+                           % (group, name, pair.last, sut.crash_report()))
                 sut.start()
                 broken = True
             if broken:

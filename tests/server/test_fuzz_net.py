@@ -146,7 +146,7 @@ def healthy(srv, tally, what):
     except (OSError, resp.Closed, resp.ProtocolError) as e:
         ok = False
         what += " (%s)" % e
-    return tally.ok(ok and srv.alive(), "server unhealthy %s" % what, srv.log_tail())
+    return tally.ok(ok and srv.alive(), "server unhealthy %s" % what, srv.crash_report())
 
 
 def main():
@@ -186,7 +186,7 @@ def main():
             s.close()
         alive = tally.ok(srv.alive(), "the server died after %d payloads, seed %d; the last ones:\n%s"
                          % (sent, args.seed, "\n".join("    %s %r" % (k, d[:300]) for k, d in recent)),
-                         srv.log_tail(80))
+                         srv.crash_report())
         if alive:
             peak = max(peak, srv.rss_kib())
             healthy(srv, tally, "at the end, seed %d" % args.seed)

@@ -177,7 +177,7 @@ def main():
         check_cli(cli, sut.port, tally, tmp)
         check_redis_py(sut.port, tally)
         check_shutdown(cli, sut, tally)
-        tally.ok(sut.alive(), "the server under test died", sut.log_tail())
+        tally.ok(sut.alive(), "the server under test died", sut.crash_report())
     return tally.finish()
 
 
