@@ -568,7 +568,12 @@ void ks_txn_abort(struct ks_txn *t)
 int ks_txn_commit(struct ks_txn *t)
 {
 	int rc = t->err;
-	if (!rc && t->nw) {
+	if (!rc && t->nw == 1) {
+		/* one index write needs no batch: a single put or delete is as atomic */
+		struct wentry *e = &t->w[0];
+		rc = e->val ? store_put(t->db->store, e->key, e->klen, e->val, e->vlen)
+			    : store_delete(t->db->store, e->key, e->klen);
+	} else if (!rc && t->nw) {
 		tips_batch_clear(t->batch);
 		for (size_t i = 0; i < t->nw && !rc; i++) {
 			struct wentry *e = &t->w[i];
@@ -577,15 +582,15 @@ int ks_txn_commit(struct ks_txn *t)
 		}
 		if (!rc)
 			rc = store_commit(t->db->store, t->batch);
-		if (!rc) {
-			atomic_fetch_add(&t->db->keys, t->dkeys);
-			atomic_fetch_add(&t->db->expires, t->dexpires);
-			atomic_fetch_add(&t->db->expired_keys, (uint64_t)t->dexpired);
-			atomic_fetch_add(&t->db->commits, 1);
-			atomic_fetch_add(&t->db->commit_ops, t->nw);
-			if (t->garbage)
-				atomic_store(&t->db->garbage_hint, 1);
-		}
+	}
+	if (!rc && t->nw) {
+		atomic_fetch_add(&t->db->keys, t->dkeys);
+		atomic_fetch_add(&t->db->expires, t->dexpires);
+		atomic_fetch_add(&t->db->expired_keys, (uint64_t)t->dexpired);
+		atomic_fetch_add(&t->db->commits, 1);
+		atomic_fetch_add(&t->db->commit_ops, t->nw);
+		if (t->garbage)
+			atomic_store(&t->db->garbage_hint, 1);
 	}
 	txn_end(t);
 	return rc;

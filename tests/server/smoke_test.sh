@@ -101,8 +101,33 @@ cmp -s -n 1048576 "$dir/big.out" "$dir/big" || fail "1 MiB string differs"
 expect 1048576 setrange big 5 ""
 expect 103 dbsize
 cli info tips | grep -q "fences_per_commit" || fail "INFO has no tips section"
+# the sweeper: an expired key nobody reads is deleted, and the pieces of an overwritten
+# long string are swept
+expect OK set short-lived v px 50
+cli -x set big2 <"$dir/big" >/dev/null
+expect OK set big2 small
+for _ in $(seq 50); do
+	[ "$(cli dbsize)" = 104 ] && [ "$(cli info stats | tr -d '\r' | sed -n 's/^swept_members://p')" -ge 16 ] && break
+	sleep 0.1
+done
+expect 104 dbsize
+cli info stats | grep -q "^expired_keys:1" || fail "the sweeper did not expire the key"
 stop
 grep -q "Pool closed cleanly" "$log" || fail "no clean close in the log"
+
+# restart from a config file with a password and a unix socket; SIGTERM closes cleanly
+cat >"$dir/conf" <<CONF
+# a comment
+requirepass "s3cret"
+unixsocket $dir/sock
+CONF
+start --config "$dir/conf"
+expect "NOAUTH Authentication required." get k2
+expect v -a s3cret --no-auth-warning get k2
+expect v -s "$dir/sock" -a s3cret --no-auth-warning get k2
+expect "WRONGPASS invalid username-password pair or user is disabled." auth nope
+kill -TERM "$pid"; wait "$pid" || fail "exit status $? after SIGTERM"; pid=""
+grep -q "Received SIGTERM" "$log" && grep -q "Pool closed cleanly" "$log" || fail "SIGTERM"
 
 # restart: everything is there, nothing replayed
 start
