@@ -26,7 +26,7 @@ static const char *const *names_list(void)
 	const char *const *tips = tips_index_names();
 	while (tips[n])
 		n++;
-	const char **v = calloc(n + 3, sizeof(*v));
+	const char **v = calloc(n + 4, sizeof(*v));
 	if (!v)
 		return tips;
 	memcpy(v, tips, n * sizeof(*v));
@@ -34,9 +34,80 @@ static const char *const *names_list(void)
 	v[n++] = PMDK_HASH_NAME;
 #endif
 	v[n++] = BENCH_LISTDB_NAME;
+	v[n++] = BENCH_NULL_NAME;
 	v[n] = NULL;
 	names = v;
 	return names;
+}
+
+/* ---- null: every operation succeeds and does nothing (the harness's own cost) ---- */
+
+static char null_root;
+
+static int null_create(const struct tips_index_config *cfg, void **root)
+{
+	(void)cfg;
+	*root = &null_root;
+	return 0;
+}
+
+static int null_open(void *root, void **index)
+{
+	*index = root;
+	return 0;
+}
+
+static void null_close(void *index)
+{
+	(void)index;
+}
+
+static int null_write(void *index, const void *key, size_t klen, const void *val,
+		      size_t vlen)
+{
+	(void)index, (void)key, (void)klen, (void)val, (void)vlen;
+	return 0;
+}
+
+static int null_remove(void *index, const void *key, size_t klen)
+{
+	(void)index, (void)key, (void)klen;
+	return 0;
+}
+
+static int null_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
+		       size_t *vlen)
+{
+	(void)index, (void)key, (void)klen, (void)val, (void)cap;
+	*vlen = 0;
+	return 0;
+}
+
+static long null_scan(void *index, const void *start, size_t klen, size_t count,
+		      tips_scan_fn fn, void *arg)
+{
+	(void)index, (void)start, (void)klen, (void)count, (void)fn, (void)arg;
+	return 0;
+}
+
+static int null_walk(void *index, tips_walk_fn fn, void *arg)
+{
+	(void)index, (void)fn, (void)arg;
+	return 0; /* owns no block (its root is static) */
+}
+
+static const struct tips_index_ops null_ops = {
+	.name = BENCH_NULL_NAME,
+	.concurrency = "none: every operation succeeds and does nothing (the harness alone)",
+	.create = null_create, .open = null_open, .close = null_close,
+	.insert = null_write, .update = null_write, .remove = null_remove,
+	.lookup = null_lookup, .scan = null_scan, .walk = null_walk,
+};
+
+/* The ops table of @name among the volatile indexes (dram-*, null), or NULL. */
+static const struct tips_index_ops *ops_named(const char *name)
+{
+	return strcmp(name, BENCH_NULL_NAME) == 0 ? &null_ops : tips_index_find(name);
 }
 
 const char *const *bench_index_names(void)
@@ -67,7 +138,7 @@ const char *bench_index_concurrency(const char *name)
 	if (is_pmdk(name))
 		return PMDK_HASH_CONCURRENCY;
 #endif
-	const struct tips_index_ops *ops = tips_index_find(name);
+	const struct tips_index_ops *ops = ops_named(name);
 	return ops ? (ops->concurrency ? ops->concurrency : "") : NULL;
 }
 
@@ -131,7 +202,7 @@ int bench_index_open(struct bench_index *b, const char *name, const char *pool_p
 {
 	memset(b, 0, sizeof(*b));
 	b->name = name;
-	b->ops = tips_index_find(name);
+	b->ops = ops_named(name);
 	if (!b->ops && !is_pmdk(name) && !is_listdb(name)) {
 		fprintf(stderr, "tips-bench: no index named '%s' (see --list)\n", name);
 		return TIPS_EINVAL;
@@ -270,7 +341,7 @@ int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, si
 
 int bench_index_has_batches(const struct bench_index *b)
 {
-	return !b->pmdk && !b->ldb;
+	return !b->pmdk;
 }
 
 /* dram-*: the batch's operations one by one, in order (the volatile baseline keeps no
@@ -303,6 +374,8 @@ int bench_batch_commit(struct bench_index *b, struct tips_batch *batch)
 {
 	if (!bench_index_has_batches(b))
 		return TIPS_EINVAL;
+	if (b->ldb)
+		return tips_listdb_batch_commit(b->ldb, batch);
 	return b->db ? tips_batch_commit(b->db, batch) : batch_one_by_one(b, batch);
 }
 

@@ -23,6 +23,9 @@ struct tips_listdb;
 struct tips_listdb_config;
 
 #define BENCH_LISTDB_NAME "listdb"
+/* An index whose every operation succeeds and does nothing: what the harness itself
+ * costs per operation (its ceiling). Built like a dram-* index. */
+#define BENCH_NULL_NAME "null"
 
 struct bench_index {
 	const struct tips_index_ops *ops; /* dram, tips: the ops table; pmdk: NULL */
@@ -36,7 +39,7 @@ struct bench_index {
 };
 
 /* Every index bench_index_open() knows, NULL-terminated: tips_index_names(), then the
- * baselines (pmdk-hash), then listdb. The first call builds the list: make it before
+ * baselines (pmdk-hash), then listdb, then null. The first call builds the list: make it before
  * threads run. */
 const char *const *bench_index_names(void);
 
@@ -91,8 +94,9 @@ int bench_remove(struct bench_index *b, const void *k, size_t kl);
 int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
 int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_t cap,
 		 size_t *vl);
-/* 1 if bench_batch_commit() works on @b: tips-* (tips_batch_commit) and dram-* (the
- * operations one by one: the volatile baseline has no atomicity to keep). */
+/* 1 if bench_batch_commit() works on @b: tips-* (tips_batch_commit), listdb
+ * (tips_listdb_batch_commit) and dram-* (the operations one by one: the volatile
+ * baseline has no atomicity to keep); not pmdk-hash. */
 int bench_index_has_batches(const struct bench_index *b);
 /* Commits @batch (tips/batch.h) as one write; TIPS_EINVAL where there are none. */
 int bench_batch_commit(struct bench_index *b, struct tips_batch *batch);

@@ -843,6 +843,11 @@ static int ldb_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, si
 	return tips_listdb_get(s, k, kl, v, cap, vl);
 }
 
+static int ldb_batch(void *s, struct tips_batch *b)
+{
+	return tips_listdb_batch_commit(s, b);
+}
+
 static long ldb_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
 		     void *arg)
 {
@@ -891,10 +896,35 @@ static const struct store_kind listdb_store = {
 	.remove = ldb_remove,
 	.lookup = ldb_lookup,
 	.scan = ldb_scan,
+	.batch = ldb_batch,
 	.stats = ldb_stats,
 	.check = ldb_check,
 	.check_closed = NULL,
 };
+
+/* ---- opening in a child ---------------------------------------------------------------- */
+
+#define LOCK_WAIT_MS 5000u /* how long a child waits for a dead child's pool lock */
+
+/*
+ * Opens the store as st->open does, but waits up to LOCK_WAIT_MS while the pool is
+ * locked (TIPS_ELOCKED). Only the previous child, already reaped, can hold it: its
+ * flock lives as long as the open file, which its mapping of the pool keeps open, and
+ * the kernel may drop that mapping after the process is gone (whoever else holds the
+ * address space a moment, such as a `ps` reading /proc/PID/cmdline, puts it last). A
+ * lock still held after the wait is reported.
+ */
+static int store_open(const struct store_kind *st, const struct options *o, bool create,
+		      const struct tips_pool_options *popts, void **db)
+{
+	for (unsigned waited = 0;; waited += 10) {
+		int rc = st->open(o, create, popts, db);
+		if (rc != TIPS_ELOCKED || waited >= LOCK_WAIT_MS)
+			return rc;
+		struct timespec ts = { 0, 10 * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
 
 /* ---- the workload child -------------------------------------------------------------- */
 
@@ -1021,7 +1051,7 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 	sim_options(&popts, crash_at, o->evict, sim_seed);
 	const struct store_kind *st = o->store;
 	void *db;
-	int rc = st->open(o, false, sim ? &popts : NULL, &db);
+	int rc = store_open(st, o, false, sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
@@ -1054,7 +1084,7 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 static void child_create(const struct options *o)
 {
 	void *db;
-	int rc = o->store->open(o, true, NULL, &db);
+	int rc = store_open(o->store, o, true, NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: create %s: %s (%s)\n", o->pool, tips_strerror(rc),
 			tips_errormsg());
@@ -1070,7 +1100,7 @@ static void child_recovery(const struct options *o, struct shared *sh, uint64_t 
 	struct tips_pool_options popts;
 	sim_options(&popts, crash_at, o->evict, sim_seed);
 	void *db;
-	int rc = o->store->open(o, false, o->sim ? &popts : NULL, &db);
+	int rc = store_open(o->store, o, false, o->sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: recovery child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
@@ -1233,7 +1263,7 @@ static void child_verify(const struct options *o, struct shared *sh, uint64_t cr
 	const struct store_kind *st = o->store;
 	void *db;
 	double t0 = now_ms();
-	int rc = st->open(o, false, NULL, &db);
+	int rc = store_open(st, o, false, NULL, &db);
 	sh->open_ms = now_ms() - t0;
 	sh->open_rc = rc;
 	if (rc) {
@@ -1301,9 +1331,8 @@ struct key_state {
 	unsigned char val[VAL_MAX];
 };
 
-/* The operation a writer thread has in flight (intent without ack). */
+/* An operation a writer thread has in flight (intent without ack). */
 struct inflight {
-	bool valid;
 	unsigned op;
 	uint64_t key, seq;
 	uint32_t vlen;
@@ -1536,7 +1565,7 @@ static uint64_t read_messages(struct campaign *c, int fd, pid_t child, uint64_t 
 			if (m.vlen)
 				seq_record(c, m.seq, m.key, m.vlen);
 			c->inflight[m.thread][c->n_inflight[m.thread]++] =
-				(struct inflight){ true, m.op, m.key, m.seq, m.vlen };
+				(struct inflight){ m.op, m.key, m.seq, m.vlen };
 		} else if (m.kind == MSG_ACK) {
 			model_ack(c, m.thread, m.rc);
 			if (kill_after && ++acks == kill_after)
@@ -1991,6 +2020,8 @@ int main(int argc, char **argv)
 	if (listdb)
 		fprintf(stderr, " memtable=%llu domains=%u",
 			(unsigned long long)c.o.listdb_memtable, c.o.listdb_domains);
+	if (c.o.batch)
+		fprintf(stderr, " batch=%u", c.o.batch);
 	fputc('\n', stderr);
 	double t0 = now_ms();
 	campaign_run(&c);

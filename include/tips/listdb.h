@@ -148,16 +148,22 @@ TIPS_API int tips_listdb_remove(struct tips_listdb *db, const void *key, size_t 
 /**
  * tips_listdb_batch_commit() - apply every operation of @b (tips/batch.h) as one atomic
  * write, durable with one fence whatever the batch's size, and recovered all or nothing
- * after a crash, through MemTable flushes and compactions alike. Thread-safe.
- * Return: 0; the error of a failed add; TIPS_EKEYEXISTS / TIPS_ENOTFOUND (a failed
- * condition: tips_batch_failed_op() names it); TIPS_ETOOBIG (past
- * tips_listdb_batch_limit()); the codes of the single writes above. On any error
- * nothing was applied.
+ * after a crash, through MemTable flushes and compactions alike. Thread-safe. Every key
+ * of @b is locked (the checked writes' per-key locks, in a fixed order) while the
+ * conditions are judged and the batch is written; an empty batch writes nothing.
+ * Return: 0; TIPS_EINVAL (NULL @db or @b); the error of a failed add; TIPS_EKEYEXISTS /
+ * TIPS_ENOTFOUND (a failed condition: tips_batch_failed_op() names the earliest);
+ * TIPS_ETOOBIG (past tips_listdb_batch_limit(), before anything else is done); the
+ * codes of the single writes above. On any error nothing was applied.
  */
 TIPS_API int tips_listdb_batch_commit(struct tips_listdb *db, struct tips_batch *b);
 
 /** tips_listdb_batch_limit() - the most operations and logged bytes one
- * tips_listdb_batch_commit() accepts. Either pointer may be NULL. */
+ * tips_listdb_batch_commit() accepts (0 and 0 for a NULL @db): operations up to
+ * memtable_entries (and TIPS_BATCH_MAX_OPS), as a batch takes its slots in one MemTable;
+ * bytes of one log chunk, each operation counted at its largest, 184 bytes plus its key
+ * and its value each rounded up to 8 (docs/listdb.md, "Write batches"). Either pointer
+ * may be NULL. */
 TIPS_API void tips_listdb_batch_limit(struct tips_listdb *db, size_t *max_ops,
 				      size_t *max_bytes);
 

@@ -1,7 +1,8 @@
 /*
  * db.c - ListDB's front end: open and recovery (Algorithm 5), put/delete (Algorithm 1),
- * get (Algorithm 4), scan (a merging iterator over every level), and the background
- * threads that flush MemTables (Algorithm 2) and run Zipper compaction (Algorithm 3).
+ * write batches (tips/batch.h), get (Algorithm 4), scan (a merging iterator over every
+ * level), and the background threads that flush MemTables (Algorithm 2) and run Zipper
+ * compaction (Algorithm 3).
  *
  * Tables. db->mutable_mt takes writes; a full one is sealed and joins the immutable
  * list; the oldest immutable one is flushed into an L0 table; the oldest L0 table is
@@ -13,7 +14,9 @@
  *     every entry, and the view is republished in that order, so a reader that looks
  *     newest-to-oldest never misses an entry that was acknowledged before it started;
  *   - tables are flushed and merged oldest first; merged_seq advances only after a
- *     table is wholly in L1 and the compaction has fenced.
+ *     table is wholly in L1 and the compaction has fenced;
+ *   - a write batch's entries enter a MemTable only after its one fence, all in one
+ *     MemTable, so a flush never links an entry of an unfinished commit.
  */
 #define _GNU_SOURCE
 #include "listdb/listdb_internal.h"
@@ -27,6 +30,7 @@
 #include <tips/heap.h>
 
 #include "pm/pm.h"
+#include "util/batch_internal.h"
 #include "util/errors_internal.h"
 #include "util/grace.h"
 
@@ -195,48 +199,41 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 }
 
 
-/* Appends and indexes one entry; the arguments passed write_args_check(). Every failure
- * leaves nothing behind: the MemTable node is allocated before the entry is written. */
-static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size_t klen,
-		       const void *val, size_t vlen)
+/* Takes @n consecutive slots (1 <= @n <= capacity) of the mutable MemTable into *@mt and
+ * *@slot, sealing it and starting a new one when it has fewer left. The caller must
+ * count every slot in (*@mt)->done once it is filled or given up. 0, or the error of
+ * switch_memtable(). */
+static int take_slots(struct tips_listdb *db, uint64_t n, struct ld_memtable **out,
+		      uint64_t *slot)
 {
-	struct ld_tls *t = ld_tls_get(db);
-	if (!t)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
-	unsigned h = random_height(t);
-	struct ld_mnode *node = ld_mt_node_new(h);
-	if (!node)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
-	int rc;
-	struct ld_memtable *mt;
-	uint64_t slot;
 	for (;;) {
 		/* The read section keeps the MemTable alive between the load and the slot: a
 		 * flushed MemTable is freed only after a grace period. A valid slot keeps it
 		 * alive from then on (the flush waits for every slot's insert); a full or sealed
 		 * one is left before switch_memtable, which may wait for the flusher. */
 		grace_read_enter();
-		mt = atomic_load(&db->mutable_mt);
-		slot = atomic_fetch_add(&mt->issued, 1);
-		bool ok = !(slot & LD_MT_SEALED) && slot < mt->capacity;
+		struct ld_memtable *mt = atomic_load(&db->mutable_mt);
+		uint64_t s = atomic_fetch_add(&mt->issued, n);
+		bool sealed = s & LD_MT_SEALED, ok = !sealed && s + n <= mt->capacity;
+		if (!ok && !sealed && s < mt->capacity)
+			atomic_fetch_add(&mt->done, mt->capacity - s); /* too few left: empty */
 		grace_read_exit();
-		if (ok)
-			break;
-		if ((rc = switch_memtable(db, mt, LD_ANY_FAILURE))) { /* compares the pointer only */
-			free(node);
-			return rc;
+		if (ok) {
+			*out = mt;
+			*slot = s;
+			return 0;
 		}
+		int rc = switch_memtable(db, mt, LD_ANY_FAILURE); /* compares the pointer only */
+		if (rc)
+			return rc;
 	}
-	size_t size = ld_entry_size(h, klen, vlen);
-	struct ld_entry *e;
-	struct ld_chunk *c;
-	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, op == LD_OP_DELETE, &e, &c);
-	if (rc) {
-		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
-		free(node);
-		return rc;
-	}
-	e->lsn = (mt->seq << 32) | slot;
+}
+
+/* Writes entry @e (room from ld_log_reserve) with its checksum; persists nothing. */
+static void fill_entry(struct ld_entry *e, uint64_t lsn, uint8_t op, unsigned h,
+		       const void *key, size_t klen, const void *val, size_t vlen)
+{
+	e->lsn = lsn;
 	e->klen = (uint32_t)klen;
 	e->vlen = (uint32_t)vlen;
 	e->op = op;
@@ -252,15 +249,51 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 		memcpy(vp, val, vlen);
 	memset(vp + vlen, 0, ld_pad8(vlen) - vlen);
 	e->csum = ld_entry_checksum(e);
+}
+
+static void count_write(struct ld_tls *t, uint8_t op)
+{
+	if (op == LD_OP_PUT)
+		LD_COUNT(t, puts, 1);
+	else
+		LD_COUNT(t, deletes, 1);
+}
+
+/* Appends and indexes one entry; the arguments passed write_args_check(). Every failure
+ * leaves nothing behind: the MemTable node is allocated before the entry is written. */
+static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size_t klen,
+		       const void *val, size_t vlen)
+{
+	struct ld_tls *t = ld_tls_get(db);
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
+	unsigned h = random_height(t);
+	struct ld_mnode *node = ld_mt_node_new(h);
+	if (!node)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
+	struct ld_memtable *mt;
+	uint64_t slot;
+	int rc = take_slots(db, 1, &mt, &slot);
+	if (rc) {
+		free(node);
+		return rc;
+	}
+	size_t size = ld_entry_size(h, klen, vlen);
+	struct ld_entry *e;
+	struct ld_chunk *c;
+	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, op == LD_OP_DELETE, &e, &c);
+	if (rc) {
+		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
+		free(node);
+		return rc;
+	}
+	fill_entry(e, (mt->seq << 32) | slot, op, h, key, klen, val, vlen);
 	pm_persist(e, size); /* the durability point */
 	atomic_fetch_add(&c->entries, 1);
 	atomic_store(&c->max_seq, mt->seq);
 	ld_mt_insert(mt, node, e);
 	atomic_fetch_add(&mt->done, 1);
-	if (op == LD_OP_PUT)
-		LD_COUNT(t, puts, 1);
-	else
-		LD_COUNT(t, deletes, 1);
+	count_write(t, op);
 	return 0;
 }
 
@@ -348,9 +381,14 @@ int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *
 }
 
 /* Checked writes: a per-key lock makes the lookup and the write one step. */
+static unsigned key_lock_index(const void *key, size_t klen)
+{
+	return (unsigned)(hash_key(key, klen) & 255);
+}
+
 static pthread_mutex_t *key_lock(struct tips_listdb *db, const void *key, size_t klen)
 {
-	return &db->key_locks[hash_key(key, klen) & 255];
+	return &db->key_locks[key_lock_index(key, klen)];
 }
 
 static int present(struct tips_listdb *db, struct ld_tls *t, const void *key, size_t klen)
@@ -394,6 +432,215 @@ int tips_listdb_update(struct tips_listdb *db, const void *key, size_t klen, con
 int tips_listdb_remove(struct tips_listdb *db, const void *key, size_t klen)
 {
 	return checked(db, LD_OP_DELETE, 1, key, klen, NULL, 0);
+}
+
+/* ---- write batches (tips/batch.h) ------------------------------------------------------
+ * A commit locks every key of the batch (their key_locks, in ascending index order, so
+ * two batches and the checked writes never deadlock), judges the conditions, and logs
+ * each key's net effect (batch_group_last) as one span in one chunk: a header and N
+ * entries with consecutive LSNs in N consecutive slots of one MemTable (entry.h). The
+ * span is flushed and fenced once, and only then are the entries inserted into the
+ * MemTable: a flush waits for every slot, so no entry of an unfinished commit is ever
+ * linked into an L0 table, and recovery (ld_chunk_parse) keeps a batch only whole. */
+
+#define LD_BATCH_MAX_BYTES (LD_CHUNK_SIZE - LD_CHUNK_HDR - LD_BATCH_HDR_BYTES)
+
+static size_t batch_max_ops(const struct tips_listdb *db)
+{
+	uint64_t m = db->cfg.memtable_entries;
+	return m < TIPS_BATCH_MAX_OPS ? (size_t)m : TIPS_BATCH_MAX_OPS;
+}
+
+void tips_listdb_batch_limit(struct tips_listdb *db, size_t *max_ops, size_t *max_bytes)
+{
+	if (max_ops)
+		*max_ops = db ? batch_max_ops(db) : 0;
+	if (max_bytes)
+		*max_bytes = db ? LD_BATCH_MAX_BYTES : 0;
+}
+
+/* TIPS_ETOOBIG if @b is past tips_listdb_batch_limit(), counting every operation at
+ * the largest size its entry can have, so the answer does not depend on luck. */
+static int batch_too_big(const struct tips_listdb *db, const struct tips_batch *b)
+{
+	if (b->n > batch_max_ops(db))
+		return tips_set_error(TIPS_ETOOBIG, "tips_listdb_batch_commit: %zu operations; "
+				      "one commit takes at most %zu (a MemTable's entries)", b->n,
+				      batch_max_ops(db));
+	size_t bytes = 0;
+	for (size_t i = 0; i < b->n; i++)
+		bytes += ld_entry_size(LD_MAX_HEIGHT, b->items[i].klen, b->items[i].vlen);
+	if (bytes > LD_BATCH_MAX_BYTES)
+		return tips_set_error(TIPS_ETOOBIG, "tips_listdb_batch_commit: %zu log bytes at "
+				      "most; one commit logs at most %zu (one log chunk)", bytes,
+				      (size_t)LD_BATCH_MAX_BYTES);
+	return 0;
+}
+
+/* A commit's DRAM, taken before any lock or slot: per key, its MemTable node (the
+ * array in the batch's scratch memory, kept for its next commit). */
+struct batch_nodes {
+	struct ld_mnode **node;
+	size_t n;
+};
+
+static void batch_nodes_free(struct batch_nodes *m, bool consumed)
+{
+	for (size_t g = 0; g < m->n && !consumed; g++)
+		free(m->node[g]);
+}
+
+static int batch_nodes_new(struct ld_tls *t, struct tips_batch *b, struct batch_nodes *m)
+{
+	m->n = 0;
+	m->node = batch_scratch(b, b->ngroups * sizeof(*m->node));
+	for (; m->node && m->n < b->ngroups; m->n++)
+		if (!(m->node[m->n] = ld_mt_node_new(random_height(t))))
+			break;
+	if (m->node && m->n == b->ngroups)
+		return 0;
+	batch_nodes_free(m, false);
+	return tips_set_error(TIPS_ENOMEM, "tips_listdb_batch_commit: out of DRAM for %zu "
+			      "MemTable nodes", b->ngroups);
+}
+
+/* Locks (@lock) or unlocks the key locks of every key of @b, in ascending order. */
+static void batch_locks(struct tips_listdb *db, const struct tips_batch *b, bool lock)
+{
+	uint64_t held[4] = { 0 };
+	for (size_t g = 0; g < b->ngroups; g++) {
+		size_t x = batch_group_last(b, g);
+		unsigned i = key_lock_index(batch_key(b, x), b->items[x].klen);
+		held[i / 64] |= 1ull << (i % 64);
+	}
+	for (unsigned i = 0; i < 256; i++)
+		if (held[i / 64] & (1ull << (i % 64))) {
+			if (lock)
+				pthread_mutex_lock(&db->key_locks[i]);
+			else
+				pthread_mutex_unlock(&db->key_locks[i]);
+		}
+}
+
+/* Judges every condition of @b against the database (its keys locked); on a failure,
+ * the earliest failing operation goes into b->failed_op. */
+static int batch_judge(struct tips_listdb *db, struct ld_tls *t, struct tips_batch *b)
+{
+	int rc = 0;
+	for (size_t g = 0; g < b->ngroups; g++) {
+		if (!batch_group_conditional(b, g))
+			continue;
+		size_t x = batch_group_last(b, g), failed;
+		int r = batch_group_check(b, g, present(db, t, batch_key(b, x), b->items[x].klen),
+					  &failed);
+		if (r && (!rc || failed < b->failed_op)) {
+			rc = r;
+			b->failed_op = failed;
+		}
+	}
+	if (rc)
+		tips_set_error(rc, "tips_listdb_batch_commit: operation %zu: the key is %s; "
+			       "nothing was applied", b->failed_op,
+			       rc == TIPS_EKEYEXISTS ? "present" : "absent");
+	return rc;
+}
+
+static uint8_t batch_group_op(const struct tips_batch *b, size_t g)
+{
+	return batch_op_is_delete(b->items[batch_group_last(b, g)].op) ? LD_OP_DELETE
+									: LD_OP_PUT;
+}
+
+/* Bytes of @b's span in the log with the nodes' heights, and whether every key's net
+ * effect is a delete (then the span may go into the domain's spare chunk). */
+static size_t batch_span(const struct tips_batch *b, const struct batch_nodes *m, bool *tombs)
+{
+	size_t size = LD_BATCH_HDR_BYTES;
+	*tombs = true;
+	for (size_t g = 0; g < b->ngroups; g++) {
+		size_t x = batch_group_last(b, g);
+		bool del = batch_group_op(b, g) == LD_OP_DELETE;
+		size += ld_entry_size(m->node[g]->height, b->items[x].klen, del ? 0 : b->items[x].vlen);
+		*tombs = *tombs && del;
+	}
+	return size;
+}
+
+/* Writes the span at @hdr for LSNs @lsn.. (entries first, the header last), flushes it
+ * and fences once: the batch's durability point. Returns the first entry. */
+static struct ld_entry *batch_log(const struct tips_batch *b, const struct batch_nodes *m,
+				  struct ld_entry *hdr, size_t size, uint64_t lsn)
+{
+	struct ld_entry *first = (struct ld_entry *)((char *)hdr + LD_BATCH_HDR_BYTES), *e = first;
+	uint64_t digest = lsn;
+	for (size_t g = 0; g < b->ngroups; g++) {
+		size_t x = batch_group_last(b, g);
+		uint8_t op = batch_group_op(b, g);
+		fill_entry(e, lsn + g, op, m->node[g]->height, batch_key(b, x), b->items[x].klen,
+			   batch_val(b, x), op == LD_OP_DELETE ? 0 : b->items[x].vlen);
+		digest = ld_batch_digest(digest, e);
+		e = (struct ld_entry *)((char *)e + ld_entry_bytes(e));
+	}
+	uint64_t n = b->ngroups;
+	fill_entry(hdr, lsn, LD_OP_BATCH, 1, &n, 8, &digest, 8);
+	pm_flush(hdr, size);
+	pm_drain();
+	return first;
+}
+
+/* Logs and indexes @b (conditions judged, keys locked). On failure nothing was
+ * written and m's nodes are unused. */
+static int batch_write(struct tips_listdb *db, struct ld_tls *t, const struct tips_batch *b,
+		       const struct batch_nodes *m)
+{
+	bool tombs;
+	size_t size = batch_span(b, m, &tombs);
+	struct ld_memtable *mt;
+	uint64_t slot;
+	int rc = take_slots(db, b->ngroups, &mt, &slot);
+	if (rc)
+		return rc;
+	struct ld_entry *hdr;
+	struct ld_chunk *c;
+	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, tombs, &hdr, &c);
+	if (rc) {
+		atomic_fetch_add(&mt->done, b->ngroups); /* the slots stay empty */
+		return rc;
+	}
+	struct ld_entry *e = batch_log(b, m, hdr, size, (mt->seq << 32) | slot);
+	atomic_fetch_add(&c->entries, (uint32_t)b->ngroups);
+	atomic_store(&c->max_seq, mt->seq);
+	for (size_t g = 0; g < b->ngroups; g++) {
+		ld_mt_insert(mt, m->node[g], e);
+		count_write(t, e->op);
+		e = (struct ld_entry *)((char *)e + ld_entry_bytes(e));
+	}
+	atomic_fetch_add(&mt->done, b->ngroups);
+	return 0;
+}
+
+int tips_listdb_batch_commit(struct tips_listdb *db, struct tips_batch *b)
+{
+	if (!db)
+		return tips_set_error(TIPS_EINVAL, "tips_listdb_batch_commit: NULL database");
+	int rc = batch_commit_check(b, "tips_listdb_batch_commit");
+	if (rc || b->n == 0)
+		return rc;
+	if ((rc = batch_too_big(db, b)))
+		return rc;
+	struct ld_tls *t = ld_tls_get(db);
+	if (!t)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
+	struct batch_nodes m;
+	if ((rc = batch_group(b)) || (rc = batch_nodes_new(t, b, &m)))
+		return rc;
+	batch_locks(db, b, true);
+	rc = batch_judge(db, t, b);
+	if (rc == 0)
+		rc = batch_write(db, t, b, &m);
+	batch_locks(db, b, false);
+	batch_nodes_free(&m, rc == 0);
+	return rc;
 }
 
 /* ---- scans ----------------------------------------------------------------------------- */

@@ -1,7 +1,9 @@
 /*
  * entry.c - the checksum that tells a complete log entry from a torn or stale one
  * (entry.h). It covers everything the writer sets once (LSN, lengths, op, height, key,
- * value) and nothing that changes later (flags, next pointers).
+ * value) and nothing that changes later (flags, next pointers); and the digest of a
+ * write batch's entries that its header keeps (entry.h), so that a batch whose entries
+ * did not all reach PM is told from a complete one.
  */
 #include "listdb/entry.h"
 #include "indexes/idx_util.h"
@@ -14,4 +16,9 @@ uint32_t ld_entry_checksum(const struct ld_entry *e)
 	h = mix64(h ^ ((uint64_t)e->klen << 32 | e->vlen));
 	h = mix64(h ^ ((uint64_t)e->op << 8 | e->height));
 	return (uint32_t)(h ^ (h >> 32));
+}
+
+uint64_t ld_batch_digest(uint64_t h, const struct ld_entry *e)
+{
+	return mix64(h ^ ((uint64_t)e->csum << 16) ^ e->lsn);
 }

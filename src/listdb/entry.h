@@ -15,6 +15,14 @@
  *
  * Invariant: an entry is valid iff its checksum matches and its LSN is newer than the
  * entry before it in the chunk; a torn or stale entry ends the chunk's log.
+ *
+ * Write batches (layout 3). A batch's entries follow its header in one chunk: an entry
+ * of op LD_OP_BATCH, height 1, whose 8-byte key is the number N of entries and whose
+ * 8-byte value is ld_batch_digest() of them; its LSN is that of the first entry, and
+ * the N entries have the LSNs header.lsn + 0 .. N-1. The header is written last and the
+ * whole span made durable with one fence, so a crash can leave any part of it; the
+ * batch counts only if the header and all N entries are intact and the digest matches
+ * (log.c), else the chunk's log ends at the header. A header is never a table element.
  * Order: by key (memcmp, shorter first), then by LSN descending, so that a search meets
  * the newest version of a key first.
  */
@@ -30,6 +38,7 @@
 #define LD_MAX_HEIGHT 20
 #define LD_OP_PUT 1
 #define LD_OP_DELETE 2
+#define LD_OP_BATCH 3 /* a write batch's header: not a key-value entry */
 #define LD_F_OBSOLETE 1u
 #define LD_F_IN_L1 2u
 
@@ -102,5 +111,12 @@ static inline int ld_cmp_entries(const struct ld_entry *a, const struct ld_entry
 }
 
 uint32_t ld_entry_checksum(const struct ld_entry *e);
+
+/* Size of a batch header (height 1, 8-byte key and value). */
+#define LD_BATCH_HDR_BYTES ld_entry_size(1, 8, 8)
+
+/* The digest a batch header keeps of its entries: folds each checksum in, in order,
+ * starting from @h (the header's LSN for the first entry). */
+uint64_t ld_batch_digest(uint64_t h, const struct ld_entry *e);
 
 #endif /* TIPS_LISTDB_ENTRY_H */

@@ -9,7 +9,8 @@
  *   zipper.c    Zipper compaction of one L0 table into L1 (Algorithm 3)
  *   gc.c        reclamation of log chunks whose every entry is obsolete
  *   lcache.c    the lookup caches (lcache.h)
- *   db.c        open/recovery (Algorithm 5), put/get/scan, the background threads
+ *   db.c        open/recovery (Algorithm 5), put/get/scan, write batches, the background
+ *               threads
  *
  * Levels and shards. Keys are split into `shards` ranges by their first byte; every
  * PMTable (each L0 table and L1) is one skiplist per shard, so compaction threads merge
@@ -40,7 +41,8 @@
 #include "listdb/lcache.h"
 
 #define LD_MAGIC 0x31424474734c6954ull /* "TiLstDB1" */
-#define LD_LAYOUT_VERSION 2u /* 2: entry checksum from hash_key (e01bf1c) */
+#define LD_LAYOUT_VERSION 3u /* 2: entry checksum from hash_key (e01bf1c); 3: write
+                                batch headers in the log (entry.h) */
 #define LD_CHUNK_SIZE (1u << 20)
 #define LD_MAX_CHUNKS 60000u
 #define LD_MAX_SHARDS 16u
@@ -130,8 +132,9 @@ struct ld_memtable {
 
 struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
 void ld_mt_destroy(struct ld_memtable *mt);
-/* A node of @height layers for ld_mt_insert (malloc; NULL when DRAM is out). Taken
- * before the entry is written, so that a put never persists an entry it cannot index. */
+/* A node of @height layers for ld_mt_insert (malloc, its height set; NULL when DRAM is
+ * out). Taken before the entry is written, so that a put never persists an entry it
+ * cannot index; the entry gets the node's height. */
 struct ld_mnode *ld_mt_node_new(unsigned height);
 /* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);

@@ -20,6 +20,9 @@
  * entry is written, so after a crash it is either an empty spare or an ordinary LOG
  * chunk. The next put that allocates a chunk allocates a new spare first. The thread
  * that took it writes only tombstones into it (ld_writer.from_spare).
+ *
+ * Parsing (ld_chunk_parse) reports entries only: a write batch's header (entry.h) is
+ * checked with all its entries and then skipped; a batch that is not whole ends the log.
  */
 #define _GNU_SOURCE
 #include "listdb/listdb_internal.h"
@@ -386,26 +389,64 @@ int ld_log_reserve(struct tips_listdb *db, struct ld_tls *t, enum ld_chunk_kind 
 	return 0;
 }
 
+/* Whether @e, at most @end, looks like an entry of this chunk's life (LSN >= @floor)
+ * and its checksum matches. */
+static bool entry_intact(const struct ld_entry *e, const char *end, uint64_t floor)
+{
+	if ((const char *)e + sizeof(struct ld_entry) > end || e->lsn < floor || e->lsn == 0 ||
+	    e->height == 0 || e->height > LD_MAX_HEIGHT || e->klen == 0 ||
+	    e->klen > TIPS_MAX_KEY || e->vlen > TIPS_MAX_VALUE ||
+	    (e->op != LD_OP_PUT && e->op != LD_OP_DELETE && e->op != LD_OP_BATCH))
+		return false;
+	return (const char *)e + ld_entry_bytes(e) <= end && ld_entry_checksum(e) == e->csum;
+}
+
+/* The entries of the batch whose header is @h: how many (0 when the batch is not whole:
+ * a commit that never finished, so the log ends at its header). */
+static uint64_t batch_entries(const struct ld_entry *h, const char *end, uint64_t floor)
+{
+	uint64_t n, digest;
+	if (h->height != 1 || h->klen != 8 || h->vlen != 8)
+		return 0;
+	memcpy(&n, ld_key(h), 8);
+	memcpy(&digest, ld_val(h), 8);
+	const char *p = (const char *)h + ld_entry_bytes(h);
+	uint64_t d = h->lsn;
+	for (uint64_t i = 0; i < n; i++) {
+		const struct ld_entry *e = (const void *)p;
+		if (!entry_intact(e, end, floor) || e->op == LD_OP_BATCH || e->lsn != h->lsn + i)
+			return 0;
+		d = ld_batch_digest(d, e);
+		p += ld_entry_bytes(e);
+	}
+	return d == digest ? n : 0;
+}
+
 uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg)
 {
 	char *p = (char *)c->hdr + LD_CHUNK_HDR, *end = (char *)c->hdr + LD_CHUNK_SIZE;
 	uint64_t n = 0, last = 0, floor = c->hdr->created_seq << 32;
 	/* A log chunk is written in LSN order; a copy chunk (WAL flush) in key order. */
 	bool ordered = c->hdr->kind == LD_CHUNK_LOG;
-	while (p + sizeof(struct ld_entry) <= end) {
+	while (p < end) {
 		struct ld_entry *e = (struct ld_entry *)p;
-		if (e->lsn < floor || (ordered && e->lsn <= last) || e->lsn == 0 || e->height == 0 ||
-		    e->height > LD_MAX_HEIGHT || e->klen == 0 || e->klen > TIPS_MAX_KEY ||
-		    e->vlen > TIPS_MAX_VALUE || (e->op != LD_OP_PUT && e->op != LD_OP_DELETE))
+		if (!entry_intact(e, end, floor) || (ordered && e->lsn <= last))
 			break;
-		size_t sz = ld_entry_bytes(e);
-		if (p + sz > end || ld_entry_checksum(e) != e->csum)
-			break;
-		last = e->lsn;
-		n++;
-		if (fn)
-			fn(c, e, arg);
-		p += sz;
+		/* A batch header: its entries follow, all of them or the log ends here. */
+		uint64_t k = 1;
+		if (e->op == LD_OP_BATCH) {
+			if (!ordered || !(k = batch_entries(e, end, floor)))
+				break;
+			p += ld_entry_bytes(e);
+		}
+		for (uint64_t i = 0; i < k; i++) {
+			e = (struct ld_entry *)p;
+			last = e->lsn;
+			n++;
+			if (fn)
+				fn(c, e, arg);
+			p += ld_entry_bytes(e);
+		}
 	}
 	return n;
 }

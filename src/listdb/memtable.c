@@ -92,7 +92,10 @@ static void find(struct ld_memtable *mt, const void *k, size_t kl, uint64_t key8
 
 struct ld_mnode *ld_mt_node_new(unsigned height)
 {
-	return malloc(sizeof(struct ld_mnode) + height * sizeof(void *));
+	struct ld_mnode *n = malloc(sizeof(struct ld_mnode) + height * sizeof(void *));
+	if (n)
+		n->height = height;
+	return n;
 }
 
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e)

@@ -17,7 +17,7 @@
 static void discard_queue(struct client *c)
 {
 	for (size_t i = 0; i < c->mcount; i++)
-		free(c->mstate[i].argv);
+		free((void *)c->mstate[i].argv);
 	c->mcount = 0;
 	c->flags &= ~(CLIENT_MULTI | CLIENT_DIRTY_EXEC);
 }
@@ -53,42 +53,12 @@ static void exec_cmd(struct client *c)
 		add_reply_error(c, "EXECABORT Transaction discarded because of previous errors.");
 		return;
 	}
-	struct lockset ls;
-	lockset_clear(&ls);
-	int excl = 0;
-	for (size_t i = 0; i < c->mcount; i++)
-		excl |= (c->mstate[i].cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
-	if (!excl)
-		for (size_t i = 0; i < c->mcount; i++)
-			command_keys(c->mstate[i].cmd, c->mstate[i].argc, c->mstate[i].argv, &ls);
-	struct locks *locks = ks_db_locks(c->srv->db);
-	locks_acquire(locks, &ls, excl);
 	struct reply_mark mark = reply_mark(c);
-	c->txn = c->loop->txn;
-	ks_txn_begin(c->txn, server_now_ms());
 	add_reply_array(c, (long long)c->mcount);
-	int argc = c->argc;
-	const struct arg *argv = c->argv;
-	const struct command *cmd = c->cmd;
-	for (size_t i = 0; i < c->mcount && !ks_txn_error(c->txn); i++) {
-		c->argc = c->mstate[i].argc;
-		c->argv = c->mstate[i].argv;
-		c->cmd = c->mstate[i].cmd;
-		c->cmd->proc(c);
-	}
-	c->argc = argc;
-	c->argv = argv;
-	c->cmd = cmd;
-	int rc = ks_txn_error(c->txn);
-	if (rc)
-		ks_txn_abort(c->txn);
-	else
-		rc = ks_txn_commit(c->txn);
-	locks_release(locks, &ls);
-	c->txn = NULL;
+	int rc = run_commands(c, c->mstate, c->mcount);
 	discard_queue(c);
 	if (rc) {
-		reply_truncate(c, mark);
+		reply_truncate(c, mark); /* the array's header too */
 		reply_store_error(c, rc);
 	}
 }

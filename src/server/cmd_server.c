@@ -413,7 +413,8 @@ static void info_cmd(struct client *c)
 			"total_net_output_bytes:%llu\r\nrejected_connections:%llu\r\n"
 			"expired_keys:%llu\r\ntotal_error_replies:%llu\r\n"
 			"batches_committed:%llu\r\nbatch_index_writes:%llu\r\n"
-			"swept_members:%llu\r\ngarbage_generations_pending:%llu\r\n\r\n",
+			"swept_members:%llu\r\nswept_flushed_keys:%llu\r\n"
+			"garbage_generations_pending:%llu\r\n\r\n",
 			(unsigned long long)atomic_load(&srv->total_connections),
 			(unsigned long long)atomic_load(&srv->total_commands),
 			(unsigned long long)atomic_load(&srv->net_input),
@@ -422,7 +423,8 @@ static void info_cmd(struct client *c)
 			(unsigned long long)ks.expired_keys,
 			(unsigned long long)atomic_load(&srv->total_errors),
 			(unsigned long long)ks.commits, (unsigned long long)ks.commit_ops,
-			(unsigned long long)ks.swept_members, (unsigned long long)ks.garbage_pending);
+			(unsigned long long)ks.swept_members, (unsigned long long)ks.swept_keys,
+			(unsigned long long)ks.garbage_pending);
 	if (want(c->argc, c->argv, "tips", 1)) {
 		struct tips_stats ts;
 		struct tips_listdb_stats ls;
@@ -541,8 +543,8 @@ const struct command server_commands[] = {
 	 "Returns the server's liveliness response.", "connection"},
 	{"echo", echo_cmd, 2, CMD_FAST, 0, 0, 0, NULL, "Returns the given string.",
 	 "connection"},
-	{"quit", quit_cmd, -1, CONN | CMD_NO_AUTH | CMD_NO_TXN, 0, 0, 0, NULL, "Closes the connection.",
-	 "connection"},
+	{"quit", quit_cmd, -1, CONN | CMD_NO_AUTH | CMD_NO_TXN, 0, 0, 0, NULL,
+	 "Closes the connection.", "connection"},
 	{"auth", auth_cmd, -2, CONN | CMD_NO_AUTH, 0, 0, 0, NULL,
 	 "Authenticates the connection.", "connection"},
 	{"select", select_cmd, 2, CMD_LOADING | CMD_STALE | CMD_FAST, 0, 0, 0, NULL,

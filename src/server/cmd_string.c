@@ -4,8 +4,8 @@
  * SUBSTR, SETRANGE.
  *
  * A string up to KS_MAX_INLINE bytes sits inside its meta record; a longer one is
- * written in pieces under a new generation, all in the command's one batch
- * (keyspace.h). Strings are limited by what one batch can hold (ks_db_max_string()),
+ * written in pieces under a new generation, made visible by the command's one batch
+ * (keyspace.h, ks_string_set()). Strings are limited to ks_db_max_string() (512 MiB),
  * and commands that would pass it answer as Redis does past proto-max-bulk-len.
  */
 #include "server.h"

@@ -84,25 +84,33 @@ void reply_store_error(struct client *c, int rc)
 	}
 }
 
-/* Runs @cmd's handler in a transaction of its own, its keys locked. */
-static void call(struct client *c, const struct command *cmd)
+int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n)
 {
-	c->cmd = cmd;
-	if (cmd->flags & CMD_NO_TXN) {
-		cmd->proc(c);
-		return;
-	}
 	struct lockset ls;
 	lockset_clear(&ls);
-	int excl = (cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
+	int excl = 0;
+	for (size_t i = 0; i < n; i++)
+		excl |= (cmds[i].cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
 	if (!excl)
-		command_keys(cmd, c->argc, c->argv, &ls);
+		for (size_t i = 0; i < n; i++)
+			command_keys(cmds[i].cmd, cmds[i].argc, cmds[i].argv, &ls);
 	struct locks *locks = ks_db_locks(c->srv->db);
 	locks_acquire(locks, &ls, excl);
 	struct reply_mark mark = reply_mark(c);
 	c->txn = c->loop->txn;
 	ks_txn_begin(c->txn, server_now_ms());
-	cmd->proc(c);
+	int argc = c->argc;
+	const struct arg *argv = c->argv;
+	const struct command *cmd = c->cmd;
+	for (size_t i = 0; i < n && !ks_txn_error(c->txn); i++) {
+		c->argc = cmds[i].argc;
+		c->argv = cmds[i].argv;
+		c->cmd = cmds[i].cmd;
+		c->cmd->proc(c);
+	}
+	c->argc = argc;
+	c->argv = argv;
+	c->cmd = cmd;
 	int rc = ks_txn_error(c->txn);
 	if (rc)
 		ks_txn_abort(c->txn);
@@ -110,10 +118,23 @@ static void call(struct client *c, const struct command *cmd)
 		rc = ks_txn_commit(c->txn);
 	locks_release(locks, &ls);
 	c->txn = NULL;
-	if (rc) {
+	if (rc)
 		reply_truncate(c, mark);
-		reply_store_error(c, rc);
+	return rc;
+}
+
+/* Runs @cmd (in c->argc/c->argv) in a transaction of its own, its keys locked. */
+static void call(struct client *c, const struct command *cmd)
+{
+	c->cmd = cmd;
+	if (cmd->flags & CMD_NO_TXN) {
+		cmd->proc(c);
+		return;
 	}
+	struct queued_cmd one = {cmd, c->argc, c->argv};
+	int rc = run_commands(c, &one, 1);
+	if (rc)
+		reply_store_error(c, rc);
 }
 
 static void queue_command(struct client *c, const struct command *cmd)
@@ -131,7 +152,7 @@ static void queue_command(struct client *c, const struct command *cmd)
 	size_t bytes = (size_t)c->argc * sizeof(struct arg);
 	for (int i = 0; i < c->argc; i++)
 		bytes += c->argv[i].len;
-	struct arg *argv = malloc(bytes ? bytes : 1);
+	struct arg *argv = malloc(bytes ? bytes : 1); /* the array, then the bytes */
 	if (!argv) {
 		c->flags |= CLIENT_CLOSE_ASAP;
 		return;
@@ -244,46 +265,21 @@ void group_run(struct client *c, struct group *g)
 	if (!n)
 		return;
 	atomic_fetch_add(&c->srv->total_commands, n);
+	struct queued_cmd cmds[GROUP_MAX];
+	for (size_t i = 0; i < n; i++) {
+		cmds[i].cmd = g->items[i].cmd;
+		cmds[i].argc = g->items[i].argc;
+		cmds[i].argv = g->args + g->items[i].first;
+	}
+	if (run_commands(c, cmds, n) == 0)
+		return;
+	/* nothing was applied: run them one by one, each with its own outcome */
 	int argc = c->argc;
 	const struct arg *argv = c->argv;
-	if (n == 1) {
-		c->argc = g->items[0].argc;
-		c->argv = g->args + g->items[0].first;
-		call(c, g->items[0].cmd);
-		c->argc = argc;
-		c->argv = argv;
-		return;
-	}
-	struct lockset ls;
-	lockset_clear(&ls);
-	for (size_t i = 0; i < n; i++)
-		command_keys(g->items[i].cmd, g->items[i].argc, g->args + g->items[i].first, &ls);
-	struct locks *locks = ks_db_locks(c->srv->db);
-	locks_acquire(locks, &ls, 0);
-	struct reply_mark mark = reply_mark(c);
-	c->txn = c->loop->txn;
-	ks_txn_begin(c->txn, server_now_ms());
-	for (size_t i = 0; i < n && !ks_txn_error(c->txn); i++) {
-		c->argc = g->items[i].argc;
-		c->argv = g->args + g->items[i].first;
-		c->cmd = g->items[i].cmd;
-		c->cmd->proc(c);
-	}
-	int rc = ks_txn_error(c->txn);
-	if (rc)
-		ks_txn_abort(c->txn);
-	else
-		rc = ks_txn_commit(c->txn);
-	locks_release(locks, &ls);
-	c->txn = NULL;
-	if (rc) {
-		/* nothing was applied: run them one by one, each with its own outcome */
-		reply_truncate(c, mark);
-		for (size_t i = 0; i < n; i++) {
-			c->argc = g->items[i].argc;
-			c->argv = g->args + g->items[i].first;
-			call(c, g->items[i].cmd);
-		}
+	for (size_t i = 0; i < n; i++) {
+		c->argc = cmds[i].argc;
+		c->argv = cmds[i].argv;
+		call(c, cmds[i].cmd);
 	}
 	c->argc = argc;
 	c->argv = argv;
@@ -304,43 +300,7 @@ int arg_is(const struct arg *a, const char *word)
 
 int arg_to_ll(const struct arg *a, long long *out)
 {
-	const char *s = a->ptr;
-	size_t n = a->len;
-	if (n == 0 || n > 20)
-		return -1;
-	size_t i = 0;
-	int neg = 0;
-	if (s[0] == '-') {
-		neg = 1;
-		if (++i == n)
-			return -1;
-	}
-	if (s[i] == '0') {
-		if (n == 1) {
-			*out = 0;
-			return 0;
-		}
-		return -1;
-	}
-	unsigned long long v = 0;
-	for (; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		unsigned d = (unsigned)(s[i] - '0');
-		if (v > (~0ull - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > 1ull << 63)
-			return -1;
-		*out = (long long)(0 - v);
-	} else {
-		if (v > ~0ull >> 1)
-			return -1;
-		*out = (long long)v;
-	}
-	return 0;
+	return resp_parse_ll(a->ptr, a->len, out);
 }
 
 int arg_to_double(const struct arg *a, double *out)

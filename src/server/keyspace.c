@@ -30,10 +30,13 @@
 #define SWEEP_BATCH 512u          /* index keys one sweeper transaction deletes at most */
 #define EXPIRE_SLICE 200u         /* meta records the expiry walk looks at per round */
 #define ARENA_BLOCK (64u * 1024u)
+#define MAX_STRING (512u << 20)   /* Redis's limit on a string */
+#define MAX_STAGED 64u            /* long strings staged by one transaction */
 /* Keys a store scan copies out at a time: few on an ordered index (a scan from a key is
  * cheap), many on a hash table (every scan visits the whole table). */
 #define CHUNK_ORDERED 64u
 #define CHUNK_UNORDERED 8192u
+#define CHUNK_BYTES (4u << 20) /* ... and at most about this many bytes */
 
 /* ---- encodings ---------------------------------------------------------------------- */
 
@@ -153,12 +156,15 @@ struct ks_db {
 	struct store *store;
 	struct locks locks;
 	int ordered;
-	size_t max_ops, max_bytes, max_string;
+	size_t max_ops, max_bytes;
+	size_t max_string_batch;     /* longest string whose pieces fit the command's batch */
+	size_t max_string;           /* longest string at all (pieces staged beyond the above) */
 	pthread_mutex_t gen_lock;    /* guards the 'G' record and the fields below */
 	uint64_t gen_next, gen_reserved;
 	_Atomic uint32_t ksgen;
 	_Atomic int64_t keys, expires;
-	_Atomic uint64_t expired_keys, swept_members, garbage_pending, commits, commit_ops;
+	_Atomic uint64_t expired_keys, swept_members, swept_keys, garbage_pending;
+	_Atomic uint64_t commits, commit_ops;
 	double start_scan_ms;
 	/* the sweeper: it looks for garbage only when these say there may be some (both
 	 * start at 1: a crash may have left work) */
@@ -260,6 +266,63 @@ static int count_key(const void *k, size_t kl, const void *v, size_t vl, void *a
 
 static void *sweeper_main(void *arg);
 
+struct gen_list {
+	uint64_t *gens;
+	size_t n, cap;
+	int err;
+};
+
+static int collect_gen(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+	struct gen_list *g = arg;
+	if (kl != 9 || ((const unsigned char *)k)[0] != KS_FAMILY_PENDING)
+		return 1;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 16;
+		uint64_t *n = realloc(g->gens, cap * sizeof(*n));
+		if (!n) {
+			g->err = TIPS_ENOMEM;
+			return 1;
+		}
+		g->gens = n;
+		g->cap = cap;
+	}
+	g->gens[g->n++] = get_be64((const unsigned char *)k + 1);
+	return 0;
+}
+
+/* One batch: generation @gen, staged for a long string, becomes garbage. */
+static int unstage(struct store *st, struct tips_batch *b, uint64_t gen)
+{
+	unsigned char k[9];
+	put_be64(k + 1, gen);
+	tips_batch_clear(b);
+	k[0] = KS_FAMILY_GARBAGE;
+	tips_batch_put(b, k, sizeof(k), "", 0);
+	k[0] = KS_FAMILY_PENDING;
+	tips_batch_delete(b, k, sizeof(k));
+	return store_commit(st, b);
+}
+
+/* Long strings whose command never committed (a crash while their pieces were being
+ * staged): their generations become garbage. No command runs yet. */
+static int adopt_pending(struct ks_db *db, char *err, size_t errlen)
+{
+	struct gen_list g = {0};
+	const char p = KS_FAMILY_PENDING;
+	long n = store_scan(db->store, &p, 1, SIZE_MAX, collect_gen, &g);
+	struct tips_batch *b = NULL;
+	int rc = n < 0 ? (int)n : g.err ? g.err : tips_batch_new(&b);
+	for (size_t i = 0; !rc && i < g.n; i++)
+		rc = unstage(db->store, b, g.gens[i]);
+	if (rc)
+		snprintf(err, errlen, "cannot clear the pieces of unfinished long strings: %s",
+			 tips_strerror(rc));
+	tips_batch_free(&b);
+	free(g.gens);
+	return rc;
+}
+
 static double now_ms_mono(void)
 {
 	struct timespec ts;
@@ -297,12 +360,14 @@ int ks_db_open(const struct ks_options *o, struct ks_db **out, char *err, size_t
 	size_t pieces = db->max_bytes > fixed ? (db->max_bytes - fixed) / piece_cost : 0;
 	if (db->max_ops > 4 && pieces > db->max_ops - 4)
 		pieces = db->max_ops - 4;
-	db->max_string = pieces * KS_PIECE_SIZE;
-	if (db->max_string < KS_MAX_INLINE)
-		db->max_string = KS_MAX_INLINE;
-	if (db->max_string > 512ull << 20)
-		db->max_string = 512ull << 20;
+	db->max_string_batch = pieces * KS_PIECE_SIZE;
+	if (db->max_string_batch < KS_MAX_INLINE)
+		db->max_string_batch = KS_MAX_INLINE;
+	db->max_string = MAX_STRING;
 	rc = load_server_record(db, err, errlen);
+	if (rc)
+		goto fail;
+	rc = adopt_pending(db, err, errlen);
 	if (rc)
 		goto fail;
 	/* count the keys of the current keyspace generation */
@@ -391,6 +456,7 @@ void ks_db_stats(struct ks_db *db, struct ks_stats *out)
 	out->expires = e > 0 ? (uint64_t)e : 0;
 	out->expired_keys = atomic_load(&db->expired_keys);
 	out->swept_members = atomic_load(&db->swept_members);
+	out->swept_keys = atomic_load(&db->swept_keys);
 	out->garbage_pending = atomic_load(&db->garbage_pending);
 	out->commits = atomic_load(&db->commits);
 	out->commit_ops = atomic_load(&db->commit_ops);
@@ -432,6 +498,9 @@ struct ks_txn {
 	int64_t dkeys, dexpires, dexpired;
 	int garbage;          /* 'g' records written */
 	struct arena_block *arena;
+	struct tips_batch *stage;     /* the pieces of a long string, committed ahead */
+	uint64_t staged[MAX_STAGED];  /* generations staged by this txn (pending records) */
+	size_t nstaged;
 	struct chunk_item *items; /* a store scan's chunk */
 	size_t chunk;
 	struct tips_batch *batch;
@@ -457,7 +526,8 @@ int ks_txn_new(struct ks_db *db, struct ks_txn **out)
 	t->vbuf = malloc(TIPS_MAX_VALUE);
 	t->chunk = db->ordered ? CHUNK_ORDERED : CHUNK_UNORDERED;
 	t->items = malloc(t->chunk * sizeof(*t->items));
-	if (!t->vbuf || !t->items || tips_batch_new(&t->batch)) {
+	if (!t->vbuf || !t->items || tips_batch_new(&t->batch) || tips_batch_new(&t->stage)) {
+		tips_batch_free(&t->batch);
 		free(t->items);
 		free(t->vbuf);
 		free(t);
@@ -492,6 +562,7 @@ void ks_txn_free(struct ks_txn **tp)
 		return;
 	arena_reset(t, 0);
 	tips_batch_free(&t->batch);
+	tips_batch_free(&t->stage);
 	free(t->w);
 	free(t->slots);
 	free(t->vbuf);
@@ -524,6 +595,7 @@ void *ks_scratch(struct ks_txn *t, size_t size)
 static void txn_end(struct ks_txn *t)
 {
 	t->nw = 0;
+	t->nstaged = 0;
 	if (t->slots)
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	t->bytes = 0;
@@ -560,8 +632,19 @@ size_t ks_txn_writes(struct ks_txn *t)
 	return t->nw;
 }
 
+/* The long strings this txn staged will never be referenced: make them garbage. */
+static void unstage_all(struct ks_txn *t)
+{
+	for (size_t i = 0; i < t->nstaged; i++)
+		if (unstage(t->db->store, t->stage, t->staged[i]))
+			break; /* left pending: the next start makes them garbage */
+	if (t->nstaged)
+		atomic_store(&t->db->garbage_hint, 1);
+}
+
 void ks_txn_abort(struct ks_txn *t)
 {
+	unstage_all(t);
 	txn_end(t);
 }
 
@@ -592,19 +675,10 @@ int ks_txn_commit(struct ks_txn *t)
 		if (t->garbage)
 			atomic_store(&t->db->garbage_hint, 1);
 	}
+	if (rc)
+		unstage_all(t);
 	txn_end(t);
 	return rc;
-}
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 1099511628211ull;
-	}
-	return h;
 }
 
 /* The buffered write of @key, or NULL. */
@@ -613,7 +687,7 @@ static struct wentry *txn_find(struct ks_txn *t, const void *key, size_t klen)
 	if (!t->nw)
 		return NULL;
 	size_t mask = t->nslots - 1;
-	for (size_t i = hash_bytes(key, klen) & mask;; i = (i + 1) & mask) {
+	for (size_t i = lock_hash(key, klen) & mask;; i = (i + 1) & mask) {
 		size_t s = t->slots[i];
 		if (!s)
 			return NULL;
@@ -642,7 +716,7 @@ static int txn_grow(struct ks_txn *t)
 		t->slots = s;
 		t->nslots = n;
 		for (size_t i = 0; i < t->nw; i++)
-			for (size_t j = hash_bytes(t->w[i].key, t->w[i].klen) & (n - 1);;
+			for (size_t j = lock_hash(t->w[i].key, t->w[i].klen) & (n - 1);;
 			     j = (j + 1) & (n - 1))
 				if (!s[j]) {
 					s[j] = i + 1;
@@ -682,7 +756,7 @@ static int txn_write(struct ks_txn *t, const void *key, size_t klen, const void 
 		e->val = NULL;
 		e->vlen = 0;
 		size_t mask = t->nslots - 1;
-		for (size_t i = hash_bytes(key, klen) & mask;; i = (i + 1) & mask)
+		for (size_t i = lock_hash(key, klen) & mask;; i = (i + 1) & mask)
 			if (!t->slots[i]) {
 				t->slots[i] = t->nw;
 				break;
@@ -716,15 +790,16 @@ static int txn_read(struct ks_txn *t, const void *key, size_t klen, void *buf, s
 	if (e) {
 		if (!e->val)
 			return 0;
-		if (e->vlen > cap)
-			return txn_fail(t, TIPS_ESIZE);
-		memcpy(buf, e->val, e->vlen);
+		if (e->vlen <= cap && e->vlen)
+			memcpy(buf, e->val, e->vlen);
 		*vlen = e->vlen;
 		return 1;
 	}
 	int rc = store_get(t->db->store, key, klen, buf, cap, vlen);
 	if (rc == TIPS_ENOTFOUND)
 		return 0;
+	if (rc == TIPS_ESIZE)
+		return 1; /* present; longer than @cap: *vlen says how long, nothing copied */
 	if (rc)
 		return txn_fail(t, rc);
 	return 1;
@@ -766,7 +841,7 @@ static int meta_read(struct ks_txn *t, const unsigned char *mk, size_t mklen,
 	int rc = txn_read(t, mk, mklen, t->vbuf, TIPS_MAX_VALUE, &vlen);
 	if (rc <= 0)
 		return rc;
-	if (meta_decode(t->vbuf, vlen, m))
+	if (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m))
 		return txn_fail(t, TIPS_ECORRUPT);
 	if (m->str_len) {
 		char *s = ks_scratch(t, m->str_len);
@@ -940,6 +1015,7 @@ struct chunk {
 	struct chunk_item *items;
 	size_t n, cap;
 	int past;             /* a key beyond the prefix was seen */
+	int full;             /* stopped at CHUNK_BYTES */
 	int err;
 };
 
@@ -974,7 +1050,9 @@ static int chunk_add(const void *k, size_t kl, const void *v, size_t vl, void *a
 	if (vl)
 		memcpy(t->sbuf + t->sused, v, vl);
 	t->sused += vl;
-	return c->n == c->cap;
+	if (t->sused >= CHUNK_BYTES)
+		c->full = 1;
+	return c->n == c->cap || c->full;
 }
 
 static int key_cmp(const void *a, size_t al, const void *b, size_t bl)
@@ -1030,7 +1108,7 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 	long passed = 0;
 	int stop = 0, skip_equal = 0;
 	while (!stop) {
-		struct chunk c = {t, prefix, plen, items, 0, t->chunk, 0, 0};
+		struct chunk c = {t, prefix, plen, items, 0, t->chunk, 0, 0, 0};
 		t->sused = 0;
 		long n = store_scan(t->db->store, start, slen, t->chunk, chunk_add, &c);
 		if (n < 0 || c.err) {
@@ -1041,7 +1119,7 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 		if (skip_equal && c.n && key_cmp(t->sbuf + items[0].koff, items[0].klen, start,
 						 slen) == 0)
 			i = 1; /* the last key of the previous chunk */
-		int done = c.past || c.n < t->chunk;
+		int done = c.past || (c.n < t->chunk && !c.full);
 		for (; i < c.n && !stop; i++) {
 			const unsigned char *k = t->sbuf + items[i].koff;
 			size_t kl = items[i].klen;
@@ -1151,6 +1229,15 @@ long ks_scan_keys(struct ks_txn *t, const void *from, size_t flen, size_t count,
 
 /* ---- strings ------------------------------------------------------------------------ */
 
+/* The index key of piece @piece of the long string of generation @gen. */
+static void piece_key(struct ks_key *k, uint64_t gen, size_t piece)
+{
+	unsigned char p[4];
+	put_be32(p, (uint32_t)piece);
+	ks_member_key(k, gen, p, 4, NULL, 0);
+}
+
+
 int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, size_t *len)
 {
 	if (m->enc == KS_ENC_INLINE) {
@@ -1163,10 +1250,8 @@ int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, s
 	if (!buf)
 		return t->err;
 	for (size_t off = 0, piece = 0; off < total; off += KS_PIECE_SIZE, piece++) {
-		unsigned char p[4];
-		put_be32(p, (uint32_t)piece);
 		struct ks_key k;
-		ks_member_key(&k, m->gen, p, 4, NULL, 0);
+		piece_key(&k, m->gen, piece);
 		size_t want = total - off < KS_PIECE_SIZE ? total - off : KS_PIECE_SIZE, got = 0;
 		int rc = ks_get(t, &k, buf + off, want, &got);
 		if (rc < 0)
@@ -1177,6 +1262,46 @@ int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, s
 	*val = buf;
 	*len = total;
 	return 0;
+}
+
+/*
+ * A string too long for one batch: its pieces are committed ahead, in batches of their
+ * own, under a pending record 'p' gen; the transaction's own batch then writes the meta
+ * record and deletes the pending record, so the string still appears all at once. If the
+ * transaction never commits, its pending generations become garbage (unstage_all, or
+ * adopt_pending at the next start after a crash).
+ */
+static int stage_pieces(struct ks_txn *t, uint64_t gen, const char *val, size_t len)
+{
+	if (t->nstaged == MAX_STAGED)
+		return txn_fail(t, TIPS_ETOOBIG);
+	struct store *st = t->db->store;
+	unsigned char pk[9];
+	pk[0] = KS_FAMILY_PENDING;
+	put_be64(pk + 1, gen);
+	int rc = store_put(st, pk, sizeof(pk), "", 0);
+	if (rc)
+		return txn_fail(t, rc);
+	t->staged[t->nstaged++] = gen;
+	size_t per = (t->db->max_bytes / 2) / (KS_PIECE_SIZE + 128);
+	if (per > t->db->max_ops / 2)
+		per = t->db->max_ops / 2;
+	if (per < 1)
+		per = 1;
+	size_t piece = 0, off = 0;
+	while (off < len) {
+		tips_batch_clear(t->stage);
+		for (size_t i = 0; i < per && off < len; i++, piece++, off += KS_PIECE_SIZE) {
+			struct ks_key k;
+			piece_key(&k, gen, piece);
+			size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
+			tips_batch_put(t->stage, k.b, k.len, val + off, n);
+		}
+		rc = store_commit(st, t->stage);
+		if (rc)
+			return txn_fail(t, rc);
+	}
+	return txn_write(t, pk, sizeof(pk), NULL, 0);
 }
 
 int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *val,
@@ -1196,15 +1321,19 @@ int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *va
 	if (!m.gen)
 		return t->err;
 	m.hdr[0] = len;
-	for (size_t off = 0, piece = 0; off < len; off += KS_PIECE_SIZE, piece++) {
-		unsigned char p[4];
-		put_be32(p, (uint32_t)piece);
-		struct ks_key k;
-		ks_member_key(&k, m.gen, p, 4, NULL, 0);
-		size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
-		int rc = ks_put(t, &k, (const char *)val + off, n);
+	if (len > t->db->max_string_batch) {
+		int rc = stage_pieces(t, m.gen, val, len);
 		if (rc)
 			return rc;
+	} else {
+		for (size_t off = 0, piece = 0; off < len; off += KS_PIECE_SIZE, piece++) {
+			struct ks_key k;
+			piece_key(&k, m.gen, piece);
+			size_t n = len - off < KS_PIECE_SIZE ? len - off : KS_PIECE_SIZE;
+			int rc = ks_put(t, &k, (const char *)val + off, n);
+			if (rc)
+				return rc;
+		}
 	}
 	return ks_write_meta(t, key, klen, &m);
 }
@@ -1281,7 +1410,11 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 		struct sweep_arg a = {t, 0, max, t->ksgen, 0, 0};
 		const unsigned char kp = KS_FAMILY_META;
 		scan_range(t, &kp, 1, NULL, 0, 0, sweep_old_meta_cb, &a);
-		if (ks_txn_commit(t) || a.more)
+		if (ks_txn_commit(t))
+			atomic_store(&db->old_keyspace, 1);
+		else
+			atomic_fetch_add(&db->swept_keys, a.n);
+		if (a.more)
 			atomic_store(&db->old_keyspace, 1);
 		more |= a.more;
 	}

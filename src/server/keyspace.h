@@ -15,6 +15,9 @@
  *                                string) whose meta record holds generation gen
  *   'g' gen:8                    garbage: the members of gen are no longer reachable
  *                                and the sweeper deletes them
+ *   'p' gen:8                    pending: the pieces of a string too long for one batch,
+ *                                committed ahead of the command's batch (which deletes
+ *                                this record); at start, pending becomes garbage
  *
  * Generations. A collection (or a string too long to sit inline) gets a generation
  * number that no other key ever had (ks_new_gen(): numbers are reserved durably in
@@ -65,6 +68,7 @@
 #define KS_FAMILY_META 'k'
 #define KS_FAMILY_MEMBER 'c'
 #define KS_FAMILY_GARBAGE 'g'
+#define KS_FAMILY_PENDING 'p'
 
 #define KS_META_KEY_PREFIX 5u    /* 'k' + ksgen:4 */
 #define KS_MEMBER_KEY_PREFIX 9u  /* 'c' + gen:8 */
@@ -153,6 +157,7 @@ struct ks_stats {
 	uint64_t expires;           /* of which with an expiry */
 	uint64_t expired_keys;      /* keys deleted because they expired */
 	uint64_t swept_members;     /* index keys of dead generations deleted */
+	uint64_t swept_keys;        /* meta records of flushed keyspaces deleted */
 	uint64_t garbage_pending;   /* 'g' records not swept yet (as last seen) */
 	uint64_t commits, commit_ops; /* batches committed, and index writes in them */
 	double start_scan_ms;       /* time the start-up count of keys took */
@@ -172,7 +177,7 @@ struct store *ks_db_store(struct ks_db *db);
 void ks_db_stats(struct ks_db *db, struct ks_stats *out);
 /** ks_db_ordered() - 1 if member range scans are allowed (store_ordered()). */
 int ks_db_ordered(struct ks_db *db);
-/** ks_db_max_string() - longest string value a SET may store (bounded by the batch). */
+/** ks_db_max_string() - longest string value a SET may store (512 MiB, as Redis). */
 size_t ks_db_max_string(struct ks_db *db);
 /** ks_db_max_txn() - the most index writes and bytes one transaction may commit. */
 void ks_db_max_txn(struct ks_db *db, size_t *ops, size_t *bytes);
@@ -252,7 +257,9 @@ long ks_scan_keys(struct ks_txn *t, const void *from, size_t flen, size_t count,
 int ks_string_get(struct ks_txn *t, const struct ks_meta *m, const char **val, size_t *len);
 /**
  * ks_string_set() - make @key the string @val with expiry @expire_ms (0: none), inline
- * or in pieces under a new generation. Return: 0, TIPS_ETOOBIG (longer than
+ * or in pieces under a new generation: in the transaction's batch if they fit, else
+ * committed ahead under a pending record and made visible by the transaction's batch
+ * (the string still appears all at once). Return: 0, TIPS_ETOOBIG (longer than
  * ks_db_max_string()), or a negative code.
  */
 int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *val,
@@ -260,8 +267,9 @@ int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *va
 
 /* ---- members of collections --------------------------------------------------------- */
 
-/** ks_get() - value of index key @k into @val (cap >= KS_MAX_MEMBER_VALUE always fits).
- * Return: 1 found (*@vlen set), 0 absent, or a negative code. */
+/** ks_get() - value of index key @k into @val (cap >= KS_MAX_MEMBER_VALUE always fits;
+ * a value longer than @cap is not copied, *@vlen still says its length: cap 0 checks
+ * presence). Return: 1 found (*@vlen set), 0 absent, or a negative code. */
 int ks_get(struct ks_txn *t, const struct ks_key *k, void *val, size_t cap, size_t *vlen);
 /** ks_put() - write index key @k (buffered in the txn). Return: 0 or a negative code. */
 int ks_put(struct ks_txn *t, const struct ks_key *k, const void *val, size_t vlen);

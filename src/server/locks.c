@@ -38,7 +38,7 @@ void lockset_clear(struct lockset *s)
 }
 
 /* FNV-1a: the stripe only needs to spread keys, not resist an adversary. */
-static unsigned stripe_of(const void *key, size_t len)
+uint64_t lock_hash(const void *key, size_t len)
 {
 	const unsigned char *p = key;
 	uint64_t h = 1469598103934665603ull;
@@ -46,6 +46,12 @@ static unsigned stripe_of(const void *key, size_t len)
 		h ^= p[i];
 		h *= 1099511628211ull;
 	}
+	return h;
+}
+
+static unsigned stripe_of(const void *key, size_t len)
+{
+	uint64_t h = lock_hash(key, len);
 	return (unsigned)((h ^ (h >> 32)) % LOCK_STRIPES);
 }
 

@@ -38,6 +38,10 @@ int locks_init(struct locks *l);
 /** locks_destroy() - destroy them; none may be held. */
 void locks_destroy(struct locks *l);
 
+/** lock_hash() - the hash that picks a key's stripe (FNV-1a 64); also good for any
+ * DRAM table of keys. */
+uint64_t lock_hash(const void *key, size_t len);
+
 /** lockset_clear() - an empty set. */
 void lockset_clear(struct lockset *s);
 /** lockset_add() - add the stripe of @key (any bytes). */

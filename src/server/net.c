@@ -137,7 +137,7 @@ static void free_client(struct client *c)
 	reply_free(c);
 	resp_parser_free(&c->parser);
 	for (size_t i = 0; i < c->mcount; i++)
-		free(c->mstate[i].argv);
+		free((void *)c->mstate[i].argv);
 	free(c->mstate);
 	free(c->qbuf);
 	free(c->name);
@@ -267,6 +267,7 @@ static void process_input(struct client *c)
 		if (rc == RESP_MORE)
 			break;
 		if (rc == RESP_ERROR) {
+			group_run(c, &c->loop->group); /* the commands before it reply first */
 			add_reply_errorf(c, "ERR %s", c->parser.err);
 			c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 			break;
@@ -291,6 +292,11 @@ static void process_input(struct client *c)
 	group_run(c, &c->loop->group);
 	if (c->qpos == c->qlen) {
 		c->qpos = c->qlen = 0;
+		if (c->qcap > 1024 * 1024) { /* a big request is done: give its room back */
+			free(c->qbuf);
+			c->qbuf = NULL;
+			c->qcap = 0;
+		}
 	} else if (c->qpos) {
 		memmove(c->qbuf, c->qbuf + c->qpos, c->qlen - c->qpos);
 		c->qlen -= c->qpos;
@@ -305,9 +311,10 @@ static int reserve_input(struct client *c)
 	size_t want = resp_command_min_size(&c->parser);
 	if (want > limit || c->qlen > limit)
 		return -1;
+	/* grow with the bytes that arrive (doubling), never to a length only announced */
 	size_t need = c->qlen + READ_CHUNK;
-	if (want > need)
-		need = want;
+	if (want > need && 2 * c->qcap > need)
+		need = want < 2 * c->qcap ? want : 2 * c->qcap;
 	if (need <= c->qcap)
 		return 0;
 	size_t cap = c->qcap ? c->qcap : READ_CHUNK;

@@ -124,6 +124,14 @@ void group_run(struct client *c, struct group *g);
  * Return: the number of keys. */
 int command_keys(const struct command *cmd, int argc, const struct arg *argv,
 		 struct lockset *ls);
+/**
+ * run_commands() - run @cmds[0..@n) of @c in order as ONE transaction: the stripes of
+ * all their keys (or the keyspace lock exclusive, if one of them needs it) held from
+ * the first read to after the one batch commit. The run stops at the transaction's
+ * first error. Return: 0, or the failure's code: then nothing was applied and the
+ * replies the commands added are taken back (the caller replies or retries).
+ */
+int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n);
 /** reply_store_error() - the reply for a negative code from the keyspace. */
 void reply_store_error(struct client *c, int rc);
 #endif /* TIPS_SERVER_NET_H */

@@ -48,8 +48,7 @@ static int fail(struct resp_parser *p, const char *msg)
 	return RESP_ERROR;
 }
 
-/* Redis's string2ll: optional '-', digits, no leading zeros, no overflow. */
-static int parse_ll(const char *s, size_t n, long long *out)
+int resp_parse_ll(const char *s, size_t n, long long *out)
 {
 	if (n == 0 || n > 20)
 		return -1;
@@ -243,7 +242,7 @@ static int parse_multibulk(struct resp_parser *p, const char *buf, size_t len)
 				return fail(p, "too big mbulk count string");
 			return RESP_MORE;
 		}
-		if (parse_ll(buf + 1, e - 1, &ll) || ll > (long long)p->max_args)
+		if (resp_parse_ll(buf + 1, e - 1, &ll) || ll > (long long)p->max_args)
 			return fail(p, "invalid multibulk length");
 		p->pos = e + 2;
 		if (ll <= 0) {
@@ -268,7 +267,7 @@ static int parse_multibulk(struct resp_parser *p, const char *buf, size_t len)
 			}
 			if (buf[p->pos] != '$')
 				goto not_dollar;
-			if (parse_ll(buf + p->pos + 1, e - p->pos - 1, &ll) || ll < 0 ||
+			if (resp_parse_ll(buf + p->pos + 1, e - p->pos - 1, &ll) || ll < 0 ||
 			    (unsigned long long)ll > p->max_bulk)
 				return fail(p, "invalid bulk length");
 			p->pos = e + 2;

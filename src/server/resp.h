@@ -63,6 +63,10 @@ void resp_parser_free(struct resp_parser *p);
  */
 int resp_parse(struct resp_parser *p, const char *buf, size_t len);
 
+/** resp_parse_ll() - Redis's strict integer syntax (optional '-', digits, no leading
+ * zeros, no '+', no spaces, fits in long long). Return: 0, or -1. */
+int resp_parse_ll(const char *s, size_t n, long long *out);
+
 /** resp_command_min_size() - during RESP_MORE, the fewest bytes the current command is
  * known to take (its headers and the bulks announced so far), so that a caller can
  * refuse a request that cannot fit its buffer limit before reading it all. */

@@ -122,11 +122,12 @@ struct reply_chunk {
 	char data[];
 };
 
-/* A command queued by MULTI: its arguments copied. */
+/* A command with its arguments: queued by MULTI (then argv is one allocation, the
+ * array followed by the bytes), or one of a group about to run. */
 struct queued_cmd {
 	const struct command *cmd;
 	int argc;
-	struct arg *argv;     /* argv[i].ptr point into one allocation after the array */
+	const struct arg *argv;
 };
 
 #define CLIENT_MULTI (1u << 0)        /* inside MULTI */

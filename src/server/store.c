@@ -13,11 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ListDB's batch commit lands on main after this file: until then the references are
- * weak and a ListDB store refuses multi-key writes (TIPS_EINVAL with a message). */
-#pragma weak tips_listdb_batch_commit
-#pragma weak tips_listdb_batch_limit
-
 /* The ordered indexes: a scan from a start key costs O(log n + count). */
 static const char *const ordered_indexes[] = {"tips-art", "tips-bptree", "tips-bst",
 					      "tips-lfbst", "listdb", NULL};
@@ -163,21 +158,15 @@ int store_commit(struct store *s, struct tips_batch *b)
 {
 	if (s->tips)
 		return tips_batch_commit(s->tips, b);
-	if (!tips_listdb_batch_commit)
-		return TIPS_EINVAL; /* this libtips has no ListDB batches yet */
 	return tips_listdb_batch_commit(s->ldb, b);
 }
 
 void store_batch_limit(struct store *s, size_t *max_ops, size_t *max_bytes)
 {
-	if (s->tips) {
+	if (s->tips)
 		tips_batch_limit(s->tips, max_ops, max_bytes);
-	} else if (tips_listdb_batch_limit) {
+	else
 		tips_listdb_batch_limit(s->ldb, max_ops, max_bytes);
-	} else {
-		*max_ops = TIPS_BATCH_MAX_OPS; /* until ListDB's batches land */
-		*max_bytes = 64u << 20;
-	}
 }
 
 void store_info(struct store *s, struct store_info *out)

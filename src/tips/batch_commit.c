@@ -80,6 +80,9 @@ static size_t unique_buckets(struct cache_bucket **locks, size_t n)
 	return w;
 }
 
+/* Credit a thread keeps between writes (cache_reserve()'s batch is at most this). */
+#define CREDIT_KEEP 64u
+
 /* Tops the thread's cache credit up to @n entries; false if waiting cannot help. */
 static bool cache_credit_for(struct tips_db *db, struct thread_ctx *ctx, size_t n)
 {
@@ -90,6 +93,16 @@ static bool cache_credit_for(struct tips_db *db, struct thread_ctx *ctx, size_t 
 		ctx->cache_credit += got;
 	}
 	return true;
+}
+
+/* Gives back cache credit a large batch left beyond what single writes keep, so that
+ * one thread never sits on a share of the cache others wait for. */
+static void credit_trim(struct tips_db *db, struct thread_ctx *ctx)
+{
+	if (ctx->cache_credit > CREDIT_KEEP) {
+		cache_unreserve(db->cache, ctx->cache_credit - CREDIT_KEEP);
+		ctx->cache_credit = CREDIT_KEEP;
+	}
 }
 
 /* Fills @p with each key's net effect and makes its cache entry; sums the logged
@@ -252,8 +265,10 @@ int tips_batch_commit(struct tips_db *db, struct tips_batch *b)
 	count(&ctx->c.olog_bytes, bytes);
 	if (atomic_load(&db->persist_idle))
 		replay_wake(db);
+	credit_trim(db, ctx);
 	return 0;
 refund:
 	ctx->heap_credit += cost;
+	credit_trim(db, ctx);
 	return rc;
 }

@@ -10,6 +10,13 @@
  * variables rather than liburcu's call_rcu, whose internal synchronisation sanitizers
  * cannot see.
  *
+ * fork(): only the forking thread lives on in the child, so the reclaimer is gone
+ * there. An atfork handler holds the mutex across the fork and, in the child, forgets
+ * the reclaimer (the next hand-over starts one) and counts the batches the parent's
+ * reclaimer had taken as freed: they leak in the child rather than risk a double free
+ * of a chain it was halfway through, and a barrier in the child no longer waits for
+ * them forever.
+ *
  * ThreadSanitizer does not see RCU grace periods: a release on a token when a reader
  * leaves its section, and an acquire after each grace period, tell it that what the
  * reader did happens before the frees that follow.
@@ -47,7 +54,34 @@ static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; /* freed_seq moved */
 static struct grace_batch *filling;      /* being filled; NULL until the next free */
 static struct grace_batch *queue_head, *queue_tail;
 static uint64_t handed_seq, freed_seq;   /* last batch handed over / freed */
+static uint64_t taken_seq;               /* last batch the reclaimer took to free */
 static int reclaimer_started;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void before_fork(void)
+{
+	pthread_mutex_lock(&mu);
+}
+
+static void after_fork_parent(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
+static void after_fork_child(void)
+{
+	pthread_mutex_init(&mu, NULL);
+	pthread_cond_init(&work_cv, NULL);
+	pthread_cond_init(&done_cv, NULL);
+	reclaimer_started = 0;
+	if (freed_seq < taken_seq)
+		freed_seq = taken_seq;
+}
+
+static void atfork_register(void)
+{
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
 
 void grace_read_enter(void)
 {
@@ -76,6 +110,7 @@ static void *reclaimer_main(void *arg)
 		while (!queue_head)
 			pthread_cond_wait(&work_cv, &mu);
 		struct grace_batch *b = queue_head;
+		taken_seq = queue_tail->seq;
 		queue_head = queue_tail = NULL;
 		pthread_mutex_unlock(&mu);
 		grace_wait();
@@ -118,6 +153,7 @@ static int hand_over(void)
 		filling = NULL;
 	}
 	if (!reclaimer_started) {
+		pthread_once(&atfork_once, atfork_register);
 		pthread_t t;
 		pthread_attr_t attr;
 		pthread_attr_init(&attr);

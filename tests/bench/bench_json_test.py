@@ -19,6 +19,7 @@ Checks, on tiny workloads:
     --listdb-settle is the only way it waits between the phases;
   - --upsert: recorded in the config, and tips-hash's blind puts cost what its
     checked writes do (2 fences, 2 lines);
+  - null (the harness alone): runs every workload, persists nothing;
   - --batch N: recorded in the config; a tips-* load in batches of 16 puts costs 2
     fences per commit, 1/8 per write, and a dram-* twin runs it too;
   - --max-seconds stops the run phase and says so;
@@ -235,6 +236,12 @@ def main():
         check(cpu["app"] > 0 and cpu["background"] >= 0 and
               abs(cpu["total"] - cpu["app"] - cpu["background"]) < 0.5,
               "cpu_ns_per_op of the %s phase: %s" % (phase, cpu))
+
+    # null: the harness alone; every operation succeeds, nothing is persisted.
+    doc = run(["--index", "null", "--workload", "a"] + common, path("null.json"))
+    check(doc["run"]["ops"] == ops and doc["run"]["removed_key_misses"] == 0, "null: ran")
+    check(doc["run"]["persist"]["fences_per_write"] == 0, "null: no fence")
+    check(doc["run"]["cpu_ns_per_op"]["app"] < 2000, "null: the harness costs little")
 
     # --batch: two fences per commit, shared by its writes.
     doc = run(["--index", "tips-hash", "--workload", "load", "--upsert", "--batch", "16"] +

@@ -10,12 +10,14 @@
  *  - concurrency: writers commit batches over their own keys and over keys they all
  *    share, in different orders (the lock order must prevent deadlock); readers check
  *    that each owned key's version only moves forward and that a batch is wholly
- *    visible once its commit returned; at the end the shared keys all hold the value
- *    of one batch.
+ *    visible once its commit returned; a scanner checks the same of every scan (sorted,
+ *    each key at least at the version committed before the scan began); at the end
+ *    the shared keys all hold the value of one batch.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "test_util.h"
 
@@ -356,16 +358,65 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+/* What a scan of the owned keys saw: each key's value at least the version its
+ * writer had committed when the scan began (a scan sees every completed write). */
+struct scan_check {
+	uint64_t floor[WRITERS];
+	uint64_t n, bad, prev_key;
+};
+
+static int scan_owned(const void *k, size_t kl, const void *val, size_t vl, void *arg)
+{
+	struct scan_check *sc = arg;
+	if (kl != 8 || vl != 8) {
+		sc->bad++;
+		return 0;
+	}
+	const unsigned char *kb = k;
+	uint64_t key = 0, v;
+	for (int i = 0; i < 8; i++)
+		key = key << 8 | kb[i];
+	memcpy(&v, val, 8);
+	if (key >= 900000)
+		return 1; /* past the owned keys */
+	unsigned w = (unsigned)(key / 1000);
+	if ((sc->n && key <= sc->prev_key) || w >= WRITERS || key % 1000 >= OWNED ||
+	    v < sc->floor[w] || v > ROUNDS)
+		sc->bad++;
+	sc->prev_key = key;
+	sc->n++;
+	return 0;
+}
+
+static void *scanner(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&writers_left) > 0) {
+		struct scan_check sc = { { 0 }, 0, 0, 0 };
+		for (unsigned w = 0; w < WRITERS; w++)
+			sc.floor[w] = atomic_load(&committed[w]);
+		long n = tips_scan(cdb, NULL, 0, WRITERS * OWNED + 1, scan_owned, &sc);
+		CHECK(n >= 0 && sc.bad == 0);
+		bool all_started = true;
+		for (unsigned w = 0; w < WRITERS; w++)
+			all_started &= sc.floor[w] > 0;
+		if (all_started) /* every owned key was written before the scan began */
+			CHECK(sc.n == WRITERS * OWNED);
+	}
+	return NULL;
+}
+
 static void test_concurrent(void)
 {
 	cdb = open_db(1 << 16);
 	atomic_store(&writers_left, WRITERS);
-	pthread_t t[WRITERS + READERS];
+	pthread_t t[WRITERS + READERS + 1];
 	for (unsigned i = 0; i < WRITERS; i++)
 		pthread_create(&t[i], NULL, writer, (void *)(uintptr_t)i);
 	for (unsigned i = 0; i < READERS; i++)
 		pthread_create(&t[WRITERS + i], NULL, reader, NULL);
-	for (unsigned i = 0; i < WRITERS + READERS; i++)
+	pthread_create(&t[WRITERS + READERS], NULL, scanner, NULL);
+	for (unsigned i = 0; i < WRITERS + READERS + 1; i++)
 		pthread_join(t[i], NULL);
 	/* The shared keys all hold the tag of one batch: the last to commit wrote all. */
 	int64_t first = get(cdb, 900000);

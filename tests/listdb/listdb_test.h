@@ -1,7 +1,7 @@
 /*
  * listdb_test.h - what the ListDB tests share: scratch database paths under /dev/shm
- * (one prefix per test process, removed at exit), and a watchdog that names the phase
- * a hung test was in.
+ * (one prefix per test process, removed at exit), a watchdog that names the phase a
+ * hung test was in, and the command line of a test of several cases.
  *
  * A database with D domains is D pool files (@path, @path.d1 ...); tips_pool_create()
  * builds each under a hidden temporary name (".NAME.creating-XXXXXX") first. Every one
@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -106,6 +107,34 @@ static inline double ld_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The command line of a test of several cases: [CASE] [--seed N] [--rounds N]. Sets
+ * *@only (NULL: every case), *@seed (default: from the clock and the pid; never 0) and
+ * *@rounds (left as it is unless given); names the run (ld_test_init(@test, 240)) and
+ * prints the seed. Returns 0, or 2 after printing @usage (then exit with it). */
+static inline int ld_test_args(int argc, char **argv, const char *test, const char *usage,
+			       const char **only, uint64_t *seed, unsigned *rounds)
+{
+	*only = NULL;
+	*seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			*seed = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+			*rounds = (unsigned)strtoul(argv[++i], NULL, 0);
+		else if (argv[i][0] != '-')
+			*only = argv[i];
+		else {
+			fprintf(stderr, "usage: %s\n", usage);
+			return 2;
+		}
+	}
+	if (!*seed)
+		*seed = 1;
+	ld_test_init(test, 240);
+	printf("seed %llu\n", (unsigned long long)*seed);
+	return 0;
 }
 
 /* CHECK_RC for calls whose failure makes the rest of a case pointless. */

@@ -407,6 +407,8 @@ static void poke_root(const char *path, void (*poke)(struct ld_root *))
 }
 
 static void set_version_99(struct ld_root *r) { r->layout_version = 99; }
+/* Layout 2: the log before write batches (its readers would stop at a batch header). */
+static void set_version_2(struct ld_root *r) { r->layout_version = 2; }
 static void set_domains_0(struct ld_root *r) { r->domains = 0; }
 
 static void test_codes(void)
@@ -444,6 +446,8 @@ static void test_codes(void)
 	CHECK_LISTED(tips_listdb_open(path, &cfg, &db2), TIPS_ELOCKED, "tips_listdb_open");
 	CHECK_RC(tips_listdb_close(&db), 0);
 	poke_root(path, set_version_99);
+	CHECK_LISTED(tips_listdb_open(path, &cfg, &db), TIPS_EVERSION, "tips_listdb_open");
+	poke_root(path, set_version_2);
 	CHECK_LISTED(tips_listdb_open(path, &cfg, &db), TIPS_EVERSION, "tips_listdb_open");
 	tips_listdb_destroy(path);
 	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
@@ -927,26 +931,13 @@ static void test_kill(unsigned rounds)
 
 int main(int argc, char **argv)
 {
-	const char *only = NULL;
+	const char *only;
 	unsigned rounds = 4;
-	seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-			rounds = (unsigned)strtoul(argv[++i], NULL, 0);
-		else if (argv[i][0] != '-')
-			only = argv[i];
-		else {
-			fprintf(stderr, "usage: test_listdb_rel [nullval|args|codes|delete|dram|fill|"
-				"kill] [--seed N] [--rounds N]\n");
-			return 2;
-		}
-	}
-	if (!seed)
-		seed = 1;
-	ld_test_init("listdb_rel", 240);
-	printf("seed %llu\n", (unsigned long long)seed);
+	int rc = ld_test_args(argc, argv, "listdb_rel", "test_listdb_rel [nullval|args|codes|"
+			      "delete|dram|fill|kill] [--seed N] [--rounds N]", &only, &seed,
+			      &rounds);
+	if (rc)
+		return rc;
 	if (!only || !strcmp(only, "nullval"))
 		test_nullval();
 	if (!only || !strcmp(only, "args"))

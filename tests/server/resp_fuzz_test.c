@@ -10,33 +10,15 @@
  * RESP_INLINE_MAX) whatever it is fed. Deterministic: fixed seeds.
  */
 #include "resp.h"
+#include "test_util.h"
 
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-static int failures;
-
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                      \
-		}                                                                        \
-	} while (0)
-
-static uint64_t rng = 88172645463325252ull;
-static uint64_t next_rand(void)
+static uint64_t seed = 88172645463325252ull;
+/* A number in [0, n). */
+static size_t pick(size_t n)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-static size_t rnd(size_t n)
-{
-	return n ? (size_t)(next_rand() % n) : 0;
+	return n ? (size_t)(rnd(&seed) % n) : 0;
 }
 
 #define MAX_BULK 4096u
@@ -63,7 +45,7 @@ static void feed(const char *in, size_t len, size_t maxchunk, struct outcome *o)
 	size_t have = 0, start = 0, fed = 0;
 	while (fed < len || start < have) {
 		if (fed < len) {
-			size_t n = 1 + rnd(maxchunk);
+			size_t n = 1 + pick(maxchunk);
 			if (n > len - fed)
 				n = len - fed;
 			memcpy(buf + have, in + fed, n);
@@ -141,13 +123,13 @@ static void test_roundtrip(void)
 {
 	static char req[64 * 1024], want[16 * 1024], store[16][300];
 	for (int round = 0; round < 3000; round++) {
-		int argc = 1 + (int)rnd(12);
+		int argc = 1 + (int)pick(12);
 		char *argv[16];
 		size_t lens[16];
 		for (int i = 0; i < argc; i++) {
-			lens[i] = rnd(i == 0 ? 20 : 300);
+			lens[i] = pick(i == 0 ? 20 : 300);
 			for (size_t j = 0; j < lens[i]; j++)
-				store[i][j] = (char)rnd(256);
+				store[i][j] = (char)pick(256);
 			argv[i] = store[i];
 		}
 		size_t n = encode(req, argc, argv, lens);
@@ -156,7 +138,7 @@ static void test_roundtrip(void)
 		size_t wl;
 		flatten(want, &wl, argc, argv, lens);
 		struct outcome o;
-		feed(req, n + 14, round % 3 == 0 ? 1 : 1 + rnd(64), &o);
+		feed(req, n + 14, round % 3 == 0 ? 1 : 1 + pick(64), &o);
 		CHECK(!o.error);
 		CHECK(o.commands == 2);
 		CHECK(o.first_len == wl && !memcmp(o.first, want, wl));
@@ -166,21 +148,21 @@ static void test_roundtrip(void)
 static void expect_args(const char *in, const char *want)
 {
 	struct outcome o;
-	feed(in, strlen(in), 1 + rnd(8), &o);
+	feed(in, strlen(in), 1 + pick(8), &o);
 	if (o.error || o.first_len != strlen(want) || memcmp(o.first, want, o.first_len)) {
 		fprintf(stderr, "input %s: got %.*s (error '%s'), want %s\n", in, (int)o.first_len,
 			o.first, o.err, want);
-		failures++;
+		test_failures++;
 	}
 }
 
 static void expect_error(const char *in, size_t len, const char *err)
 {
 	struct outcome o;
-	feed(in, len, 1 + rnd(8), &o);
+	feed(in, len, 1 + pick(8), &o);
 	if (!o.error || strcmp(o.err, err)) {
 		fprintf(stderr, "input %.40s: got error '%s', want '%s'\n", in, o.err, err);
-		failures++;
+		test_failures++;
 	}
 }
 
@@ -236,28 +218,28 @@ static void test_garbage(void)
 	for (int round = 0; round < 20000; round++) {
 		size_t n;
 		if (round % 2) {
-			n = 1 + rnd(sizeof(buf) - 1);
+			n = 1 + pick(sizeof(buf) - 1);
 			for (size_t i = 0; i < n; i++)
-				buf[i] = round % 4 == 1 ? (char)rnd(256)
-							: alphabet[rnd(sizeof(alphabet) - 1)];
+				buf[i] = round % 4 == 1 ? (char)pick(256)
+							: alphabet[pick(sizeof(alphabet) - 1)];
 		} else {
 			char *argv[4] = {"SET", "key", "value", "x"};
 			size_t lens[4] = {3, 3, 5, 1};
-			n = encode(buf, 1 + (int)rnd(4), argv, lens);
+			n = encode(buf, 1 + (int)pick(4), argv, lens);
 			n += encode(buf + n, 2, argv, lens);
-			int muts = 1 + (int)rnd(4);
+			int muts = 1 + (int)pick(4);
 			for (int m = 0; m < muts; m++) {
-				size_t at = rnd(n);
-				switch (rnd(4)) {
-				case 0: buf[at] = (char)rnd(256); break;
-				case 1: buf[at] = alphabet[rnd(sizeof(alphabet) - 1)]; break;
+				size_t at = pick(n);
+				switch (pick(4)) {
+				case 0: buf[at] = (char)pick(256); break;
+				case 1: buf[at] = alphabet[pick(sizeof(alphabet) - 1)]; break;
 				case 2: if (n > 1) { memmove(buf + at, buf + at + 1, n - at - 1); n--; } break;
 				default: n = at + 1; break; /* truncate */
 				}
 			}
 		}
 		struct outcome o;
-		feed(buf, n, 1 + rnd(32), &o);
+		feed(buf, n, 1 + pick(32), &o);
 		if (o.error)
 			CHECK(!strncmp(o.err, "Protocol error: ", 16));
 	}
@@ -269,9 +251,5 @@ int main(void)
 	test_inline();
 	test_multibulk_errors();
 	test_garbage();
-	if (failures)
-		fprintf(stderr, "resp_fuzz_test: %d failures\n", failures);
-	else
-		printf("resp_fuzz_test: ok\n");
-	return failures ? 1 : 0;
+	return test_finish("resp_fuzz_test");
 }

@@ -87,10 +87,11 @@ printf "$req" >&3
 for i in $(seq 100); do IFS= read -r l1 <&3; [ "$l1" = "$(printf '+OK\r')" ] || fail "pipelined SET $i: $l1"; done
 after=$(cli info stats | tr -d '\r' | sed -n 's/^batches_committed://p')
 [ $((after - before)) -lt 50 ] || fail "100 pipelined SETs took $((after - before)) batches"
-# a protocol error is answered, then the connection is closed
-printf '*1\r\n$-5\r\n' >&3
-IFS= read -r l1 <&3
-[ "$l1" = "$(printf -- '-ERR Protocol error: invalid bulk length\r')" ] || fail "protocol error: $l1"
+# a protocol error is answered after the commands before it, then the connection closes
+printf '*1\r\n$4\r\nPING\r\n*1\r\n$-5\r\n' >&3
+IFS= read -r l1 <&3; IFS= read -r l2 <&3
+[ "$l1" = "$(printf '+PONG\r')" ] || fail "before the protocol error: $l1"
+[ "$l2" = "$(printf -- '-ERR Protocol error: invalid bulk length\r')" ] || fail "protocol error: $l2"
 exec 3<&-
 # a 1 MiB string, stored in pieces (a 256 MiB pool takes strings up to 1.5 MiB)
 python3 -c 'import random,string,sys;r=random.Random(7);sys.stdout.write("".join(r.choice(string.ascii_letters) for _ in range(1<<20)))' >"$dir/big"
@@ -99,7 +100,15 @@ expect 1048576 strlen big
 cli --raw get big >"$dir/big.out"
 cmp -s -n 1048576 "$dir/big.out" "$dir/big" || fail "1 MiB string differs"
 expect 1048576 setrange big 5 ""
-expect 103 dbsize
+# a 4 MiB string: more than one batch takes, its pieces are staged ahead of the batch
+# that makes it visible
+head -c 3145728 /dev/urandom >"$dir/raw"
+base64 -w0 "$dir/raw" >"$dir/huge"
+cli -x set huge <"$dir/huge" >/dev/null
+expect 4194304 strlen huge
+cli --raw get huge >"$dir/huge.out"
+cmp -s -n 4194304 "$dir/huge.out" "$dir/huge" || fail "4 MiB string differs"
+expect 104 dbsize
 cli info tips | grep -q "fences_per_commit" || fail "INFO has no tips section"
 # the sweeper: an expired key nobody reads is deleted, and the pieces of an overwritten
 # long string are swept
@@ -107,10 +116,10 @@ expect OK set short-lived v px 50
 cli -x set big2 <"$dir/big" >/dev/null
 expect OK set big2 small
 for _ in $(seq 50); do
-	[ "$(cli dbsize)" = 104 ] && [ "$(cli info stats | tr -d '\r' | sed -n 's/^swept_members://p')" -ge 16 ] && break
+	[ "$(cli dbsize)" = 105 ] && [ "$(cli info stats | tr -d '\r' | sed -n 's/^swept_members://p')" -ge 16 ] && break
 	sleep 0.1
 done
-expect 104 dbsize
+expect 105 dbsize
 cli info stats | grep -q "^expired_keys:1" || fail "the sweeper did not expire the key"
 stop
 grep -q "Pool closed cleanly" "$log" || fail "no clean close in the log"
@@ -134,6 +143,7 @@ start
 grep -q "Clean shutdown found: nothing to replay" "$log" || fail "restart replayed"
 expect v get k2
 expect 1048576 strlen big
+expect 4194304 strlen huge
 expect 2 get x
 # kill -9: every acknowledged write survives
 expect OK set after-kill yes
