@@ -3,8 +3,9 @@
 # time and in batches of 1, 4, 16 and 64 (tips-bench --workload load --upsert --batch N:
 # 100K records loaded, then the run phase's --ops puts of new keys, which is what is
 # measured), with 1 and 2 threads, medians of --repeat runs, for each index; and the
-# fences per write on the writer's critical path (sampled commits). Prints one table
-# and writes the compare JSON of every cell under OUT.
+# fences per write on the writer's critical path (sampled commits), and the CPU per put
+# of the writer threads and of the background. Prints one table and writes the compare
+# JSON of every cell under OUT.
 #
 #   scripts/batch-bench.sh [--ops N] [--repeat R] [--indexes LIST] [--threads LIST]
 #                          [--sizes LIST] [--out DIR]
@@ -43,7 +44,8 @@ python3 - "$out" "$indexes" "$threads" "$sizes" <<'EOF'
 import json, sys
 out, indexes, threads, sizes = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4].split(",")
 head = ["index", "threads"] + ["single" if s == "0" else "batch %s" % s for s in sizes]
-print("load of puts: Mkeys/s (median), fences per write on the writer's path")
+print("puts of new keys: Mkeys/s, [fences per write on the writer's path], CPU ns per put")
+print("of the writers + the background (medians)")
 print("| " + " | ".join(head) + " |")
 print("|" + " --- |" * len(head))
 for idx in indexes:
@@ -54,6 +56,8 @@ for idx in indexes:
             r = [x for x in doc["results"] if x["index"] == idx and x["workload"] == "load"][0]
             rate = r["run_ops_per_sec"]["median"] / 1e6
             fw = r["fences_per_write"]["median"]
-            row.append("%.3f (%s)" % (rate, "-" if fw is None else "%.2f" % fw))
+            cpu = r["cpu_ns_per_op"]
+            row.append("%.3f [%s] %.0f+%.0f" % (rate, "-" if fw is None else "%.2f" % fw,
+                                               cpu["app"]["median"], cpu["background"]["median"]))
         print("| " + " | ".join(str(x) for x in row) + " |")
 EOF

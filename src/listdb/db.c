@@ -619,6 +619,36 @@ static int batch_write(struct tips_listdb *db, struct ld_tls *t, const struct ti
 	return 0;
 }
 
+/* The single writes, for a batch of one operation (batch_commit_single). */
+static int single_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_listdb_put(s, k, kl, v, vl);
+}
+
+static int single_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_listdb_insert(s, k, kl, v, vl);
+}
+
+static int single_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_listdb_update(s, k, kl, v, vl);
+}
+
+static int single_delete(void *s, const void *k, size_t kl)
+{
+	return tips_listdb_delete(s, k, kl);
+}
+
+static int single_remove(void *s, const void *k, size_t kl)
+{
+	return tips_listdb_remove(s, k, kl);
+}
+
+static const struct batch_single_ops single_ops = {
+	single_put, single_insert, single_update, single_delete, single_remove
+};
+
 int tips_listdb_batch_commit(struct tips_listdb *db, struct tips_batch *b)
 {
 	if (!db)
@@ -626,6 +656,8 @@ int tips_listdb_batch_commit(struct tips_listdb *db, struct tips_batch *b)
 	int rc = batch_commit_check(b, "tips_listdb_batch_commit");
 	if (rc || b->n == 0)
 		return rc;
+	if (b->n == 1) /* one key is atomic by itself: no header entry needed */
+		return batch_commit_single(b, db, &single_ops);
 	if ((rc = batch_too_big(db, b)))
 		return rc;
 	struct ld_tls *t = ld_tls_get(db);

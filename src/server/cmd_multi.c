@@ -66,10 +66,10 @@ static void exec_cmd(struct client *c)
 #define F (CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_NO_TXN)
 const struct command multi_commands[] = {
 	{"multi", multi_cmd, 1, F | CMD_FAST, 0, 0, 0, NULL,
-	 "Starts a transaction.", "transactions"},
+	 "Starts a transaction.", "transactions", NULL},
 	{"exec", exec_cmd, 1, F, 0, 0, 0, NULL,
-	 "Executes all commands in a transaction, committed as one batch.", "transactions"},
+	 "Executes all commands in a transaction, committed as one batch.", "transactions", NULL},
 	{"discard", discard_cmd, 1, F | CMD_FAST, 0, 0, 0, NULL,
-	 "Discards a transaction.", "transactions"},
+	 "Discards a transaction.", "transactions", NULL},
 };
 const size_t multi_commands_count = sizeof(multi_commands) / sizeof(multi_commands[0]);

@@ -314,7 +314,8 @@ struct text {
 	size_t len, cap;
 };
 
-static void tprintf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tprintf(struct text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void tprintf(struct text *t, const char *fmt, ...)
 {
 	for (;;) {
@@ -540,41 +541,54 @@ static void time_cmd(struct client *c)
 #define CONN (CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_FAST)
 const struct command server_commands[] = {
 	{"ping", ping_cmd, -1, CMD_FAST | CMD_STALE, 0, 0, 0, NULL,
-	 "Returns the server's liveliness response.", "connection"},
+	 "Returns the server's liveliness response.", "connection",
+	 "[message]"},
 	{"echo", echo_cmd, 2, CMD_FAST, 0, 0, 0, NULL, "Returns the given string.",
-	 "connection"},
+	 "connection",
+	 "message"},
 	{"quit", quit_cmd, -1, CONN | CMD_NO_AUTH | CMD_NO_TXN, 0, 0, 0, NULL,
-	 "Closes the connection.", "connection"},
+	 "Closes the connection.", "connection", NULL},
 	{"auth", auth_cmd, -2, CONN | CMD_NO_AUTH, 0, 0, 0, NULL,
-	 "Authenticates the connection.", "connection"},
+	 "Authenticates the connection.", "connection",
+	 "[username] password"},
 	{"select", select_cmd, 2, CMD_LOADING | CMD_STALE | CMD_FAST, 0, 0, 0, NULL,
-	 "Changes the selected database (only 0 exists).", "connection"},
+	 "Changes the selected database (only 0 exists).", "connection",
+	 "index"},
 	{"hello", hello_cmd, -1, CONN | CMD_NO_AUTH, 0, 0, 0, NULL,
-	 "Handshakes with the server (RESP2 only).", "connection"},
+	 "Handshakes with the server (RESP2 only).", "connection",
+	 "[protover [AUTH username password] [SETNAME clientname]]"},
 	{"client", client_cmd, -2, CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, 0, 0, 0, NULL,
-	 "CLIENT ID, SETNAME, GETNAME, INFO.", "connection"},
+	 "CLIENT ID, SETNAME, GETNAME, INFO.", "connection",
+	 "ID|SETNAME connection-name|GETNAME|INFO|SETINFO attr value"},
 	{"command", command_cmd, -1, CMD_LOADING | CMD_STALE, 0, 0, 0, NULL,
-	 "Returns detailed information about all commands.", "server"},
+	 "Returns detailed information about all commands.", "server",
+	 "[COUNT|LIST|INFO [command-name ...]|DOCS [command-name ...]]"},
 	{"config", config_cmd, -2, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, 0, 0, 0,
-	 NULL, "CONFIG GET, SET, RESETSTAT.", "server"},
+	 NULL, "CONFIG GET, SET, RESETSTAT.", "server",
+	 "GET parameter [parameter ...]|SET parameter value [parameter value ...]|RESETSTAT"},
 	{"info", info_cmd, -1, CMD_LOADING | CMD_STALE, 0, 0, 0, NULL,
-	 "Returns information and statistics about the server.", "server"},
+	 "Returns information and statistics about the server.", "server",
+	 "[section [section ...]]"},
 	{"dbsize", dbsize_cmd, 1, CMD_READONLY | CMD_FAST, 0, 0, 0, NULL,
-	 "Returns the number of keys in the database.", "server"},
+	 "Returns the number of keys in the database.", "server", NULL},
 	{"flushdb", flush_cmd, -1, CMD_WRITE | CMD_KEYSPACE_EXCLUSIVE, 0, 0, 0, NULL,
-	 "Removes all keys from the current database.", "server"},
+	 "Removes all keys from the current database.", "server",
+	 "[ASYNC|SYNC]"},
 	{"flushall", flush_cmd, -1, CMD_WRITE | CMD_KEYSPACE_EXCLUSIVE, 0, 0, 0, NULL,
-	 "Removes all keys from all databases.", "server"},
+	 "Removes all keys from all databases.", "server",
+	 "[ASYNC|SYNC]"},
 	{"save", save_cmd, 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_NO_MULTI, 0, 0, 0, NULL,
-	 "Every write is already durable: returns OK.", "server"},
+	 "Every write is already durable: returns OK.", "server", NULL},
 	{"bgsave", bgsave_cmd, -1, CMD_ADMIN | CMD_NOSCRIPT, 0, 0, 0, NULL,
-	 "Every write is already durable: returns at once.", "server"},
+	 "Every write is already durable: returns at once.", "server",
+	 "[SCHEDULE]"},
 	{"lastsave", lastsave_cmd, 1, CMD_LOADING | CMD_STALE | CMD_FAST, 0, 0, 0, NULL,
-	 "Returns the Unix time of the last SAVE (or of the start).", "server"},
+	 "Returns the Unix time of the last SAVE (or of the start).", "server", NULL},
 	{"shutdown", shutdown_cmd, -1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE |
 	 CMD_NO_MULTI | CMD_NO_TXN, 0, 0, 0, NULL,
-	 "Closes the pool cleanly and stops the server.", "server"},
+	 "Closes the pool cleanly and stops the server.", "server",
+	 "[NOSAVE|SAVE] [NOW] [FORCE] [ABORT]"},
 	{"time", time_cmd, 1, CMD_LOADING | CMD_STALE | CMD_FAST, 0, 0, 0, NULL,
-	 "Returns the server time.", "server"},
+	 "Returns the server time.", "server", NULL},
 };
 const size_t server_commands_count = sizeof(server_commands) / sizeof(server_commands[0]);

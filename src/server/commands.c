@@ -93,11 +93,22 @@ void add_reply_command_info(struct client *c, const struct command *cmd)
 void add_reply_command_docs(struct client *c, const struct command *cmd)
 {
 	add_reply_bulk_cstr(c, cmd->name);
-	add_reply_array(c, 6);
+	add_reply_array(c, cmd->args ? 8 : 6);
 	add_reply_bulk_cstr(c, "summary");
 	add_reply_bulk_cstr(c, cmd->summary ? cmd->summary : "");
 	add_reply_bulk_cstr(c, "since");
 	add_reply_bulk_cstr(c, "1.0.0");
 	add_reply_bulk_cstr(c, "group");
 	add_reply_bulk_cstr(c, cmd->group ? cmd->group : "generic");
+	if (cmd->args) {
+		/* one argument of type string whose name is the whole hint: redis-cli prints
+		 * a string argument's name as it is */
+		add_reply_bulk_cstr(c, "arguments");
+		add_reply_array(c, 1);
+		add_reply_array(c, 4);
+		add_reply_bulk_cstr(c, "name");
+		add_reply_bulk_cstr(c, cmd->args);
+		add_reply_bulk_cstr(c, "type");
+		add_reply_bulk_cstr(c, "string");
+	}
 }

@@ -231,9 +231,17 @@ int group_add(struct client *c, struct group *g)
 	if (!c->authenticated || (c->flags & CLIENT_MULTI) || g->n == GROUP_MAX)
 		return 0;
 	/* multibulk arguments point into the query buffer, which stays put until the
-	 * group runs; inline ones are in the parser's scratch, reused by the next parse */
-	if (c->argv[0].ptr < c->qbuf || c->argv[0].ptr >= c->qbuf + c->qlen)
-		return 0;
+	 * group runs; inline ones are in the parser's scratch, reused by the next parse,
+	 * so they are copied */
+	size_t copy = 0;
+	if (c->argv[0].ptr < c->qbuf || c->argv[0].ptr >= c->qbuf + c->qlen) {
+		for (int i = 0; i < c->argc; i++)
+			copy += c->argv[i].len;
+		if (!g->inline_bytes && !(g->inline_bytes = malloc(GROUP_INLINE_BYTES)))
+			return 0;
+		if (copy > GROUP_INLINE_BYTES - g->inline_used)
+			return 0;
+	}
 	const struct command *cmd = command_lookup(c->argv[0].ptr, c->argv[0].len);
 	if (!cmd || (cmd->flags & (CMD_NO_TXN | CMD_KEYSPACE_EXCLUSIVE)) ||
 	    (cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity)
@@ -253,6 +261,16 @@ int group_add(struct client *c, struct group *g)
 	it->argc = c->argc;
 	it->first = g->nargs;
 	memcpy(g->args + g->nargs, c->argv, (size_t)c->argc * sizeof(*c->argv));
+	if (copy) {
+		for (int i = 0; i < c->argc; i++) {
+			struct arg *a = &g->args[g->nargs + (size_t)i];
+			char *to = g->inline_bytes + g->inline_used;
+			if (a->len)
+				memcpy(to, a->ptr, a->len);
+			a->ptr = to;
+			g->inline_used += a->len;
+		}
+	}
 	g->nargs += (size_t)c->argc;
 	return 1;
 }
@@ -262,6 +280,7 @@ void group_run(struct client *c, struct group *g)
 	size_t n = g->n;
 	g->n = 0;
 	g->nargs = 0;
+	g->inline_used = 0;
 	if (!n)
 		return;
 	atomic_fetch_add(&c->srv->total_commands, n);

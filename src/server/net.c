@@ -308,6 +308,8 @@ static void process_input(struct client *c)
 static int reserve_input(struct client *c)
 {
 	uint64_t limit = __atomic_load_n(&c->srv->cfg.query_buffer_limit, __ATOMIC_RELAXED);
+	/* CONFIG SET proto-max-bulk-len applies from the next read on */
+	c->parser.max_bulk = __atomic_load_n(&c->srv->cfg.proto_max_bulk_len, __ATOMIC_RELAXED);
 	size_t want = resp_command_min_size(&c->parser);
 	if (want > limit || c->qlen > limit)
 		return -1;
@@ -532,6 +534,7 @@ void net_stop(struct server *srv)
 		free(l->inbox);
 		ks_txn_free(&l->txn);
 		free(l->group.args);
+		free(l->group.inline_bytes);
 		if (l->epfd >= 0)
 			close(l->epfd);
 		if (l->wake_fd >= 0)

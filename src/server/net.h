@@ -43,11 +43,15 @@ struct group_item {
 	int argc;
 	size_t first;                 /* index of its first argument in args */
 };
+#define GROUP_INLINE_BYTES (128u * 1024u)
 struct group {
 	struct group_item items[GROUP_MAX];
 	size_t n;
-	struct arg *args;             /* argument arrays (the bytes stay in the query buffer) */
+	struct arg *args;             /* argument arrays: multibulk bytes stay in the query
+	                                 buffer, inline ones are copied to inline_bytes */
 	size_t nargs, cap;
+	char *inline_bytes;           /* GROUP_INLINE_BYTES, never moved while grouped */
+	size_t inline_used;
 };
 
 struct loop {
@@ -108,9 +112,9 @@ void reply_free(struct client *c);
 void dispatch_command(struct client *c);
 /**
  * group_add() - if the command in c->argc/c->argv may share a transaction with the
- * client's next pipelined commands (an ordinary keyed or keyless command, arguments in
- * the query buffer, the client authenticated and not in MULTI), add it to @g and
- * return 1; else return 0 and leave @g as it is. Its reply comes when @g runs.
+ * client's next pipelined commands (an ordinary keyed or keyless command, the client
+ * authenticated and not in MULTI, room left in @g), add it to @g and return 1; else
+ * return 0 and leave @g as it is. Its reply comes when @g runs.
  */
 int group_add(struct client *c, struct group *g);
 /**

@@ -15,6 +15,14 @@
  * and its writes and replies that error instead: a handler that gets a negative code
  * from a ks_* call just returns.
  *
+ * Sharing a transaction. Under EXEC, and for a client's pipelined commands (group
+ * commit, dispatch.c), several commands run one after another in ONE transaction with
+ * all their keys locked: a handler sees the writes of the commands before it and must
+ * not assume the transaction is empty (ks_txn_writes() counts theirs too). A handler
+ * that answers with an error of its own (syntax, WRONGTYPE, a member too long) must do
+ * so before it writes anything, since the writes it buffered would be committed with
+ * the others.
+ *
  * Adding commands. Each cmd_TYPE.c exports `const struct command TYPE_commands[]` and
  * `const size_t TYPE_commands_count` (declared below); commands.c joins them into the
  * table that lookups and COMMAND use. Names are lower case; arity, flags and key
@@ -82,6 +90,9 @@ struct command {
 	const char *summary;   /* one line for COMMAND DOCS */
 	const char *group;     /* "string", "hash", "list", "set", "sorted-set", "generic",
 	                          "server", "connection", "transactions" */
+	const char *args;      /* the arguments after the name, as the Redis docs write them
+	                          ("key value [NX|XX]"): redis-cli shows them as hints;
+	                          NULL if none */
 };
 
 /* The per-file tables. cmd_collections_stub.c defines the collection ones empty until

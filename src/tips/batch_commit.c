@@ -29,6 +29,8 @@
  *    heads) still yields the whole batch;
  *  - readers: a lookup sees each key switch when its entry is published; while the
  *    commit publishes, a reader of two keys may see one new and one old (tips/batch.h).
+ * A batch of one operation is committed as that single write (batch_commit_single):
+ * one key is atomic by itself.
  * Invariant: a failed commit returns before ts_take_n(): it has logged and published
  * nothing, and its reservations go back to the thread's credit.
  */
@@ -194,6 +196,38 @@ static void log_and_publish(struct tips_db *db, struct thread_ctx *ctx, struct t
 		long_chain[i] = cache_publish(db->cache, p[i].bucket, p[i].entry);
 }
 
+static void count_batch(struct tips_db *db)
+{
+	struct thread_ctx *ctx = ctx_get(db);
+	if (ctx)
+		count(&ctx->c.batches, 1);
+}
+
+/* The facade's single writes, for a batch of one operation (batch_commit_single). */
+static int single_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_put(s, k, kl, v, vl);
+}
+
+static int single_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_insert(s, k, kl, v, vl);
+}
+
+static int single_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+	return tips_update(s, k, kl, v, vl);
+}
+
+static int single_remove(void *s, const void *k, size_t kl)
+{
+	return tips_delete(s, k, kl); /* checked */
+}
+
+static const struct batch_single_ops single_ops = {
+	single_put, single_insert, single_update, NULL, single_remove
+};
+
 int tips_batch_commit(struct tips_db *db, struct tips_batch *b)
 {
 	if (!db)
@@ -201,6 +235,12 @@ int tips_batch_commit(struct tips_db *db, struct tips_batch *b)
 	int rc = batch_commit_check(b, "tips_batch_commit");
 	if (rc || b->n == 0)
 		return rc;
+	if (b->n == 1) {
+		rc = batch_commit_single(b, db, &single_ops);
+		if (rc == 0)
+			count_batch(db);
+		return rc;
+	}
 	if ((rc = batch_group(b)))
 		return rc;
 	size_t n = b->ngroups, max_ops;

@@ -253,6 +253,27 @@ void *batch_scratch(struct tips_batch *b, size_t bytes)
 	return b->scratch;
 }
 
+int batch_commit_single(struct tips_batch *b, void *store, const struct batch_single_ops *ops)
+{
+	const struct batch_item *it = &b->items[0];
+	const void *k = batch_key(b, 0), *v = batch_val(b, 0);
+	int rc;
+	switch (it->op) {
+	case BATCH_PUT: return ops->put(store, k, it->klen, v, it->vlen);
+	case BATCH_INSERT: rc = ops->insert(store, k, it->klen, v, it->vlen); break;
+	case BATCH_UPDATE: rc = ops->update(store, k, it->klen, v, it->vlen); break;
+	case BATCH_DELETE:
+		if (ops->delete)
+			return ops->delete(store, k, it->klen);
+		rc = ops->remove(store, k, it->klen);
+		return rc == TIPS_ENOTFOUND ? 0 : rc; /* absent: nothing to delete */
+	default: rc = ops->remove(store, k, it->klen); break;
+	}
+	if (rc == TIPS_EKEYEXISTS || rc == TIPS_ENOTFOUND)
+		b->failed_op = 0;
+	return rc;
+}
+
 int batch_commit_check(struct tips_batch *b, const char *who)
 {
 	if (!b)

@@ -92,6 +92,22 @@ int batch_group_check(const struct tips_batch *b, size_t g, bool present, size_t
  * without DRAM. */
 void *batch_scratch(struct tips_batch *b, size_t bytes);
 
+/* A store's single writes, for batch_commit_single(). @delete is blind (NULL: the
+ * store has none; @remove's TIPS_ENOTFOUND then counts as success). */
+struct batch_single_ops {
+	int (*put)(void *s, const void *k, size_t kl, const void *v, size_t vl);
+	int (*insert)(void *s, const void *k, size_t kl, const void *v, size_t vl);
+	int (*update)(void *s, const void *k, size_t kl, const void *v, size_t vl);
+	int (*delete)(void *s, const void *k, size_t kl);
+	int (*remove)(void *s, const void *k, size_t kl);
+};
+
+/* A batch of exactly one operation is that single write: one key is atomic by itself,
+ * so the store's own call gives the same guarantee without the batch's bookkeeping
+ * (grouping, a header entry, scratch). Call after batch_commit_check() with b->n == 1.
+ * Returns the write's result; a failed condition sets failed_op to 0. */
+int batch_commit_single(struct tips_batch *b, void *store, const struct batch_single_ops *ops);
+
 /* The commit's argument checks: NULL batch, a failed add. 0 or the code (with a
  * message naming the operation; sets failed_op). */
 int batch_commit_check(struct tips_batch *b, const char *who);

@@ -348,6 +348,11 @@ static void *reader(void *arg)
 				int64_t v = get(cdb, w * 1000 + i);
 				if (v == -1)
 					v = 0; /* before the writer's first batch */
+				if (v < last[w][i] || v < (int64_t)floor || v > ROUNDS)
+					fprintf(stderr, "reader: key %u: read %lld after %lld, "
+						"writer %u had committed %llu\n", w * 1000 + i,
+						(long long)v, (long long)last[w][i], w,
+						(unsigned long long)floor);
 				CHECK(v >= last[w][i]);        /* only forward */
 				CHECK(v >= (int64_t)floor);    /* every committed batch visible */
 				CHECK(v <= ROUNDS);
