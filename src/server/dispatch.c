@@ -123,12 +123,31 @@ int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n)
 	return rc;
 }
 
+/* 1 if @cmd may create keys (denyoom) and one of its keys is longer than a key can be
+ * here (reads and deletes of such a key just find nothing). */
+static int key_too_long(const struct command *cmd, int argc, const struct arg *argv)
+{
+	if (!(cmd->flags & CMD_DENYOOM) || cmd->getkeys || cmd->first_key <= 0)
+		return 0;
+	int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
+	int step = cmd->step > 0 ? cmd->step : 1;
+	for (int i = cmd->first_key; i <= last && i < argc; i += step)
+		if (argv[i].len > KS_MAX_USER_KEY)
+			return 1;
+	return 0;
+}
+
 /* Runs @cmd (in c->argc/c->argv) in a transaction of its own, its keys locked. */
 static void call(struct client *c, const struct command *cmd)
 {
 	c->cmd = cmd;
 	if (cmd->flags & CMD_NO_TXN) {
 		cmd->proc(c);
+		return;
+	}
+	if (key_too_long(cmd, c->argc, c->argv)) {
+		add_reply_errorf(c, "ERR key too long for tips-server (at most %u bytes)",
+				 KS_MAX_USER_KEY);
 		return;
 	}
 	struct queued_cmd one = {cmd, c->argc, c->argv};
@@ -244,7 +263,8 @@ int group_add(struct client *c, struct group *g)
 	}
 	const struct command *cmd = command_lookup(c->argv[0].ptr, c->argv[0].len);
 	if (!cmd || (cmd->flags & (CMD_NO_TXN | CMD_KEYSPACE_EXCLUSIVE)) ||
-	    (cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity)
+	    (cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity ||
+	    key_too_long(cmd, c->argc, c->argv))
 		return 0;
 	if (g->nargs + (size_t)c->argc > g->cap) {
 		size_t cap = g->cap ? g->cap : 1024;

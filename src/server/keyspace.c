@@ -497,6 +497,11 @@ struct ks_txn {
 	size_t bytes;         /* logged-bytes estimate of the batch */
 	int64_t dkeys, dexpires, dexpired;
 	int garbage;          /* 'g' records written */
+	/* the meta record last read from the store (meta_read) */
+	unsigned char last_mk[TIPS_MAX_KEY];
+	size_t last_mklen;    /* 0: none */
+	int last_rc;
+	struct ks_meta last_m;
 	struct arena_block *arena;
 	struct tips_batch *stage;     /* the pieces of a long string, committed ahead */
 	uint64_t staged[MAX_STAGED];  /* generations staged by this txn (pending records) */
@@ -596,6 +601,7 @@ static void txn_end(struct ks_txn *t)
 {
 	t->nw = 0;
 	t->nstaged = 0;
+	t->last_mklen = 0;
 	if (t->slots)
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	t->bytes = 0;
@@ -835,22 +841,42 @@ static int meta_key(struct ks_txn *t, const void *key, size_t klen, unsigned cha
 /* The meta record at index key @mk, expired or not, str copied into scratch.
  * Return: 1, 0, negative. */
 static int meta_read(struct ks_txn *t, const unsigned char *mk, size_t mklen,
-		     struct ks_meta *m)
+		     struct ks_meta *m, int need_str)
 {
+	/* not written by this txn: the store's answer, maybe already read (the caller
+	 * holds the key's lock, so it cannot have changed) */
+	int from_store = !txn_find(t, mk, mklen);
+	if (from_store && !need_str && t->last_mklen == mklen &&
+	    !memcmp(t->last_mk, mk, mklen)) {
+		if (t->last_rc == 1)
+			*m = t->last_m;
+		return t->last_rc;
+	}
 	size_t vlen = 0;
 	int rc = txn_read(t, mk, mklen, t->vbuf, TIPS_MAX_VALUE, &vlen);
-	if (rc <= 0)
+	if (rc < 0)
 		return rc;
-	if (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m))
+	if (rc == 1 && (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m)))
 		return txn_fail(t, TIPS_ECORRUPT);
-	if (m->str_len) {
+	if (from_store && mklen <= sizeof(t->last_mk)) {
+		memcpy(t->last_mk, mk, mklen);
+		t->last_mklen = mklen;
+		t->last_rc = rc;
+		if (rc == 1) {
+			t->last_m = *m;
+			t->last_m.str = NULL; /* only kept for callers that need no value */
+		}
+	}
+	if (rc == 0)
+		return 0;
+	if (m->str_len && need_str) {
 		char *s = ks_scratch(t, m->str_len);
 		if (!s)
 			return t->err;
 		memcpy(s, m->str, m->str_len);
 		m->str = s;
 	} else {
-		m->str = "";
+		m->str = m->str_len ? NULL : "";
 	}
 	return 1;
 }
@@ -894,7 +920,7 @@ int ks_lookup(struct ks_txn *t, const void *key, size_t klen, struct ks_meta *m)
 	if (klen > KS_MAX_USER_KEY)
 		return 0; /* no such key can exist */
 	meta_key(t, key, klen, mk);
-	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, m);
+	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, m, 1);
 	if (rc <= 0)
 		return rc;
 	if (expired(t, m)) {
@@ -916,7 +942,7 @@ int ks_write_meta(struct ks_txn *t, const void *key, size_t klen, const struct k
 	if (slen > KS_MAX_INLINE)
 		return txn_fail(t, TIPS_ETOOBIG);
 	struct ks_meta old;
-	rc = meta_read(t, mk, mklen, &old);
+	rc = meta_read(t, mk, mklen, &old, 0);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
@@ -943,7 +969,7 @@ int ks_delete_key(struct ks_txn *t, const void *key, size_t klen)
 		return 0;
 	meta_key(t, key, klen, mk);
 	struct ks_meta old;
-	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, &old);
+	int rc = meta_read(t, mk, klen + KS_META_KEY_PREFIX, &old, 0);
 	if (rc <= 0)
 		return rc;
 	int was_live = !expired(t, &old);
@@ -1074,11 +1100,13 @@ typedef int (*range_fn)(const unsigned char *suffix, size_t slen, const void *va
 
 /*
  * Calls @fn for the keys prefix+suffix with suffix >= @from, in order, the buffered
- * writes merged in if @merge, until @fn returns non-zero. Return: keys passed to @fn,
- * or a negative code.
+ * writes merged in if @merge, until @fn returns non-zero. @want: how many keys @fn will
+ * probably take (the first chunk asks the store for no more: on a hash table every
+ * chunk costs a pass over the table). Return: keys passed to @fn, or a negative code.
  */
 static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t plen,
-		       const void *from, size_t flen, int merge, range_fn fn, void *arg)
+		       const void *from, size_t flen, int merge, size_t want, range_fn fn,
+		       void *arg)
 {
 	if (t->err)
 		return t->err;
@@ -1107,10 +1135,11 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 	struct chunk_item *items = t->items;
 	long passed = 0;
 	int stop = 0, skip_equal = 0;
+	size_t chunk = want < t->chunk ? want + 1 : t->chunk;
 	while (!stop) {
-		struct chunk c = {t, prefix, plen, items, 0, t->chunk, 0, 0, 0};
+		struct chunk c = {t, prefix, plen, items, 0, chunk, 0, 0, 0};
 		t->sused = 0;
-		long n = store_scan(t->db->store, start, slen, t->chunk, chunk_add, &c);
+		long n = store_scan(t->db->store, start, slen, chunk, chunk_add, &c);
 		if (n < 0 || c.err) {
 			free(ov);
 			return txn_fail(t, n < 0 ? (int)n : c.err);
@@ -1119,7 +1148,7 @@ static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t ple
 		if (skip_equal && c.n && key_cmp(t->sbuf + items[0].koff, items[0].klen, start,
 						 slen) == 0)
 			i = 1; /* the last key of the previous chunk */
-		int done = c.past || (c.n < t->chunk && !c.full);
+		int done = c.past || (c.n < chunk && !c.full);
 		for (; i < c.n && !stop; i++) {
 			const unsigned char *k = t->sbuf + items[i].koff;
 			size_t kl = items[i].klen;
@@ -1150,6 +1179,7 @@ next_item:;
 		memcpy(start, t->sbuf + last->koff, last->klen);
 		slen = last->klen;
 		skip_equal = 1;
+		chunk = t->chunk; /* @fn wanted more than guessed */
 	}
 	while (!stop && iov < nov) {
 		struct wentry *e = ov[iov++];
@@ -1187,7 +1217,7 @@ long ks_scan_members(struct ks_txn *t, uint64_t gen, const void *from, size_t fl
 	prefix[0] = KS_FAMILY_MEMBER;
 	put_be64(prefix + 1, gen);
 	struct member_arg a = {fn, arg, count};
-	return scan_range(t, prefix, sizeof(prefix), from, flen, 1, member_cb, &a);
+	return scan_range(t, prefix, sizeof(prefix), from, flen, 1, count, member_cb, &a);
 }
 
 struct keys_arg {
@@ -1223,7 +1253,7 @@ long ks_scan_keys(struct ks_txn *t, const void *from, size_t flen, size_t count,
 	prefix[0] = KS_FAMILY_META;
 	put_be32(prefix + 1, t->ksgen);
 	struct keys_arg a = {t, fn, arg, count, 0};
-	long n = scan_range(t, prefix, sizeof(prefix), from, flen, 0, keys_cb, &a);
+	long n = scan_range(t, prefix, sizeof(prefix), from, flen, 0, count, keys_cb, &a);
 	return n < 0 ? n : a.passed;
 }
 
@@ -1409,7 +1439,7 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 		ks_txn_begin(t, 0);
 		struct sweep_arg a = {t, 0, max, t->ksgen, 0, 0};
 		const unsigned char kp = KS_FAMILY_META;
-		scan_range(t, &kp, 1, NULL, 0, 0, sweep_old_meta_cb, &a);
+		scan_range(t, &kp, 1, NULL, 0, 0, max, sweep_old_meta_cb, &a);
 		if (ks_txn_commit(t))
 			atomic_store(&db->old_keyspace, 1);
 		else
@@ -1426,7 +1456,7 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 	ks_txn_begin(t, 0);
 	struct garbage_list gl = {{0}, 0};
 	const unsigned char gp = KS_FAMILY_GARBAGE;
-	scan_range(t, &gp, 1, NULL, 0, 0, garbage_cb, &gl);
+	scan_range(t, &gp, 1, NULL, 0, 0, 16, garbage_cb, &gl);
 	size_t budget = max;
 	uint64_t swept = 0;
 	for (size_t i = 0; i < gl.n && budget > 1; i++) {
@@ -1434,7 +1464,7 @@ static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
 		unsigned char prefix[KS_MEMBER_KEY_PREFIX];
 		prefix[0] = KS_FAMILY_MEMBER;
 		put_be64(prefix + 1, gl.gens[i]);
-		scan_range(t, prefix, sizeof(prefix), NULL, 0, 0, sweep_member_cb, &m);
+		scan_range(t, prefix, sizeof(prefix), NULL, 0, 0, budget, sweep_member_cb, &m);
 		budget -= m.n;
 		swept += m.n;
 		if (m.more) {
@@ -1504,7 +1534,7 @@ static void sweep_expired(struct ks_db *db, struct ks_txn *t, struct expire_arg 
 	prefix[0] = KS_FAMILY_META;
 	put_be32(prefix + 1, t->ksgen);
 	scan_range(t, prefix, sizeof(prefix), db->expire_cursor, db->expire_cursor_len, 0,
-		   expire_cb, a);
+		   EXPIRE_SLICE, expire_cb, a);
 	if (a->seen == EXPIRE_SLICE && a->last_len < sizeof(db->expire_cursor)) {
 		/* resume just after the last key seen */
 		memcpy(db->expire_cursor, a->last, a->last_len);

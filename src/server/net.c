@@ -263,6 +263,16 @@ static void process_input(struct client *c)
 {
 	while (c->qpos < c->qlen &&
 	       !(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
+		/* CONFIG SET proto-max-bulk-len applies at once; a client that has not
+		 * authenticated may send only small requests (as Redis: 10 arguments, 16 KiB) */
+		if (c->authenticated) {
+			c->parser.max_bulk = __atomic_load_n(&c->srv->cfg.proto_max_bulk_len,
+							     __ATOMIC_RELAXED);
+			c->parser.max_args = 1024 * 1024;
+		} else {
+			c->parser.max_bulk = 16384;
+			c->parser.max_args = 10;
+		}
 		int rc = resp_parse(&c->parser, c->qbuf + c->qpos, c->qlen - c->qpos);
 		if (rc == RESP_MORE)
 			break;
@@ -308,8 +318,6 @@ static void process_input(struct client *c)
 static int reserve_input(struct client *c)
 {
 	uint64_t limit = __atomic_load_n(&c->srv->cfg.query_buffer_limit, __ATOMIC_RELAXED);
-	/* CONFIG SET proto-max-bulk-len applies from the next read on */
-	c->parser.max_bulk = __atomic_load_n(&c->srv->cfg.proto_max_bulk_len, __ATOMIC_RELAXED);
 	size_t want = resp_command_min_size(&c->parser);
 	if (want > limit || c->qlen > limit)
 		return -1;

@@ -54,7 +54,9 @@ struct client;
 /* Flags, as COMMAND reports them (command_flag_names() in commands.c). */
 #define CMD_WRITE (1u << 0)       /* "write": may modify the keyspace */
 #define CMD_READONLY (1u << 1)    /* "readonly" */
-#define CMD_DENYOOM (1u << 2)     /* "denyoom": may grow the data */
+#define CMD_DENYOOM (1u << 2)     /* "denyoom": may grow the data (may create keys:
+                                     the dispatcher refuses keys longer than
+                                     KS_MAX_USER_KEY before the handler runs) */
 #define CMD_ADMIN (1u << 3)       /* "admin" */
 #define CMD_NOSCRIPT (1u << 4)    /* "noscript" */
 #define CMD_LOADING (1u << 5)     /* "loading" */

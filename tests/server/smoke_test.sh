@@ -99,6 +99,12 @@ cli -x set big <"$dir/big" >/dev/null
 expect 1048576 strlen big
 cli --raw get big >"$dir/big.out"
 cmp -s -n 1048576 "$dir/big.out" "$dir/big" || fail "1 MiB string differs"
+# a reply past client-output-buffer-limit drops the client (and only that client)
+expect OK config set client-output-buffer-limit 1mb
+cli get big >/dev/null 2>&1 || true
+grep -q "Closing client .*client-output-buffer-limit" "$log" || fail "output limit not enforced"
+expect OK config set client-output-buffer-limit 1gb
+expect 1048576 strlen big
 expect 1048576 setrange big 5 ""
 # a 4 MiB string: more than one batch takes, its pieces are staged ahead of the batch
 # that makes it visible
@@ -135,6 +141,8 @@ expect "NOAUTH Authentication required." get k2
 expect v -a s3cret --no-auth-warning get k2
 expect v -s "$dir/sock" -a s3cret --no-auth-warning get k2
 expect "WRONGPASS invalid username-password pair or user is disabled." auth nope
+# before AUTH only small requests are read (as Redis: 10 arguments, 16 KiB bulks)
+expect "ERR Protocol error: invalid multibulk length" mget 1 2 3 4 5 6 7 8 9 10 11
 kill -TERM "$pid"; wait "$pid" || fail "exit status $? after SIGTERM"; pid=""
 grep -q "Received SIGTERM" "$log" && grep -q "Pool closed cleanly" "$log" || fail "SIGTERM"
 
