@@ -480,7 +480,8 @@ static void dbsize_cmd(struct client *c)
 {
 	struct ks_stats ks;
 	ks_db_stats(c->srv->db, &ks);
-	add_reply_int(c, (long long)ks.keys);
+	/* a pipelined group's earlier writes are this client's, not yet committed */
+	add_reply_int(c, (long long)ks.keys + (long long)ks_txn_pending_keys(c->txn));
 }
 
 static void flush_cmd(struct client *c)

@@ -652,6 +652,11 @@ int ks_txn_error(struct ks_txn *t)
 	return t->err;
 }
 
+int64_t ks_txn_pending_keys(struct ks_txn *t)
+{
+	return t ? t->dkeys : 0;
+}
+
 size_t ks_txn_writes(struct ks_txn *t)
 {
 	return t->nw;

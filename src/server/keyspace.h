@@ -202,6 +202,9 @@ void ks_txn_abort(struct ks_txn *t);
 /** ks_txn_error() - the first negative code a call of this transaction returned, or 0. */
 int ks_txn_error(struct ks_txn *t);
 /** ks_txn_writes() - index writes buffered so far. */
+/* Keys the transaction has made minus those it deleted, not committed yet (DBSIZE
+ * inside a pipelined group counts them). */
+int64_t ks_txn_pending_keys(struct ks_txn *t);
 size_t ks_txn_writes(struct ks_txn *t);
 /** ks_scratch() - @size bytes that live until the transaction ends; NULL (and
  * TIPS_ENOMEM recorded) if DRAM is out. */
