@@ -40,6 +40,12 @@ static void multi_cmd(struct client *c)
 	add_reply_ok(c);
 }
 
+void multi_abort(struct client *c, const char *why)
+{
+	discard_queue(c);
+	add_reply_errorf(c, "EXECABORT Transaction discarded because of: %s", why);
+}
+
 static void discard_cmd(struct client *c)
 {
 	if (!(c->flags & CLIENT_MULTI)) {

@@ -8,6 +8,8 @@
  * the main thread, so the next start replays nothing.
  */
 #include "server.h"
+
+#include <ctype.h>
 #include "net.h"
 
 #include <stdio.h>
@@ -192,8 +194,12 @@ static void client_cmd(struct client *c)
 		add_reply_bulk_cstr(c, buf);
 	} else if (arg_is(sub, "id") || arg_is(sub, "setname") || arg_is(sub, "getname") ||
 		   arg_is(sub, "info") || arg_is(sub, "setinfo")) {
-		add_reply_errorf(c, "ERR wrong number of arguments for 'client|%.*s' command",
-				 (int)sub->len, sub->ptr);
+		char name[16]; /* the subcommand in lower case, as Redis names it */
+		size_t n = sub->len < sizeof(name) - 1 ? sub->len : sizeof(name) - 1;
+		for (size_t i = 0; i < n; i++)
+			name[i] = (char)tolower((unsigned char)sub->ptr[i]);
+		name[n] = 0;
+		add_reply_errorf(c, "ERR wrong number of arguments for 'client|%s' command", name);
 	} else {
 		add_reply_errorf(c, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.",
 				 (int)(sub->len > 128 ? 128 : sub->len), sub->ptr);

@@ -10,6 +10,7 @@
  */
 #include "server.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -334,14 +335,14 @@ static void decrby_cmd(struct client *c)
 static int parse_ld(const char *s, size_t n, long double *out)
 {
 	char buf[5120];
-	if (n == 0 || n >= sizeof(buf) || s[0] == ' ' || s[0] == '\t')
+	if (n == 0 || n >= sizeof(buf) || isspace((unsigned char)s[0]))
 		return -1;
 	memcpy(buf, s, n);
 	buf[n] = 0;
 	char *end;
 	errno = 0;
 	long double v = strtold(buf, &end);
-	if (*end || errno == ERANGE || isnan(v))
+	if (end != buf + n || errno == ERANGE || isnan(v)) /* all of it: no NUL inside */
 		return -1;
 	*out = v;
 	return 0;

@@ -252,9 +252,14 @@ void dispatch_command(struct client *c)
 		return;
 	}
 	if ((cmd->arity > 0 && c->argc != cmd->arity) || c->argc < -cmd->arity) {
-		snprintf(msg, sizeof(msg), "ERR wrong number of arguments for '%s' command",
-			 cmd->name);
-		reject(c, msg);
+		snprintf(msg, sizeof(msg), "wrong number of arguments for '%s' command", cmd->name);
+		if (!strcmp(cmd->name, "exec")) {
+			multi_abort(c, msg); /* a rejected EXEC ends any transaction, as Redis */
+			return;
+		}
+		char err[sizeof(msg) + 4];
+		snprintf(err, sizeof(err), "ERR %s", msg);
+		reject(c, err);
 		return;
 	}
 	if (!c->authenticated && !(cmd->flags & CMD_NO_AUTH)) {
@@ -386,7 +391,7 @@ int arg_to_double(const struct arg *a, double *out)
 	char *end;
 	errno = 0;
 	double d = strtod(buf, &end);
-	if (*end || isnan(d) || (errno == ERANGE && (isinf(d) || d == 0)))
+	if (end != buf + a->len || isnan(d) || (errno == ERANGE && (isinf(d) || d == 0)))
 		return -1;
 	*out = d;
 	return 0;

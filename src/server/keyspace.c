@@ -1291,7 +1291,7 @@ long ks_scan_keys(struct ks_txn *t, const void *from, size_t flen, size_t count,
 	prefix[0] = KS_FAMILY_META;
 	put_be32(prefix + 1, t->ksgen);
 	struct keys_arg a = {t, fn, arg, count, 0};
-	long n = ks_scan_range(t, prefix, sizeof(prefix), from, flen, 0, count, keys_cb, &a);
+	long n = ks_scan_range(t, prefix, sizeof(prefix), from, flen, 1, count, keys_cb, &a);
 	return n < 0 ? n : a.passed;
 }
 

@@ -50,7 +50,7 @@ void add_reply_raw(struct client *c, const void *p, size_t len)
 	c->reply_bytes += len;
 	while (len) {
 		struct reply_chunk *ch = c->reply_tail;
-		if (!ch || ch->cap == ch->len) {
+		if (!ch || ch->len >= ch->cap) {
 			ch = new_chunk(c, len > CHUNK_SIZE ? len : CHUNK_SIZE);
 			if (!ch)
 				return;
@@ -183,7 +183,7 @@ void set_deferred_array(struct client *c, void *handle, long long n)
 	if (!ch)
 		return;
 	int len = snprintf(ch->data, DEFERRED_SIZE, "*%lld\r\n", n);
-	ch->len = (size_t)len;
+	ch->len = ch->cap = (size_t)len; /* still full: a later reply takes a new chunk */
 	c->reply_bytes += (size_t)len;
 }
 
@@ -195,7 +195,7 @@ void set_deferred_bulk_ull(struct client *c, void *handle, unsigned long long v)
 	char digits[24];
 	int n = snprintf(digits, sizeof(digits), "%llu", v);
 	int len = snprintf(ch->data, DEFERRED_SIZE, "$%d\r\n%s\r\n", n, digits);
-	ch->len = (size_t)len;
+	ch->len = ch->cap = (size_t)len; /* still full: a later reply takes a new chunk */
 	c->reply_bytes += (size_t)len;
 }
 

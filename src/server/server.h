@@ -97,6 +97,10 @@ struct command {
 	                          NULL if none */
 };
 
+/* MULTI in progress: drop the queued commands and reply "EXECABORT Transaction
+ * discarded because of: @why" (cmd_multi.c). */
+void multi_abort(struct client *c, const char *why);
+
 /* The per-file tables. */
 extern const struct command server_commands[];   /* cmd_server.c */
 extern const size_t server_commands_count;
