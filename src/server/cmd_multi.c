@@ -8,14 +8,22 @@
  * that fails with an error reply (WRONGTYPE, ...) does not stop the others, as in Redis;
  * a failure of the store (pool full, batch too large) abandons the whole EXEC and is
  * its only reply.
+ *
+ * WATCH records the version of each watched key's lock stripe (locks.h); EXEC locks
+ * those stripes with its own and, if a version moved (a write to a key of that stripe
+ * committed, or a FLUSHDB), runs nothing and answers a null array, as Redis does. Two
+ * keys can share a stripe, so a write to another key can abort an EXEC too (safe: the
+ * client retries); expiry alone does not count as a change.
  */
 #include "server.h"
 #include "net.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static void discard_queue(struct client *c)
 {
+	unwatch(c);
 	for (size_t i = 0; i < c->mcount; i++)
 		free((void *)c->mstate[i].argv);
 	c->mcount = 0;
@@ -55,12 +63,48 @@ static void exec_cmd(struct client *c)
 	}
 	struct reply_mark mark = reply_mark(c);
 	add_reply_array(c, (long long)c->mcount);
-	int rc = run_commands(c, c->mstate, c->mcount);
+	int rc = run_commands(c, c->mstate, c->mcount, 1);
 	discard_queue(c);
 	if (rc) {
 		reply_truncate(c, mark); /* the array's header too */
-		reply_store_error(c, rc);
+		if (rc == 1)
+			add_reply_null_array(c); /* a watched key changed */
+		else
+			reply_store_error(c, rc);
 	}
+}
+
+static void watch_cmd(struct client *c)
+{
+	if (c->flags & CLIENT_MULTI) {
+		add_reply_error(c, "ERR WATCH inside MULTI is not allowed");
+		return;
+	}
+	struct locks *locks = ks_db_locks(c->srv->db);
+	if (!c->nwatched)
+		c->watch_flushes = atomic_load(&locks->flushes);
+	for (int i = 1; i < c->argc; i++) {
+		if (c->nwatched == c->wcap) {
+			size_t cap = c->wcap ? 2 * c->wcap : 8;
+			struct watched_stripe *w = realloc(c->watched, cap * sizeof(*w));
+			if (!w) {
+				add_reply_error(c, "ERR out of memory");
+				return;
+			}
+			c->watched = w;
+			c->wcap = cap;
+		}
+		unsigned s = lock_stripe(c->argv[i].ptr, c->argv[i].len);
+		c->watched[c->nwatched].stripe = s;
+		c->watched[c->nwatched++].version = atomic_load(&locks->version[s]);
+	}
+	add_reply_ok(c);
+}
+
+static void unwatch_cmd(struct client *c)
+{
+	unwatch(c);
+	add_reply_ok(c);
 }
 
 #define F (CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_NO_TXN)
@@ -69,6 +113,11 @@ const struct command multi_commands[] = {
 	 "Starts a transaction.", "transactions", NULL},
 	{"exec", exec_cmd, 1, F, 0, 0, 0, NULL,
 	 "Executes all commands in a transaction, committed as one batch.", "transactions", NULL},
+	{"watch", watch_cmd, -2, F | CMD_FAST, 1, -1, 1, NULL,
+	 "Monitors changes to keys to determine the execution of a transaction.",
+	 "transactions", "key [key ...]"},
+	{"unwatch", unwatch_cmd, 1, F | CMD_FAST, 0, 0, 0, NULL,
+	 "Forgets about watched keys of a transaction.", "transactions", NULL},
 	{"discard", discard_cmd, 1, F | CMD_FAST, 0, 0, 0, NULL,
 	 "Discards a transaction.", "transactions", NULL},
 };

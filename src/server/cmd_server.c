@@ -490,8 +490,10 @@ static void flush_cmd(struct client *c)
 		add_reply_error(c, ERR_SYNTAX);
 		return;
 	}
-	if (ks_flush(c->txn) == 0)
+	if (ks_flush(c->txn) == 0) {
+		atomic_fetch_add(&ks_db_locks(c->srv->db)->flushes, 1); /* WATCH sees it */
 		add_reply_ok(c);
+	}
 }
 
 static void save_cmd(struct client *c)

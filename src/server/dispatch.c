@@ -84,18 +84,47 @@ void reply_store_error(struct client *c, int rc)
 	}
 }
 
-int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n)
+void unwatch(struct client *c)
 {
-	struct lockset ls;
+	c->nwatched = 0;
+}
+
+/* 1 if a watched stripe changed since WATCH (call with them held). */
+static int watch_changed(struct client *c, struct locks *locks)
+{
+	if (c->nwatched && atomic_load(&locks->flushes) != c->watch_flushes)
+		return 1;
+	for (size_t i = 0; i < c->nwatched; i++)
+		if (atomic_load(&locks->version[c->watched[i].stripe]) != c->watched[i].version)
+			return 1;
+	return 0;
+}
+
+int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n,
+		 int check_watch)
+{
+	struct lockset ls, written;
 	lockset_clear(&ls);
+	lockset_clear(&written);
 	int excl = 0;
 	for (size_t i = 0; i < n; i++)
 		excl |= (cmds[i].cmd->flags & CMD_KEYSPACE_EXCLUSIVE) != 0;
-	if (!excl)
+	if (!excl) {
 		for (size_t i = 0; i < n; i++)
 			command_keys(cmds[i].cmd, cmds[i].argc, cmds[i].argv, &ls);
+		if (check_watch)
+			for (size_t i = 0; i < c->nwatched; i++)
+				lockset_add_stripe(&ls, c->watched[i].stripe);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (cmds[i].cmd->flags & CMD_WRITE)
+			command_keys(cmds[i].cmd, cmds[i].argc, cmds[i].argv, &written);
 	struct locks *locks = ks_db_locks(c->srv->db);
 	locks_acquire(locks, &ls, excl);
+	if (check_watch && watch_changed(c, locks)) {
+		locks_release(locks, &ls);
+		return 1;
+	}
 	struct reply_mark mark = reply_mark(c);
 	c->txn = c->loop->txn;
 	ks_txn_begin(c->txn, server_now_ms());
@@ -111,11 +140,14 @@ int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n)
 	c->argc = argc;
 	c->argv = argv;
 	c->cmd = cmd;
+	int wrote = ks_txn_writes(c->txn) != 0;
 	int rc = ks_txn_error(c->txn);
 	if (rc)
 		ks_txn_abort(c->txn);
 	else
 		rc = ks_txn_commit(c->txn);
+	if (!rc && wrote)
+		locks_bump(locks, &written);
 	locks_release(locks, &ls);
 	c->txn = NULL;
 	if (rc)
@@ -151,7 +183,7 @@ static void call(struct client *c, const struct command *cmd)
 		return;
 	}
 	struct queued_cmd one = {cmd, c->argc, c->argv};
-	int rc = run_commands(c, &one, 1);
+	int rc = run_commands(c, &one, 1, 0);
 	if (rc)
 		reply_store_error(c, rc);
 }
@@ -231,7 +263,7 @@ void dispatch_command(struct client *c)
 	}
 	if ((c->flags & CLIENT_MULTI) && strcmp(cmd->name, "exec") &&
 	    strcmp(cmd->name, "discard") && strcmp(cmd->name, "multi") &&
-	    strcmp(cmd->name, "quit")) {
+	    strcmp(cmd->name, "watch") && strcmp(cmd->name, "quit")) {
 		if (cmd->flags & CMD_NO_MULTI) {
 			snprintf(msg, sizeof(msg), "ERR Command not allowed inside a transaction");
 			reject(c, msg);
@@ -310,7 +342,7 @@ void group_run(struct client *c, struct group *g)
 		cmds[i].argc = g->items[i].argc;
 		cmds[i].argv = g->args + g->items[i].first;
 	}
-	if (run_commands(c, cmds, n) == 0)
+	if (run_commands(c, cmds, n, 0) == 0)
 		return;
 	/* nothing was applied: run them one by one, each with its own outcome */
 	int argc = c->argc;

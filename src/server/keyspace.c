@@ -1,6 +1,6 @@
 /*
  * keyspace.c - the Redis keyspace laid out in one persistent index (keyspace.h,
- * docs/server.md), transactions that commit as one batch, and the sweeper.
+ * docs/server.md), and transactions that commit as one batch (the sweeper: sweep.c).
  *
  * Invariants:
  *  - every user key has exactly one meta record under the current ksgen; every member
@@ -13,6 +13,7 @@
  *    out, so none is reused after a crash.
  */
 #include "keyspace.h"
+#include "keyspace_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -27,8 +28,6 @@
 #define LAYOUT_VERSION 1u
 #define SERVER_RECORD_SIZE 24u
 #define GEN_BLOCK 65536u
-#define SWEEP_BATCH 512u          /* index keys one sweeper transaction deletes at most */
-#define EXPIRE_SLICE 200u         /* meta records the expiry walk looks at per round */
 #define ARENA_BLOCK (64u * 1024u)
 #define MAX_STRING (512u << 20)   /* Redis's limit on a string */
 #define MAX_STAGED 64u            /* long strings staged by one transaction */
@@ -39,45 +38,6 @@
 #define CHUNK_BYTES (4u << 20) /* ... and at most about this many bytes */
 
 /* ---- encodings ---------------------------------------------------------------------- */
-
-static void put_be64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static uint64_t get_be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-	for (int i = 3; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static uint32_t get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 void ks_score_encode(double score, unsigned char out[8])
 {
@@ -135,7 +95,7 @@ static void meta_encode(unsigned char *out, const struct ks_meta *m)
 }
 
 /* Decodes a meta record; m->str points into @v. Return: 0, or -1 if malformed. */
-static int meta_decode(const unsigned char *v, size_t vlen, struct ks_meta *m)
+int ks_meta_decode(const unsigned char *v, size_t vlen, struct ks_meta *m)
 {
 	if (vlen < KS_META_SIZE || v[0] < KS_STRING || v[0] > KS_HASH)
 		return -1;
@@ -151,33 +111,6 @@ static int meta_decode(const unsigned char *v, size_t vlen, struct ks_meta *m)
 }
 
 /* ---- the database ------------------------------------------------------------------- */
-
-struct ks_db {
-	struct store *store;
-	struct locks locks;
-	int ordered;
-	size_t max_ops, max_bytes;
-	size_t max_string_batch;     /* longest string whose pieces fit the command's batch */
-	size_t max_string;           /* longest string at all (pieces staged beyond the above) */
-	pthread_mutex_t gen_lock;    /* guards the 'G' record and the fields below */
-	uint64_t gen_next, gen_reserved;
-	_Atomic uint32_t ksgen;
-	_Atomic int64_t keys, expires;
-	_Atomic uint64_t expired_keys, swept_members, swept_keys, garbage_pending;
-	_Atomic uint64_t commits, commit_ops;
-	double start_scan_ms;
-	/* the sweeper: it looks for garbage only when these say there may be some (both
-	 * start at 1: a crash may have left work) */
-	_Atomic int garbage_hint, old_keyspace;
-	unsigned sweep_hz;
-	pthread_t sweeper;
-	int sweeper_started;
-	pthread_mutex_t stop_lock;
-	pthread_cond_t stop_cond;
-	int stop;
-	unsigned char expire_cursor[TIPS_MAX_KEY]; /* user key the expiry walk resumes at */
-	size_t expire_cursor_len;
-};
 
 static int write_server_record(struct ks_db *db, uint64_t reserved, uint32_t ksgen)
 {
@@ -255,7 +188,7 @@ static int count_key(const void *k, size_t kl, const void *v, size_t vl, void *a
 	if (kl < KS_META_KEY_PREFIX || memcmp(k, a->prefix, KS_META_KEY_PREFIX))
 		return 1;
 	struct ks_meta m;
-	if (meta_decode(v, vl, &m)) {
+	if (ks_meta_decode(v, vl, &m)) {
 		a->bad++;
 		return 0;
 	}
@@ -264,7 +197,6 @@ static int count_key(const void *k, size_t kl, const void *v, size_t vl, void *a
 	return 0;
 }
 
-static void *sweeper_main(void *arg);
 
 struct gen_list {
 	uint64_t *gens;
@@ -384,7 +316,7 @@ int ks_db_open(const struct ks_options *o, struct ks_db **out, char *err, size_t
 	db->start_scan_ms = now_ms_mono() - t0;
 	atomic_store(&db->keys, ca.keys);
 	atomic_store(&db->expires, ca.expires);
-	if (pthread_create(&db->sweeper, NULL, sweeper_main, db)) {
+	if (pthread_create(&db->sweeper, NULL, ks_sweeper_main, db)) {
 		snprintf(err, errlen, "cannot start the sweeper thread");
 		rc = TIPS_ENOMEM;
 		goto fail;
@@ -618,6 +550,11 @@ void ks_txn_begin(struct ks_txn *t, int64_t now_ms)
 	t->ksgen = atomic_load(&t->db->ksgen);
 }
 
+uint32_t ks_txn_ksgen(struct ks_txn *t)
+{
+	return t->ksgen;
+}
+
 int64_t ks_txn_now(struct ks_txn *t)
 {
 	return t->now;
@@ -738,7 +675,7 @@ static size_t record_cost(size_t klen, size_t vlen)
 }
 
 /* Buffers a put (@val non-NULL) or delete of @key. */
-static int txn_write(struct ks_txn *t, const void *key, size_t klen, const void *val,
+int ks_txn_write(struct ks_txn *t, const void *key, size_t klen, const void *val,
 		     size_t vlen)
 {
 	if (t->err)
@@ -818,12 +755,12 @@ int ks_get(struct ks_txn *t, const struct ks_key *k, void *val, size_t cap, size
 
 int ks_put(struct ks_txn *t, const struct ks_key *k, const void *val, size_t vlen)
 {
-	return txn_write(t, k->b, k->len, val ? val : "", vlen);
+	return ks_txn_write(t, k->b, k->len, val ? val : "", vlen);
 }
 
 int ks_del(struct ks_txn *t, const struct ks_key *k)
 {
-	return txn_write(t, k->b, k->len, NULL, 0);
+	return ks_txn_write(t, k->b, k->len, NULL, 0);
 }
 
 /* ---- user keys ---------------------------------------------------------------------- */
@@ -856,7 +793,7 @@ static int meta_read(struct ks_txn *t, const unsigned char *mk, size_t mklen,
 	int rc = txn_read(t, mk, mklen, t->vbuf, TIPS_MAX_VALUE, &vlen);
 	if (rc < 0)
 		return rc;
-	if (rc == 1 && (vlen > TIPS_MAX_VALUE || meta_decode(t->vbuf, vlen, m)))
+	if (rc == 1 && (vlen > TIPS_MAX_VALUE || ks_meta_decode(t->vbuf, vlen, m)))
 		return txn_fail(t, TIPS_ECORRUPT);
 	if (from_store && mklen <= sizeof(t->last_mk)) {
 		memcpy(t->last_mk, mk, mklen);
@@ -886,13 +823,13 @@ static int expired(const struct ks_txn *t, const struct ks_meta *m)
 	return m->expire_ms && t->now > m->expire_ms;
 }
 
-static int put_garbage(struct ks_txn *t, uint64_t gen)
+int ks_put_garbage(struct ks_txn *t, uint64_t gen)
 {
 	unsigned char g[9];
 	g[0] = KS_FAMILY_GARBAGE;
 	put_be64(g + 1, gen);
 	t->garbage++;
-	return txn_write(t, g, sizeof(g), "", 0);
+	return ks_txn_write(t, g, sizeof(g), "", 0);
 }
 
 /* Deletes the meta record @mk (found as @old); @garbage: its generation dies too. */
@@ -901,9 +838,9 @@ static int meta_remove(struct ks_txn *t, const unsigned char *mk, size_t mklen,
 {
 	int rc = 0;
 	if (garbage && old->gen)
-		rc = put_garbage(t, old->gen);
+		rc = ks_put_garbage(t, old->gen);
 	if (!rc)
-		rc = txn_write(t, mk, mklen, NULL, 0);
+		rc = ks_txn_write(t, mk, mklen, NULL, 0);
 	if (!rc) {
 		t->dkeys--;
 		t->dexpires -= old->expire_ms != 0;
@@ -946,7 +883,7 @@ int ks_write_meta(struct ks_txn *t, const void *key, size_t klen, const struct k
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
-		if (old.gen && old.gen != m->gen && (rc = put_garbage(t, old.gen)))
+		if (old.gen && old.gen != m->gen && (rc = ks_put_garbage(t, old.gen)))
 			return rc;
 		t->dexpires -= old.expire_ms != 0;
 	} else {
@@ -959,7 +896,7 @@ int ks_write_meta(struct ks_txn *t, const void *key, size_t klen, const struct k
 	meta_encode(v, m);
 	if (slen)
 		memcpy(v + KS_META_SIZE, m->str, slen);
-	return txn_write(t, mk, mklen, v, KS_META_SIZE + slen);
+	return ks_txn_write(t, mk, mklen, v, KS_META_SIZE + slen);
 }
 
 int ks_delete_key(struct ks_txn *t, const void *key, size_t klen)
@@ -1094,17 +1031,13 @@ static int went_cmp(const void *x, const void *y)
 	return key_cmp(a->key, a->klen, b->key, b->klen);
 }
 
-/* Called with each key (prefix stripped) of a range scan. */
-typedef int (*range_fn)(const unsigned char *suffix, size_t slen, const void *val,
-			size_t vlen, void *arg);
-
 /*
  * Calls @fn for the keys prefix+suffix with suffix >= @from, in order, the buffered
  * writes merged in if @merge, until @fn returns non-zero. @want: how many keys @fn will
  * probably take (the first chunk asks the store for no more: on a hash table every
  * chunk costs a pass over the table). Return: keys passed to @fn, or a negative code.
  */
-static long scan_range(struct ks_txn *t, const unsigned char *prefix, size_t plen,
+long ks_scan_range(struct ks_txn *t, const unsigned char *prefix, size_t plen,
 		       const void *from, size_t flen, int merge, size_t want, range_fn fn,
 		       void *arg)
 {
@@ -1217,7 +1150,7 @@ long ks_scan_members(struct ks_txn *t, uint64_t gen, const void *from, size_t fl
 	prefix[0] = KS_FAMILY_MEMBER;
 	put_be64(prefix + 1, gen);
 	struct member_arg a = {fn, arg, count};
-	return scan_range(t, prefix, sizeof(prefix), from, flen, 1, count, member_cb, &a);
+	return ks_scan_range(t, prefix, sizeof(prefix), from, flen, 1, count, member_cb, &a);
 }
 
 struct keys_arg {
@@ -1232,7 +1165,7 @@ static int keys_cb(const unsigned char *s, size_t sl, const void *v, size_t vl, 
 {
 	struct keys_arg *a = arg;
 	struct ks_meta m;
-	if (meta_decode(v, vl, &m)) {
+	if (ks_meta_decode(v, vl, &m)) {
 		txn_fail(a->t, TIPS_ECORRUPT);
 		return 1;
 	}
@@ -1253,7 +1186,7 @@ long ks_scan_keys(struct ks_txn *t, const void *from, size_t flen, size_t count,
 	prefix[0] = KS_FAMILY_META;
 	put_be32(prefix + 1, t->ksgen);
 	struct keys_arg a = {t, fn, arg, count, 0};
-	long n = scan_range(t, prefix, sizeof(prefix), from, flen, 0, count, keys_cb, &a);
+	long n = ks_scan_range(t, prefix, sizeof(prefix), from, flen, 0, count, keys_cb, &a);
 	return n < 0 ? n : a.passed;
 }
 
@@ -1331,7 +1264,7 @@ static int stage_pieces(struct ks_txn *t, uint64_t gen, const char *val, size_t 
 		if (rc)
 			return txn_fail(t, rc);
 	}
-	return txn_write(t, pk, sizeof(pk), NULL, 0);
+	return ks_txn_write(t, pk, sizeof(pk), NULL, 0);
 }
 
 int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *val,
@@ -1368,223 +1301,3 @@ int ks_string_set(struct ks_txn *t, const void *key, size_t klen, const void *va
 	return ks_write_meta(t, key, klen, &m);
 }
 
-/* ---- the sweeper -------------------------------------------------------------------- */
-
-struct sweep_arg {
-	struct ks_txn *t;
-	size_t n, max;
-	uint32_t ksgen;
-	uint64_t gen;
-	int more;
-};
-
-/* Old keyspace generations: make their members garbage and delete the meta records. */
-static int sweep_old_meta_cb(const unsigned char *s, size_t sl, const void *v, size_t vl,
-			     void *arg)
-{
-	struct sweep_arg *a = arg;
-	if (sl < 4 || get_be32(s) >= a->ksgen)
-		return 1;
-	unsigned char mk[TIPS_MAX_KEY];
-	mk[0] = KS_FAMILY_META;
-	memcpy(mk + 1, s, sl);
-	struct ks_meta m;
-	if (!meta_decode(v, vl, &m) && m.gen)
-		put_garbage(a->t, m.gen);
-	txn_write(a->t, mk, sl + 1, NULL, 0);
-	if (++a->n >= a->max) {
-		a->more = 1;
-		return 1;
-	}
-	return 0;
-}
-
-static int sweep_member_cb(const unsigned char *s, size_t sl, const void *v, size_t vl,
-			   void *arg)
-{
-	struct sweep_arg *a = arg;
-	struct ks_key k;
-	if (ks_member_key(&k, a->gen, s, sl, NULL, 0) == 0)
-		ks_del(a->t, &k);
-	if (++a->n >= a->max) {
-		a->more = 1;
-		return 1;
-	}
-	return 0;
-}
-
-struct garbage_list {
-	uint64_t gens[16];
-	size_t n;
-};
-
-static int garbage_cb(const unsigned char *s, size_t sl, const void *v, size_t vl, void *arg)
-{
-	struct garbage_list *g = arg;
-	if (sl == 8)
-		g->gens[g->n++] = get_be64(s);
-	return g->n == 16;
-}
-
-/* One round of the sweeper over old keyspaces and garbage. Return: 1 if work is left. */
-static int sweep_garbage(struct ks_db *db, struct ks_txn *t)
-{
-	size_t max = db->max_ops / 2 < SWEEP_BATCH ? db->max_ops / 2 : SWEEP_BATCH;
-	if (max < 2)
-		max = 2;
-	int more = 0;
-	pthread_rwlock_rdlock(&db->locks.keyspace);
-	/* old keyspace generations */
-	if (atomic_exchange(&db->old_keyspace, 0)) {
-		ks_txn_begin(t, 0);
-		struct sweep_arg a = {t, 0, max, t->ksgen, 0, 0};
-		const unsigned char kp = KS_FAMILY_META;
-		scan_range(t, &kp, 1, NULL, 0, 0, max, sweep_old_meta_cb, &a);
-		if (ks_txn_commit(t))
-			atomic_store(&db->old_keyspace, 1);
-		else
-			atomic_fetch_add(&db->swept_keys, a.n);
-		if (a.more)
-			atomic_store(&db->old_keyspace, 1);
-		more |= a.more;
-	}
-	/* garbage generations */
-	if (!atomic_exchange(&db->garbage_hint, 0)) {
-		pthread_rwlock_unlock(&db->locks.keyspace);
-		return more;
-	}
-	ks_txn_begin(t, 0);
-	struct garbage_list gl = {{0}, 0};
-	const unsigned char gp = KS_FAMILY_GARBAGE;
-	scan_range(t, &gp, 1, NULL, 0, 0, 16, garbage_cb, &gl);
-	size_t budget = max;
-	uint64_t swept = 0;
-	for (size_t i = 0; i < gl.n && budget > 1; i++) {
-		struct sweep_arg m = {t, 0, budget - 1, 0, gl.gens[i], 0};
-		unsigned char prefix[KS_MEMBER_KEY_PREFIX];
-		prefix[0] = KS_FAMILY_MEMBER;
-		put_be64(prefix + 1, gl.gens[i]);
-		scan_range(t, prefix, sizeof(prefix), NULL, 0, 0, budget, sweep_member_cb, &m);
-		budget -= m.n;
-		swept += m.n;
-		if (m.more) {
-			more = 1;
-			break;
-		}
-		unsigned char g[9];
-		g[0] = KS_FAMILY_GARBAGE;
-		put_be64(g + 1, gl.gens[i]);
-		txn_write(t, g, sizeof(g), NULL, 0);
-		budget--;
-	}
-	more |= gl.n == 16;
-	atomic_store(&db->garbage_pending, gl.n);
-	if (ks_txn_commit(t) == 0) {
-		atomic_fetch_add(&db->swept_members, swept);
-		if (more)
-			atomic_store(&db->garbage_hint, 1);
-	} else {
-		atomic_store(&db->garbage_hint, 1);
-		more = 0; /* retried at the next round, not in a busy loop */
-	}
-	pthread_rwlock_unlock(&db->locks.keyspace);
-	return more;
-}
-
-struct expire_arg {
-	unsigned char keys[EXPIRE_SLICE][KS_MAX_USER_KEY];
-	size_t lens[EXPIRE_SLICE];
-	size_t n, seen;
-	int64_t now;
-	const unsigned char *last;
-	size_t last_len;
-};
-
-static int expire_cb(const unsigned char *s, size_t sl, const void *v, size_t vl, void *arg)
-{
-	struct expire_arg *a = arg;
-	a->seen++;
-	a->last = s;
-	a->last_len = sl;
-	struct ks_meta m;
-	if (!meta_decode(v, vl, &m) && m.expire_ms && a->now > m.expire_ms) {
-		memcpy(a->keys[a->n], s, sl);
-		a->lens[a->n++] = sl;
-	}
-	return a->seen == EXPIRE_SLICE;
-}
-
-static int64_t unix_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* One slice of the expiry walk: delete the expired keys among the next meta records. */
-static void sweep_expired(struct ks_db *db, struct ks_txn *t, struct expire_arg *a)
-{
-	if (atomic_load(&db->expires) <= 0)
-		return;
-	a->n = a->seen = 0;
-	a->now = unix_ms();
-	pthread_rwlock_rdlock(&db->locks.keyspace);
-	ks_txn_begin(t, a->now);
-	unsigned char prefix[KS_META_KEY_PREFIX];
-	prefix[0] = KS_FAMILY_META;
-	put_be32(prefix + 1, t->ksgen);
-	scan_range(t, prefix, sizeof(prefix), db->expire_cursor, db->expire_cursor_len, 0,
-		   EXPIRE_SLICE, expire_cb, a);
-	if (a->seen == EXPIRE_SLICE && a->last_len < sizeof(db->expire_cursor)) {
-		/* resume just after the last key seen */
-		memcpy(db->expire_cursor, a->last, a->last_len);
-		db->expire_cursor[a->last_len] = 0;
-		db->expire_cursor_len = a->last_len + 1;
-	} else {
-		db->expire_cursor_len = 0;
-	}
-	ks_txn_abort(t);
-	pthread_rwlock_unlock(&db->locks.keyspace);
-	for (size_t i = 0; i < a->n; i++) {
-		struct lockset ls;
-		lockset_clear(&ls);
-		lockset_add(&ls, a->keys[i], a->lens[i]);
-		locks_acquire(&db->locks, &ls, 0);
-		ks_txn_begin(t, a->now);
-		ks_lookup(t, a->keys[i], a->lens[i], NULL); /* deletes it if still expired */
-		ks_txn_commit(t);
-		locks_release(&db->locks, &ls);
-	}
-}
-
-static void *sweeper_main(void *arg)
-{
-	struct ks_db *db = arg;
-	struct ks_txn *t = NULL;
-	struct expire_arg *ea = malloc(sizeof(*ea));
-	if (ks_txn_new(db, &t) || !ea) {
-		fprintf(stderr, "tips-server: the sweeper has no memory; expired keys and "
-			"deleted members are left until the next start\n");
-		free(ea);
-		return NULL;
-	}
-	pthread_mutex_lock(&db->stop_lock);
-	while (!db->stop) {
-		pthread_mutex_unlock(&db->stop_lock);
-		int more = sweep_garbage(db, t);
-		sweep_expired(db, t, ea);
-		pthread_mutex_lock(&db->stop_lock);
-		if (more || db->stop)
-			continue;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		long ns = ts.tv_nsec + 1000000000L / (long)db->sweep_hz;
-		ts.tv_sec += ns / 1000000000L;
-		ts.tv_nsec = ns % 1000000000L;
-		pthread_cond_timedwait(&db->stop_cond, &db->stop_lock, &ts);
-	}
-	pthread_mutex_unlock(&db->stop_lock);
-	ks_txn_free(&t);
-	free(ea);
-	return NULL;
-}

@@ -49,7 +49,7 @@ uint64_t lock_hash(const void *key, size_t len)
 	return h;
 }
 
-static unsigned stripe_of(const void *key, size_t len)
+unsigned lock_stripe(const void *key, size_t len)
 {
 	uint64_t h = lock_hash(key, len);
 	return (unsigned)((h ^ (h >> 32)) % LOCK_STRIPES);
@@ -57,12 +57,23 @@ static unsigned stripe_of(const void *key, size_t len)
 
 void lockset_add(struct lockset *s, const void *key, size_t len)
 {
-	unsigned i = stripe_of(key, len);
+	lockset_add_stripe(s, lock_stripe(key, len));
+}
+
+void lockset_add_stripe(struct lockset *s, unsigned i)
+{
 	uint64_t bit = 1ull << (i % 64);
 	if (!(s->bits[i / 64] & bit)) {
 		s->bits[i / 64] |= bit;
 		s->count++;
 	}
+}
+
+void locks_bump(struct locks *l, const struct lockset *s)
+{
+	for (unsigned w = 0; w < LOCK_STRIPES / 64; w++)
+		for (uint64_t bits = s->bits[w]; bits; bits &= bits - 1)
+			atomic_fetch_add(&l->version[w * 64 + (unsigned)__builtin_ctzll(bits)], 1);
 }
 
 void locks_acquire(struct locks *l, const struct lockset *s, int exclusive)

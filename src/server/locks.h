@@ -17,6 +17,7 @@
 #define TIPS_SERVER_LOCKS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,10 @@ struct lockset {
 struct locks {
 	pthread_rwlock_t keyspace;
 	pthread_mutex_t stripe[LOCK_STRIPES];
+	/* WATCH: a stripe's version grows each time a command that wrote one of its keys
+	 * commits (bumped with the stripe held); flushes grows on FLUSHDB/FLUSHALL */
+	_Atomic uint64_t version[LOCK_STRIPES];
+	_Atomic uint64_t flushes;
 };
 
 /** locks_init() - initialise every lock. Return: 0 or -errno. */
@@ -42,10 +47,18 @@ void locks_destroy(struct locks *l);
  * DRAM table of keys. */
 uint64_t lock_hash(const void *key, size_t len);
 
+/** lock_stripe() - the stripe of @key. */
+unsigned lock_stripe(const void *key, size_t len);
+/** locks_bump() - a write to the keys of @s committed: grow their stripes' versions.
+ * Call with @s held. */
+void locks_bump(struct locks *l, const struct lockset *s);
+
 /** lockset_clear() - an empty set. */
 void lockset_clear(struct lockset *s);
 /** lockset_add() - add the stripe of @key (any bytes). */
 void lockset_add(struct lockset *s, const void *key, size_t len);
+/** lockset_add_stripe() - add stripe @i (< LOCK_STRIPES). */
+void lockset_add_stripe(struct lockset *s, unsigned i);
 
 /**
  * locks_acquire() - take the keyspace lock (exclusive if @exclusive, else shared), then

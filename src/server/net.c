@@ -139,6 +139,7 @@ static void free_client(struct client *c)
 	for (size_t i = 0; i < c->mcount; i++)
 		free((void *)c->mstate[i].argv);
 	free(c->mstate);
+	free(c->watched);
 	free(c->qbuf);
 	free(c->name);
 	free(c);

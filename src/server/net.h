@@ -132,10 +132,17 @@ int command_keys(const struct command *cmd, int argc, const struct arg *argv,
  * run_commands() - run @cmds[0..@n) of @c in order as ONE transaction: the stripes of
  * all their keys (or the keyspace lock exclusive, if one of them needs it) held from
  * the first read to after the one batch commit. The run stops at the transaction's
- * first error. Return: 0, or the failure's code: then nothing was applied and the
- * replies the commands added are taken back (the caller replies or retries).
+ * first error. After the commit the stripes of the keys the write commands named get a
+ * new version (WATCH). With @check_watch, the client's watched stripes are locked too
+ * and, if one changed since WATCH, nothing runs.
+ * Return: 0; 1 (a watched key changed: nothing ran); or the failure's code: then
+ * nothing was applied and the replies the commands added are taken back (the caller
+ * replies or retries).
  */
-int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n);
+int run_commands(struct client *c, const struct queued_cmd *cmds, size_t n,
+		 int check_watch);
+/** unwatch() - forget the client's watched keys. */
+void unwatch(struct client *c);
 /** reply_store_error() - the reply for a negative code from the keyspace. */
 void reply_store_error(struct client *c, int rc);
 #endif /* TIPS_SERVER_NET_H */

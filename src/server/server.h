@@ -176,6 +176,13 @@ struct client {
 	/* MULTI */
 	struct queued_cmd *mstate;
 	size_t mcount, mcap;
+	/* WATCH: the stripes of the watched keys and their versions then (locks.h) */
+	struct watched_stripe {
+		unsigned stripe;
+		uint64_t version;
+	} *watched;
+	size_t nwatched, wcap;
+	uint64_t watch_flushes;     /* locks.flushes when the first key was watched */
 	/* list link of the loop's clients */
 	struct client *prev, *next;
 };

@@ -73,6 +73,20 @@ expect v get k2
 # MULTI/EXEC: one connection, replies in order
 out=$(printf 'MULTI\nSET x 1\nINCR x\nGET x\nEXEC\n' | cli)
 [ "$out" = "$(printf 'OK\nQUEUED\nQUEUED\nQUEUED\nOK\n2\n2')" ] || fail "multi/exec: $out"
+# WATCH: a write by another client to a watched key makes EXEC run nothing
+exec 4<>"/dev/tcp/127.0.0.1/$port"
+printf 'WATCH w\r\n' >&4; IFS= read -r l1 <&4
+expect OK set w other
+printf 'MULTI\r\nSET w mine\r\nEXEC\r\n' >&4
+IFS= read -r l1 <&4; IFS= read -r l2 <&4; IFS= read -r l3 <&4
+[ "$l3" = "$(printf -- '*-1\r')" ] || fail "EXEC after a watched key changed: $l1 $l2 $l3"
+expect other get w
+printf 'WATCH w\r\nMULTI\r\nSET w mine\r\nEXEC\r\n' >&4
+for _ in 1 2 3 4 5; do IFS= read -r l1 <&4; done
+[ "$l1" = "+OK$(printf '\r')" ] || fail "EXEC with an unchanged watched key: $l1"
+expect mine get w
+exec 4<&-
+expect 1 del w
 # pipelining: three commands in one write, three replies
 exec 3<>"/dev/tcp/127.0.0.1/$port"
 printf 'PING\r\n*2\r\n$3\r\nGET\r\n$1\r\nx\r\nECHO hi\r\n' >&3
