@@ -166,14 +166,15 @@ print("json: %s" % out)
 PY
 }
 
-# time_start NAME DIR PORT: launch, and print ms from launch to the first PONG.
+# time_start NAME DIR PORT: launch, and set $ms to the ms from launch to the first PONG.
+# (Not run in a $(...) subshell: the server's pid must reach this shell, to be stopped.)
 time_start() {
 	local t0 t1
 	t0=$(now_ns)
 	launch "$1" "$2" "$3"
 	wait_pong "$3"
 	t1=$(now_ns)
-	echo $(((t1 - t0) / 1000000))
+	ms=$(((t1 - t0) / 1000000))
 }
 
 check_dbsize() {
@@ -183,7 +184,7 @@ check_dbsize() {
 }
 
 restart() {
-	local name dir port load ms_kill ms_shutdown reply
+	local name dir port load ms ms_kill ms_shutdown reply
 	load="$work/load.resp"
 	python3 - "$load" "$keys" <<'PY'
 import sys
@@ -196,16 +197,18 @@ PY
 		dir="$work/$name"
 		mkdir -p "$dir"
 		port=$(free_port)
-		time_start "$name" "$dir" "$port" >/dev/null
+		time_start "$name" "$dir" "$port"
 		reply=$(redis-cli -h 127.0.0.1 -p "$port" --pipe <"$load" 2>&1) || true
 		grep -q "errors: 0, replies: $keys" <<<"$reply" || { echo "server-bench: load failed: $reply" >&2; exit 1; }
 		stop
-		ms_kill=$(time_start "$name" "$dir" "$port")
+		time_start "$name" "$dir" "$port"
+		ms_kill=$ms
 		check_dbsize "$port"
 		redis-cli -h 127.0.0.1 -p "$port" SHUTDOWN >/dev/null 2>&1 || true
 		wait "$pid" 2>/dev/null || true
 		pid=""
-		ms_shutdown=$(time_start "$name" "$dir" "$port")
+		time_start "$name" "$dir" "$port"
+		ms_shutdown=$ms
 		check_dbsize "$port"
 		stop
 		printf '%s\t%s\t%s\n' "$name" "$ms_kill" "$ms_shutdown" >>"$results"

@@ -257,7 +257,8 @@ def selected_cases(args):
     groups = set(args.groups.split(",")) if args.groups else None
     cases = [c for c in diffcases.CASES if groups is None or c[0] in groups]
     if args.random_ops and (groups is None or "random" in groups):
-        cases.append(diffcases.random_case(args.seed, args.random_ops, args.random_strings_only))
+        cases.append(diffcases.random_case(args.seed, args.random_ops, args.random_strings_only,
+                                           args.server is not None and args.index in UNORDERED_INDEXES))
     return cases
 
 
