@@ -9,7 +9,11 @@
 #    medians of 3, ratios against tips-art);
 #  - a short crash check: a tips-hash pool and a listdb database crashed 20 times each
 #    as a simulated power failure (unflushed lines dropped) and verified after each
-#    crash.
+#    crash;
+#  - tips-server side by side with redis-server (scripts/server-bench.sh): tips-art and
+#    tips-hash against redis-server without persistence and with appendfsync always,
+#    redis-benchmark -t set,get -n 100000 -c 50 at -P 1 and -P 16, one repeat (under a
+#    minute), the table on stdout and build/main-job/server-bench.json.
 # About ten minutes on 2 cores after the build. Pools live under /dev/shm. The
 # paper-size measurement (8M records, 8M operations) is in docs/indexes.md.
 set -euo pipefail
@@ -38,3 +42,6 @@ echo "== crash a listdb database 20 times (simulated power failure) and verify i
 "$bin/tips-crashtest" --index listdb --pool "$ld_pool" --crashes 20 --mode sim --seed 1 --fresh
 echo "== crash a tips-hash pool 20 times (simulated power failure) and verify it each time"
 "$bin/tips-crashtest" --index tips-hash --pool "$crash_pool" --crashes 20 --mode sim --seed 1 --fresh
+echo "== tips-server against redis-server (redis-benchmark set/get, 1 repeat; ratios to appendfsync always)"
+"$root/scripts/server-bench.sh" --tips-server "$bin/tips-server" --servers tips-art,tips-hash,redis,redis-always \
+	--n 100000 --repeats 1 --pipelines "1 16" --json "$out/server-bench.json"

@@ -89,12 +89,14 @@ expect_file "$libdir/cmake/tips/tipsConfig.cmake"
 expect_file "$libdir/cmake/tips/tipsConfigVersion.cmake"
 expect_file "$libdir/cmake/tips/tipsTargets.cmake"
 expect_file "$PREFIX/bin/tips"
+expect_file "$PREFIX/bin/tips-server"
 # libtips.so -> libtips.so.0 -> libtips.so.<version>, and the SONAME is libtips.so.0.
 [[ -L $libdir/libtips.so && -e $libdir/libtips.so.0 ]] && pass "installed: libtips.so -> libtips.so.0" ||
 	fail "libtips.so / libtips.so.0 symlinks missing"
 soname=$(LC_ALL=C readelf -d "$libdir/libtips.so" | sed -nE 's/.*\(SONAME\).*\[(.*)\]/\1/p')
 [[ $soname == libtips.so.0 ]] && pass "SONAME $soname" || fail "SONAME is '$soname', expected libtips.so.0"
 step "installed tips --help runs" "$PREFIX/bin/tips" --help || true
+step "installed tips-server --version runs" "$PREFIX/bin/tips-server" --version || true
 # Nothing installed may point back into the build or source tree.
 if grep -rlF -e "$BUILD_DIR" -e "$SOURCE_DIR" "$PREFIX/include" "$libdir/pkgconfig" "$libdir/cmake" >"$LOG" 2>/dev/null; then
 	fail "installed files refer to the build or source tree:"
