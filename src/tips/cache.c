@@ -13,8 +13,10 @@
  * or full. Unlinked entries are freed after a grace period (util/grace.h), so a reader
  * that still holds one reads valid memory.
  * Invariant: an entry leaves the chain only after it was applied, so a key absent from
- * the cache has all its writes in the index; the cache never holds more entries than
- * its capacity (writers wait for replay and gc instead).
+ * the cache has all its writes in the index, and a key's newest entry leaves only once
+ * no older entry of the key is linked (bucket_trim), so a lock-free reader that walks
+ * past it meanwhile finds no stale entry; the cache never holds more entries than its
+ * capacity (writers wait for replay and gc instead).
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -307,19 +309,41 @@ static bool entry_shadowed(struct cache_bucket *b, const struct cache_entry *e)
 	return false;
 }
 
-/* Unlinks applied entries of one bucket: shadowed ones, then the oldest until the
- * chain is at most @keep long. Returns the chain's length after. */
+/* True if an entry older than @e (after it in the chain) has the same key. */
+static bool entry_shadows(const struct cache_entry *e)
+{
+	for (struct cache_entry *x = atomic_load_explicit(&e->next, memory_order_relaxed); x;
+	     x = atomic_load_explicit(&x->next, memory_order_relaxed))
+		if (entry_has_key(x, e->data, e->klen))
+			return true;
+	return false;
+}
+
+/*
+ * Unlinks applied entries of one bucket: shadowed ones (pass 0), then the oldest until
+ * the chain is at most @keep long (passes 1 and 2). Returns the chain's length after.
+ * Invariant: a key's newest entry leaves the chain only when no older entry of that key
+ * is linked. Readers walk without the lock: one that stands before the newest entry
+ * when it is unlinked goes on past it, and would return an older entry of the key still
+ * linked further down (an old value, though the index holds the new one) instead of
+ * missing the key and reading the index. Older entries of an applied entry are applied
+ * too (replay applies a key's records in stamp order), but one that became applied after
+ * pass 0 looked at it is still linked: passes 1 and 2 therefore only take an entry with
+ * no older entry of its key below it, so pass 1 takes the older ones and pass 2 the
+ * newest. Unlinking a shadowed entry is always safe: a reader meets the newer one first.
+ */
 static unsigned bucket_trim(struct cache_bucket *b, unsigned keep, struct unlinked *out)
 {
 	cache_bucket_lock(b);
-	for (int pass = 0; pass < 2 && b->len > keep; pass++) {
+	for (int pass = 0; pass < 3 && b->len > keep; pass++) {
 		/* Walk with a pointer to the link, so unlinking is one store. */
 		struct cache_entry *_Atomic *link = &b->head;
 		unsigned pos = 0;
 		struct cache_entry *e;
 		while ((e = atomic_load_explicit(link, memory_order_relaxed))) {
 			bool drop = atomic_load_explicit(&e->applied, memory_order_acquire) &&
-				    (pass == 0 ? entry_shadowed(b, e) : pos >= keep);
+				    (pass == 0 ? entry_shadowed(b, e)
+					       : pos >= keep && !entry_shadows(e));
 			if (drop && b->len > keep && unlinked_reserve(out)) {
 				atomic_store_explicit(link, atomic_load_explicit(&e->next,
 						      memory_order_relaxed), memory_order_release);
