@@ -70,15 +70,39 @@ static uint64_t expected_keys_of(uint64_t pool_size)
 	return k < (1ull << 20) ? (1ull << 20) : k;
 }
 
+/*
+ * Tests only: with TIPS_SERVER_SIM_CRASH_AT=K in the environment the pool is opened on
+ * the simulated media (tips/pool.h), armed to lose power at persist event K: unflushed
+ * lines are dropped (a share TIPS_SERVER_SIM_EVICT, default 0.5, written back first)
+ * and the process exits with status 86 (tests/server/test_crash.py --sim).
+ */
+static const struct tips_pool_options *sim_options(struct tips_pool_options *o)
+{
+	const char *at = getenv("TIPS_SERVER_SIM_CRASH_AT");
+	if (!at || !*at)
+		return NULL;
+	const char *evict = getenv("TIPS_SERVER_SIM_EVICT");
+	tips_pool_options_init(o);
+	o->media = TIPS_MEDIA_SIM;
+	o->sim_crash_at = strtoull(at, NULL, 10);
+	o->sim_evict = evict ? strtod(evict, NULL) : 0.5;
+	o->sim_seed = o->sim_crash_at;
+	o->sim_crash_exit_code = 86;
+	return o;
+}
+
 static int engine_open(struct store *s, const char *path, const char *index,
 		       uint64_t pool_size)
 {
+	struct tips_pool_options sim;
+	const struct tips_pool_options *popts = sim_options(&sim);
 	if (!strcmp(index, "listdb")) {
 		struct tips_listdb_config cfg;
 		tips_listdb_config_init(&cfg);
 		cfg.flags = TIPS_LISTDB_CREATE;
 		cfg.pool_size = pool_size;
 		cfg.expected_keys = expected_keys_of(pool_size);
+		cfg.pool = popts;
 		return tips_listdb_open(path, &cfg, &s->ldb);
 	}
 	struct tips_config cfg;
@@ -86,6 +110,7 @@ static int engine_open(struct store *s, const char *path, const char *index,
 	cfg.flags = TIPS_CREATE;
 	cfg.pool_size = pool_size;
 	cfg.expected_keys = expected_keys_of(pool_size);
+	cfg.pool = popts;
 	return tips_open(path, &cfg, tips_index_find(index), &s->tips);
 }
 
