@@ -175,6 +175,14 @@ static bool miss_expected(struct bench *b, uint64_t id)
 	return id < atomic_load(&b->next_remove);
 }
 
+/* One more operation done by thread @t (only it writes its slot: a plain add). */
+static void count_done(struct bench *b, unsigned t)
+{
+	atomic_store_explicit(&b->slots[t].done,
+			      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 struct worker_arg {
 	struct bench *b;
 	unsigned t;
@@ -297,10 +305,7 @@ static void run_ops(struct bench *b, unsigned t)
 			if (pend.n == o->batch)
 				pending_commit(b, t, &pend);
 			res->ops[op]++;
-			atomic_store_explicit(&b->slots[t].done,
-					      atomic_load_explicit(&b->slots[t].done,
-								   memory_order_relaxed) + 1,
-					      memory_order_relaxed);
+			count_done(b, t);
 			continue;
 		}
 		struct tips_pm_counters c0, c1;
@@ -355,9 +360,7 @@ static void run_ops(struct bench *b, unsigned t)
 			res->failed = true;
 		}
 		res->ops[op]++;
-		atomic_store_explicit(&b->slots[t].done,
-				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		count_done(b, t);
 	}
 	pending_commit(b, t, &pend);
 	tips_batch_free(&pend.batch);
@@ -386,10 +389,7 @@ static void load_ops(struct bench *b, unsigned t)
 			if (pend.n == o->batch || id + 1 == hi)
 				pending_commit(b, t, &pend);
 			b->res[t].ops[OP_INSERT]++;
-			atomic_store_explicit(&b->slots[t].done,
-					      atomic_load_explicit(&b->slots[t].done,
-								   memory_order_relaxed) + 1,
-					      memory_order_relaxed);
+			count_done(b, t);
 			continue;
 		}
 		int rc = o->upsert ? bench_put(&b->idx, k, o->key_size, v, o->value_size)
@@ -399,9 +399,7 @@ static void load_ops(struct bench *b, unsigned t)
 			b->res[t].failed = true;
 		}
 		b->res[t].ops[OP_INSERT]++;
-		atomic_store_explicit(&b->slots[t].done,
-				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		count_done(b, t);
 	}
 	tips_batch_free(&pend.batch);
 }

@@ -937,6 +937,23 @@ struct worker {
 	unsigned batch; /* --batch */
 };
 
+/* Announces op @op of record @j on @key to the parent (an intent message) and builds the
+ * key and value it writes into @k and @v; returns the value's length (0: a delete). */
+static uint32_t intent(struct worker *w, unsigned op, uint64_t key, uint64_t j,
+		       unsigned char k[8], unsigned char v[LARGE_VALUE])
+{
+	uint32_t vlen = op == OP_DELETE ? 0
+			: rng_below(&w->rng, 4) == 0 ? LARGE_VALUE : SMALL_VALUE;
+	uint64_t seq = w->seq_base + j * w->nthreads + w->t;
+	key_encode(key, k);
+	if (vlen)
+		value_make(key, seq, vlen, v);
+	struct msg m = { .kind = MSG_INTENT, .thread = w->t, .op = op, .key = key,
+			 .seq = seq, .vlen = vlen };
+	msg_send(w->fd, &m);
+	return vlen;
+}
+
 /* Batch mode: commits batches of up to w->batch operations on distinct keys of the
  * thread (an intent per operation, one ack per commit); never returns on failure. */
 static void worker_batches(struct worker *w)
@@ -964,16 +981,8 @@ static void worker_batches(struct worker *w)
 			} while (again);
 			chosen[i] = key;
 			unsigned op = rng_below(&w->rng, 4) == 0 ? OP_DELETE : OP_PUT;
-			uint32_t vlen = op == OP_DELETE ? 0
-					: rng_below(&w->rng, 4) == 0 ? LARGE_VALUE : SMALL_VALUE;
-			uint64_t seq = w->seq_base + j * w->nthreads + w->t;
 			unsigned char k[8], v[LARGE_VALUE];
-			key_encode(key, k);
-			if (vlen)
-				value_make(key, seq, vlen, v);
-			struct msg m = { .kind = MSG_INTENT, .thread = w->t, .op = op, .key = key,
-					 .seq = seq, .vlen = vlen };
-			msg_send(w->fd, &m);
+			uint32_t vlen = intent(w, op, key, j, k, v);
 			int rc = op == OP_DELETE ? tips_batch_delete(b, k, 8)
 						 : tips_batch_put(b, k, 8, v, vlen);
 			if (rc)
@@ -1003,16 +1012,8 @@ static void *worker_main(void *arg)
 		uint64_t key = w->t + w->nthreads * rng_below(&w->rng, mine);
 		uint64_t r = rng_below(&w->rng, 100);
 		unsigned op = r < 30 ? OP_INSERT : r < 60 ? OP_UPDATE : r < 80 ? OP_PUT : OP_DELETE;
-		uint32_t vlen = op == OP_DELETE ? 0
-				: rng_below(&w->rng, 4) == 0 ? LARGE_VALUE : SMALL_VALUE;
-		uint64_t seq = w->seq_base + j * w->nthreads + w->t;
 		unsigned char k[8], v[LARGE_VALUE];
-		key_encode(key, k);
-		if (vlen)
-			value_make(key, seq, vlen, v);
-		struct msg m = { .kind = MSG_INTENT, .thread = w->t, .op = op, .key = key,
-				 .seq = seq, .vlen = vlen };
-		msg_send(w->fd, &m);
+		uint32_t vlen = intent(w, op, key, j, k, v);
 		int rc;
 		switch (op) {
 		case OP_INSERT: rc = w->st->insert(w->db, k, 8, v, vlen); break;
