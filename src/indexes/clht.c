@@ -932,6 +932,21 @@ static int clht_remove(void *index, const void *key, size_t klen)
  * where the processor can start the caller's next lookup while this one's cache miss
  * is outstanding (docs/indexes.md, "Read paths").
  */
+/* Copies the value of slot @i (layout @m, value word @vw) into @val (@cap bytes at
+ * most) and its length into *@vlen. Out of line: lookup8() inlines only the common
+ * case, an 8-byte value into a buffer that holds it. */
+static __attribute__((noinline)) void value_out(uint32_t m, int i, uint64_t vw, void *val,
+						size_t cap, size_t *vlen)
+{
+	const void *v;
+	size_t n;
+	slot_value(m, i, &vw, &v, &n);
+	if (cap && n)
+		memcpy(val, v, n < cap ? n : cap);
+	if (vlen)
+		*vlen = n;
+}
+
 static int lookup8(struct clht_index *h, uint64_t word, void *val, size_t cap, size_t *vlen)
 {
 	uint64_t hash = mix64(word ^ 0x6a09e667f3bcc908ull); /* key_hash(&word, 8) */
@@ -960,21 +975,12 @@ static int lookup8(struct clht_index *h, uint64_t word, void *val, size_t cap, s
 		}
 		if (hit) {
 			rc = 0;
-			if (m & L_VIN(i)) {
-				if (cap >= 8)
-					memcpy(val, &vw, 8);
-				else if (cap)
-					memcpy(val, &vw, cap);
+			if (__builtin_expect(m & L_VIN(i), 1) && cap >= 8) {
+				memcpy(val, &vw, 8);
 				if (vlen)
 					*vlen = 8;
 			} else {
-				const void *v;
-				size_t n;
-				slot_value(m, i, &vw, &v, &n);
-				if (cap && n)
-					memcpy(val, v, n < cap ? n : cap);
-				if (vlen)
-					*vlen = n;
+				value_out(m, i, vw, val, cap, vlen);
 			}
 			break;
 		}
@@ -984,6 +990,10 @@ static int lookup8(struct clht_index *h, uint64_t word, void *val, size_t cap, s
 	return rc;
 }
 
+static __attribute__((noinline)) int lookup_any(struct clht_index *h, const void *key,
+						size_t klen, void *val, size_t cap,
+						size_t *vlen);
+
 static int clht_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
 		       size_t *vlen)
 {
@@ -992,6 +1002,13 @@ static int clht_lookup(void *index, const void *key, size_t klen, void *val, siz
 		return TIPS_EINVAL;
 	if (klen == 8)
 		return lookup8(h, load64(key), val, cap, vlen);
+	return lookup_any(h, key, klen, val, cap, vlen);
+}
+
+/* Lookup of a key of any length: bucket_snapshot() and slot_has_key() per bucket. */
+static int lookup_any(struct clht_index *h, const void *key, size_t klen, void *val,
+		      size_t cap, size_t *vlen)
+{
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND;
 	struct probe p;
