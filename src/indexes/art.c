@@ -1071,7 +1071,9 @@ out:
  * bytes are not compared: the leaf's full key is). On success *@l is the key's leaf in
  * node *@n (version *@v): its value leaf if *@at_vleaf, else the child for *@c; *@parent
  * (version *@pv) holds *@n under byte *@pbyte. Returns 1 found, 0 absent, -1 restart.
- * Run inside a read section.
+ * Run inside a read section. With @track false (lookups) only *@l is filled: the
+ * function is inlined into art_lookup() with the constant, so the descent keeps its
+ * state in registers and stores nothing per level.
  */
 struct art_pos {
 	struct art_node *n, *parent;
@@ -1081,14 +1083,19 @@ struct art_pos {
 	bool at_vleaf;
 };
 
-static int locate(struct art_index *t, const unsigned char *k, uint32_t klen, struct art_pos *p)
+static inline __attribute__((always_inline)) int
+locate(struct art_index *t, const unsigned char *k, uint32_t klen, struct art_pos *p, bool track)
 {
+	struct art_node *parent = NULL;
+	uint64_t pv = 0;
 	struct art_node *n = t->tree;
 	uint32_t depth = 0;
 	uint64_t v;
-	p->parent = NULL;
-	p->pv = 0;
-	p->pbyte = 0;
+	if (track) {
+		p->parent = NULL;
+		p->pv = 0;
+		p->pbyte = 0;
+	}
 	if (!lk_read(n, &v))
 		return -1;
 	for (;;) {
@@ -1113,19 +1120,25 @@ static int locate(struct art_index *t, const unsigned char *k, uint32_t klen, st
 			struct art_leaf *l = as_leaf(ch);
 			if (!leaf_is(l, k, klen))
 				return 0;
-			p->n = n;
-			p->v = v;
 			p->l = l;
-			p->at_vleaf = at_vleaf;
-			p->c = at_vleaf ? 0 : k[depth];
+			if (track) {
+				p->n = n;
+				p->v = v;
+				p->at_vleaf = at_vleaf;
+				p->c = at_vleaf ? 0 : k[depth];
+			}
 			return 1;
 		}
-		p->parent = n;
-		p->pv = v;
-		p->pbyte = k[depth];
+		if (track) {
+			p->parent = n;
+			p->pv = v;
+			p->pbyte = k[depth];
+		}
+		parent = n;
+		pv = v;
 		n = as_node(ch);
 		depth++;
-		if (!lk_read(n, &v) || !lk_check(p->parent, p->pv))
+		if (!lk_read(n, &v) || !lk_check(parent, pv))
 			return -1;
 	}
 }
@@ -1141,10 +1154,18 @@ static int art_lookup(void *index, const void *key, size_t klen, void *val, size
 	struct art_pos p;
 	int r;
 	IDX_READ_ENTER();
-	while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+	while ((r = locate(t, key, (uint32_t)klen, &p, false)) < 0)
 		;
 	if (r) {
-		uint32_t n = leaf_value(p.l, val, cap);
+		uint32_t n;
+		if (__builtin_expect(p.l->vlen == 8 && cap >= 8, 1)) {
+			/* the common case, without leaf_value()'s copy of a variable length */
+			uint64_t w = atomic_load_explicit(&p.l->v8, memory_order_acquire);
+			memcpy(val, &w, 8);
+			n = 8;
+		} else {
+			n = leaf_value(p.l, val, cap);
+		}
 		if (vlen)
 			*vlen = n;
 	}
@@ -1163,7 +1184,7 @@ static int art_update(void *index, const void *key, size_t klen, const void *val
 	int r;
 	IDX_READ_ENTER();
 	for (;;) {
-		while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+		while ((r = locate(t, key, (uint32_t)klen, &p, true)) < 0)
 			;
 		if (!r) {
 			rc = TIPS_ENOTFOUND;
@@ -1258,7 +1279,7 @@ static int art_remove(void *index, const void *key, size_t klen)
 	int r, rc = 0;
 	IDX_READ_ENTER();
 	for (;;) {
-		while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+		while ((r = locate(t, key, (uint32_t)klen, &p, true)) < 0)
 			;
 		if (!r) {
 			rc = TIPS_ENOTFOUND;
