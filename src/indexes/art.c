@@ -74,6 +74,8 @@
  * up to @count copies into a private buffer, validating each node's version; on a
  * change it restarts from the root after the last key collected, and so it does every
  * 4096 keys in a new read section, so that a long scan never holds off reclamation.
+ * Leaves found are prefetched and copied 16 at a time (key-order neighbours are
+ * scattered in memory), always before the read section ends.
  * @fn is called afterwards, outside any read section, so it may call the index.
  *
  * Conversion cost: 13 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE

@@ -75,6 +75,10 @@
  * An insert of an 8-byte key and value runs 1 log (3 instead when it takes an overflow
  * bucket), an 8-byte update 1, a delete 1.
  *
+ * Lookups of 8-byte keys (lookup8(), the common case) take the same snapshot with no
+ * branch per slot and the words in registers: a lookup is one cache miss, and the less
+ * work between two lookups' misses, the more of them the processor overlaps.
+ *
  * Scan. Hash order is not key order: a scan visits the whole table in one read section,
  * keeping the @count smallest keys >= start (scan_topk.h) from validated snapshots, and
  * emits them after the section, with nothing held.
