@@ -74,6 +74,8 @@
  * up to @count copies into a private buffer, validating each node's version; on a
  * change it restarts from the root after the last key collected, and so it does every
  * 4096 keys in a new read section, so that a long scan never holds off reclamation.
+ * Leaves found are prefetched and copied 16 at a time (key-order neighbours are
+ * scattered in memory), always before the read section ends.
  * @fn is called afterwards, outside any read section, so it may call the index.
  *
  * Conversion cost: 13 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
@@ -1071,7 +1073,9 @@ out:
  * bytes are not compared: the leaf's full key is). On success *@l is the key's leaf in
  * node *@n (version *@v): its value leaf if *@at_vleaf, else the child for *@c; *@parent
  * (version *@pv) holds *@n under byte *@pbyte. Returns 1 found, 0 absent, -1 restart.
- * Run inside a read section.
+ * Run inside a read section. With @track false (lookups) only *@l is filled: the
+ * function is inlined into art_lookup() with the constant, so the descent keeps its
+ * state in registers and stores nothing per level.
  */
 struct art_pos {
 	struct art_node *n, *parent;
@@ -1081,14 +1085,19 @@ struct art_pos {
 	bool at_vleaf;
 };
 
-static int locate(struct art_index *t, const unsigned char *k, uint32_t klen, struct art_pos *p)
+static inline __attribute__((always_inline)) int
+locate(struct art_index *t, const unsigned char *k, uint32_t klen, struct art_pos *p, bool track)
 {
+	struct art_node *parent = NULL;
+	uint64_t pv = 0;
 	struct art_node *n = t->tree;
 	uint32_t depth = 0;
 	uint64_t v;
-	p->parent = NULL;
-	p->pv = 0;
-	p->pbyte = 0;
+	if (track) {
+		p->parent = NULL;
+		p->pv = 0;
+		p->pbyte = 0;
+	}
 	if (!lk_read(n, &v))
 		return -1;
 	for (;;) {
@@ -1113,19 +1122,25 @@ static int locate(struct art_index *t, const unsigned char *k, uint32_t klen, st
 			struct art_leaf *l = as_leaf(ch);
 			if (!leaf_is(l, k, klen))
 				return 0;
-			p->n = n;
-			p->v = v;
 			p->l = l;
-			p->at_vleaf = at_vleaf;
-			p->c = at_vleaf ? 0 : k[depth];
+			if (track) {
+				p->n = n;
+				p->v = v;
+				p->at_vleaf = at_vleaf;
+				p->c = at_vleaf ? 0 : k[depth];
+			}
 			return 1;
 		}
-		p->parent = n;
-		p->pv = v;
-		p->pbyte = k[depth];
+		if (track) {
+			p->parent = n;
+			p->pv = v;
+			p->pbyte = k[depth];
+		}
+		parent = n;
+		pv = v;
 		n = as_node(ch);
 		depth++;
-		if (!lk_read(n, &v) || !lk_check(p->parent, p->pv))
+		if (!lk_read(n, &v) || !lk_check(parent, pv))
 			return -1;
 	}
 }
@@ -1141,10 +1156,18 @@ static int art_lookup(void *index, const void *key, size_t klen, void *val, size
 	struct art_pos p;
 	int r;
 	IDX_READ_ENTER();
-	while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+	while ((r = locate(t, key, (uint32_t)klen, &p, false)) < 0)
 		;
 	if (r) {
-		uint32_t n = leaf_value(p.l, val, cap);
+		uint32_t n;
+		if (__builtin_expect(p.l->vlen == 8 && cap >= 8, 1)) {
+			/* the common case, without leaf_value()'s copy of a variable length */
+			uint64_t w = atomic_load_explicit(&p.l->v8, memory_order_acquire);
+			memcpy(val, &w, 8);
+			n = 8;
+		} else {
+			n = leaf_value(p.l, val, cap);
+		}
 		if (vlen)
 			*vlen = n;
 	}
@@ -1163,7 +1186,7 @@ static int art_update(void *index, const void *key, size_t klen, const void *val
 	int r;
 	IDX_READ_ENTER();
 	for (;;) {
-		while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+		while ((r = locate(t, key, (uint32_t)klen, &p, true)) < 0)
 			;
 		if (!r) {
 			rc = TIPS_ENOTFOUND;
@@ -1258,7 +1281,7 @@ static int art_remove(void *index, const void *key, size_t klen)
 	int r, rc = 0;
 	IDX_READ_ENTER();
 	for (;;) {
-		while ((r = locate(t, key, (uint32_t)klen, &p)) < 0)
+		while ((r = locate(t, key, (uint32_t)klen, &p, true)) < 0)
 			;
 		if (!r) {
 			rc = TIPS_ENOTFOUND;
@@ -1333,18 +1356,81 @@ struct scan_entry {
 	size_t off; /* key, then value, in the arena */
 };
 
+/* Leaves found but not yet copied: their lines are prefetched together, then copied
+ * together, so that a scan waits for about one cache miss per SCAN_AHEAD keys rather
+ * than one per key (leaves are allocated in insertion order, so neighbours in key order
+ * are scattered in memory). Copied before the read section ends. */
+#define SCAN_AHEAD 16u
+/* Result and stack buffers start inside struct scan_state (on the caller's stack) and
+ * move to the heap only for longer scans: a scan of a few hundred keys allocates
+ * nothing. */
+#define SCAN_INLINE_KEYS 128u
+#define SCAN_INLINE_BYTES 4096u
+#define SCAN_INLINE_FRAMES 24u
+
 struct scan_state {
 	const unsigned char *bk; /* the bound: keys >= it (> it if excl) are collected */
 	size_t blen;
 	bool has_bound, excl;
 	size_t limit;            /* count */
-	struct scan_entry *e;
+	struct scan_entry *e;    /* e0 or the heap */
 	size_t n, ecap;
-	unsigned char *arena;
+	unsigned char *arena;    /* arena0 or the heap */
 	size_t used, acap;
-	struct scan_frame *stk;
+	struct scan_frame *stk;  /* stk0 or the heap */
 	size_t scap;
+	const struct art_leaf *pend[SCAN_AHEAD]; /* found, prefetched, not yet copied */
+	unsigned np;
+	struct scan_entry e0[SCAN_INLINE_KEYS];
+	unsigned char arena0[SCAN_INLINE_BYTES];
+	struct scan_frame stk0[SCAN_INLINE_FRAMES];
 };
+
+static void scan_state_init(struct scan_state *s, const void *start, size_t klen,
+			    size_t count)
+{
+	s->bk = start;
+	s->blen = klen;
+	s->has_bound = klen > 0;
+	s->excl = false;
+	s->limit = count;
+	s->e = s->e0;
+	s->ecap = SCAN_INLINE_KEYS;
+	s->arena = s->arena0;
+	s->acap = SCAN_INLINE_BYTES;
+	s->stk = s->stk0;
+	s->scap = SCAN_INLINE_FRAMES;
+	s->n = s->used = 0;
+	s->np = 0;
+}
+
+static void scan_state_free(struct scan_state *s)
+{
+	if (s->e != s->e0)
+		free(s->e);
+	if (s->arena != s->arena0)
+		free(s->arena);
+	if (s->stk != s->stk0)
+		free(s->stk);
+}
+
+/* Grows buffer *@buf (@inline_buf until it first grows) from @old to @want bytes,
+ * keeping its contents. False if there was no memory (*@buf unchanged). */
+static bool scan_grow(void **buf, const void *inline_buf, size_t old, size_t want)
+{
+	void *p;
+	if (*buf == inline_buf) {
+		p = malloc(want);
+		if (p)
+			memcpy(p, *buf, old);
+	} else {
+		p = realloc(*buf, want);
+	}
+	if (!p)
+		return false;
+	*buf = p;
+	return true;
+}
 
 static bool scan_wants(const struct scan_state *s, const struct art_leaf *l)
 {
@@ -1357,21 +1443,18 @@ static int scan_emit(struct scan_state *s, const struct art_leaf *l)
 {
 	uint32_t klen = l->klen, vlen = l->vlen;
 	if (s->n == s->ecap) {
-		size_t cap = s->ecap ? 2 * s->ecap : 64;
-		struct scan_entry *e = realloc(s->e, cap * sizeof(*e));
-		if (!e)
+		size_t cap = 2 * s->ecap;
+		if (!scan_grow((void **)&s->e, s->e0, s->ecap * sizeof(*s->e),
+			       cap * sizeof(*s->e)))
 			return TIPS_ENOMEM;
-		s->e = e;
 		s->ecap = cap;
 	}
 	if (s->used + klen + vlen > s->acap) {
-		size_t cap = s->acap ? 2 * s->acap : 4096;
+		size_t cap = 2 * s->acap;
 		while (cap < s->used + klen + vlen)
 			cap *= 2;
-		unsigned char *a = realloc(s->arena, cap);
-		if (!a)
+		if (!scan_grow((void **)&s->arena, s->arena0, s->used, cap))
 			return TIPS_ENOMEM;
-		s->arena = a;
 		s->acap = cap;
 	}
 	unsigned char *dst = s->arena + s->used;
@@ -1382,15 +1465,43 @@ static int scan_emit(struct scan_state *s, const struct art_leaf *l)
 	return 0;
 }
 
+/* Copies the pending leaves, in the order found. 0, or TIPS_ENOMEM. */
+static int scan_flush(struct scan_state *s)
+{
+	for (unsigned i = 0; i < s->np; i++) {
+		int rc = scan_emit(s, s->pend[i]);
+		if (rc) {
+			s->np = 0;
+			return rc;
+		}
+	}
+	s->np = 0;
+	return 0;
+}
+
+/* Keys collected so far, copied or pending. */
+static inline size_t scan_count(const struct scan_state *s)
+{
+	return s->n + s->np;
+}
+
+/* Queues leaf @l (validated by the caller) for copying, prefetching its line; copies
+ * the queue when it is full. 0, or TIPS_ENOMEM. */
+static int scan_take(struct scan_state *s, const struct art_leaf *l)
+{
+	__builtin_prefetch(l);
+	s->pend[s->np++] = l;
+	return s->np == SCAN_AHEAD ? scan_flush(s) : 0;
+}
+
 static bool scan_push(struct scan_state *s, size_t *sp, struct art_node *n, uint64_t v,
 		      uint32_t depth, bool bounded)
 {
 	if (*sp == s->scap) {
-		size_t cap = s->scap ? 2 * s->scap : 64;
-		struct scan_frame *f = realloc(s->stk, cap * sizeof(*f));
-		if (!f)
+		size_t cap = 2 * s->scap;
+		if (!scan_grow((void **)&s->stk, s->stk0, s->scap * sizeof(*s->stk),
+			       cap * sizeof(*s->stk)))
 			return false;
-		s->stk = f;
 		s->scap = cap;
 	}
 	s->stk[(*sp)++] = (struct scan_frame){ n, v, depth, -1, bounded };
@@ -1401,7 +1512,8 @@ static bool scan_push(struct scan_state *s, size_t *sp, struct art_node *n, uint
  * One depth-first pass from the root, collecting leaves after the bound until the
  * limit. Returns 0 when done (limit reached or tree exhausted), 1 when a node changed
  * under it or SCAN_SECTION_KEYS more keys were collected (go on after the last key
- * collected, in a new read section), or TIPS_ENOMEM. Read section held.
+ * collected, in a new read section), or TIPS_ENOMEM. Read section held; the caller
+ * copies the pending leaves (scan_flush) before it leaves the section.
  */
 static int scan_pass(struct art_index *t, struct scan_state *s)
 {
@@ -1442,11 +1554,11 @@ static int scan_pass(struct art_index *t, struct scan_state *s)
 			if (!lk_check(n, f->v))
 				return 1;
 			if (vl && (!f->bounded || scan_wants(s, as_leaf(vl)))) {
-				if (scan_emit(s, as_leaf(vl)))
+				if (scan_take(s, as_leaf(vl)))
 					return TIPS_ENOMEM;
-				if (s->n == s->limit)
+				if (scan_count(s) == s->limit)
 					return 0;
-				if (s->n % SCAN_SECTION_KEYS == 0)
+				if (scan_count(s) % SCAN_SECTION_KEYS == 0)
 					return 1;
 			}
 			f->next = f->bounded && s->blen > f->end ? s->bk[f->end] : 0;
@@ -1463,11 +1575,11 @@ static int scan_pass(struct art_index *t, struct scan_state *s)
 		bool cb = f->bounded && s->blen > f->end && b == s->bk[f->end];
 		if (is_leaf(ch)) {
 			if (!cb || scan_wants(s, as_leaf(ch))) {
-				if (scan_emit(s, as_leaf(ch)))
+				if (scan_take(s, as_leaf(ch)))
 					return TIPS_ENOMEM;
-				if (s->n == s->limit)
+				if (scan_count(s) == s->limit)
 					return 0;
-				if (s->n % SCAN_SECTION_KEYS == 0)
+				if (scan_count(s) % SCAN_SECTION_KEYS == 0)
 					return 1;
 			}
 			continue;
@@ -1483,6 +1595,18 @@ static int scan_pass(struct art_index *t, struct scan_state *s)
 	return 0;
 }
 
+/* scan_pass(), then the pending leaves copied, inside the same read section. */
+static int scan_pass_flushed(struct art_index *t, struct scan_state *s)
+{
+	int rc = scan_pass(t, s);
+	if (rc == TIPS_ENOMEM) {
+		s->np = 0;
+		return rc;
+	}
+	int frc = scan_flush(s);
+	return frc ? frc : rc;
+}
+
 static long art_scan(void *index, const void *start, size_t klen, size_t count,
 		     tips_scan_fn fn, void *arg)
 {
@@ -1492,11 +1616,11 @@ static long art_scan(void *index, const void *start, size_t klen, size_t count,
 	if (count == 0)
 		return 0;
 	unsigned char last[TIPS_MAX_KEY];
-	struct scan_state s = { .bk = start, .blen = klen, .has_bound = klen > 0,
-				.limit = count };
+	struct scan_state s;
+	scan_state_init(&s, start, klen, count);
 	int rc;
 	IDX_READ_ENTER();
-	while ((rc = scan_pass(t, &s)) == 1) {
+	while ((rc = scan_pass_flushed(t, &s)) == 1) {
 		/* A long scan must not hold off reclamation: a new read section. */
 		IDX_READ_EXIT();
 		IDX_READ_ENTER();
@@ -1518,9 +1642,7 @@ static long art_scan(void *index, const void *start, size_t klen, size_t count,
 				break;
 		}
 	}
-	free(s.e);
-	free(s.arena);
-	free(s.stk);
+	scan_state_free(&s);
 	return passed;
 }
 

@@ -75,6 +75,10 @@
  * An insert of an 8-byte key and value runs 1 log (3 instead when it takes an overflow
  * bucket), an 8-byte update 1, a delete 1.
  *
+ * Lookups of 8-byte keys (lookup8(), the common case) take the same snapshot with no
+ * branch per slot and the words in registers: a lookup is one cache miss, and the less
+ * work between two lookups' misses, the more of them the processor overlaps.
+ *
  * Scan. Hash order is not key order: a scan visits the whole table in one read section,
  * keeping the @count smallest keys >= start (scan_topk.h) from validated snapshots, and
  * emits them after the section, with nothing held.
@@ -921,12 +925,94 @@ static int clht_remove(void *index, const void *key, size_t klen)
 	return rc;
 }
 
+/*
+ * Lookup of an 8-byte key, the common case, on one cache line per bucket: the hash is
+ * one finalizer; each bucket of the chain is read once as a snapshot (layout, the three
+ * key and value words and next: one line, so reading unoccupied slots' words costs
+ * nothing; the layout's bits say which count) and validated by re-reading the layout,
+ * as bucket_snapshot() does. Written lean on purpose: no branch on which slot matches
+ * (random, so often mispredicted once the line arrives), the snapshot in registers, and
+ * the 8-byte value stored directly. Every instruction and store here delays the point
+ * where the processor can start the caller's next lookup while this one's cache miss
+ * is outstanding (docs/indexes.md, "Read paths").
+ */
+/* Copies the value of slot @i (layout @m, value word @vw) into @val (@cap bytes at
+ * most) and its length into *@vlen. Out of line: lookup8() inlines only the common
+ * case, an 8-byte value into a buffer that holds it. */
+static __attribute__((noinline)) void value_out(uint32_t m, int i, uint64_t vw, void *val,
+						size_t cap, size_t *vlen)
+{
+	const void *v;
+	size_t n;
+	slot_value(m, i, &vw, &v, &n);
+	if (cap && n)
+		memcpy(val, v, n < cap ? n : cap);
+	if (vlen)
+		*vlen = n;
+}
+
+static int lookup8(struct clht_index *h, uint64_t word, void *val, size_t cap, size_t *vlen)
+{
+	uint64_t hash = mix64(word ^ 0x6a09e667f3bcc908ull); /* key_hash(&word, 8) */
+	int rc = TIPS_ENOTFOUND;
+	IDX_READ_ENTER();
+	struct clht_table *t = atomic_load_explicit(&h->table, memory_order_acquire);
+	struct clht_bucket *b = head_of(t, hash);
+	unsigned spins = 0;
+	while (b) {
+		uint32_t m = atomic_load_explicit(&b->layout, memory_order_acquire);
+		uint64_t k0 = atomic_load_explicit(&b->slot[0].key, memory_order_acquire);
+		uint64_t k1 = atomic_load_explicit(&b->slot[1].key, memory_order_acquire);
+		uint64_t k2 = atomic_load_explicit(&b->slot[2].key, memory_order_acquire);
+		/* occupied slots whose key word is the key itself, as L_OCC bits */
+		uint32_t live = m & (m >> 3);
+		uint32_t hit = live & (((uint32_t)(k0 == word) << 1) |
+				       ((uint32_t)(k1 == word) << 2) |
+				       ((uint32_t)(k2 == word) << 3));
+		int i = hit ? __builtin_ctz(hit) - 1 : 0;
+		uint64_t vw = atomic_load_explicit(&b->slot[i].val, memory_order_acquire);
+		struct clht_bucket *next = atomic_load_explicit(&b->next, memory_order_acquire);
+		if (__builtin_expect(atomic_load_explicit(&b->layout, memory_order_relaxed) != m ||
+				     (m & L_WRITING), 0)) {
+			cpu_relax(&spins); /* a writer changed the bucket meanwhile: again */
+			continue;
+		}
+		if (hit) {
+			rc = 0;
+			if (__builtin_expect(m & L_VIN(i), 1) && cap >= 8) {
+				memcpy(val, &vw, 8);
+				if (vlen)
+					*vlen = 8;
+			} else {
+				value_out(m, i, vw, val, cap, vlen);
+			}
+			break;
+		}
+		b = next;
+	}
+	IDX_READ_EXIT();
+	return rc;
+}
+
+static __attribute__((noinline)) int lookup_any(struct clht_index *h, const void *key,
+						size_t klen, void *val, size_t cap,
+						size_t *vlen);
+
 static int clht_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
 		       size_t *vlen)
 {
 	struct clht_index *h = index;
 	if (!key || klen == 0 || (cap && !val))
 		return TIPS_EINVAL;
+	if (klen == 8)
+		return lookup8(h, load64(key), val, cap, vlen);
+	return lookup_any(h, key, klen, val, cap, vlen);
+}
+
+/* Lookup of a key of any length: bucket_snapshot() and slot_has_key() per bucket. */
+static int lookup_any(struct clht_index *h, const void *key, size_t klen, void *val,
+		      size_t cap, size_t *vlen)
+{
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND;
 	struct probe p;

@@ -506,7 +506,9 @@ static int lf_lookup(void *index, const void *key, size_t klen, void *val, size_
 			continue;
 		}
 		uint32_t len = n->vlen;
-		if (cap) {
+		if (len == 8 && cap >= 8) {
+			memcpy(val, &v, 8); /* the common case: one store, no length math */
+		} else if (cap) {
 			const void *src = len > LF_INLINE_MAX ? (const void *)(n->data + n->klen)
 							      : (const void *)&v;
 			memcpy(val, src, len < cap ? len : cap);
