@@ -658,7 +658,12 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	pr->seconds = secs_between(&b->start, &end);
 	pr->ops = total_done(b);
 	pr->ops_per_sec = (double)pr->ops / pr->seconds;
-	pr->capped = atomic_load(&b->time_up);
+	/* Capped: stopped short of what was asked, by --max-seconds or by the insert bound
+	 * (reaching --seconds is the plan, not a cap). */
+	bool by_time = atomic_load(&b->time_up) && !pr->insert_capped;
+	pr->capped = pr->insert_capped ||
+		     (by_time && !(b->o.seconds > 0 && (b->o.max_seconds <= 0 ||
+							b->o.seconds <= b->o.max_seconds)));
 	return atomic_load(&b->failed) ? 1 : 0;
 }
 
