@@ -10,7 +10,8 @@ It reads the two documents tips-bench writes with --json:
 
   - a compare document (`tips-bench compare`, "kind": "tips-bench-compare"):
       throughput.png   run-phase throughput, one panel per workload, a horizontal bar
-                       per index and thread count (median, error bar min-max over the
+                       per index and thread count (colored by the count, each index
+                       beside its twins; median, error bar min-max over the
                        runs), the ratio to the baseline beside each compared bar, capped
                        runs hatched, cells not applicable (E on a hash index) marked
                        n/a; --log for a log x axis
@@ -267,6 +268,16 @@ def style_cdf(ax):
 
 # ---- compare documents --------------------------------------------------------------
 
+def family_key(name):
+    """Sort key that puts an index next to its twins: tips-X, pmdk-X, dram-X, then the
+    indexes without a family (null, listdb)."""
+    prefix, _, rest = name.partition("-")
+    rank = {"tips": 0, "pmdk": 1, "dram": 2}
+    if prefix in rank and rest:
+        return (0, rest, rank[prefix])
+    return (1, name, 0)
+
+
 class Compare:
     """A compare document indexed by (workload, index, threads), with the unusable
     cells noted: failed ones (no completed run) and those not applicable (workload E on a
@@ -296,6 +307,10 @@ class Compare:
                 continue
             self.cells[(wl, idx, t)] = r
         self.colors = colors_for(self.indexes)
+        self.threads.sort(key=lambda t: t if isinstance(t, int) else 0)
+        cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        self.thread_colors = {t: cycle[k % len(cycle)] for k, t in enumerate(self.threads)}
+        self.family_order = sorted(self.indexes, key=family_key)
 
     def first_run(self, wl, idx, t=None):
         r = self.cells.get((wl, idx, max(self.threads) if t is None else t))
@@ -331,24 +346,26 @@ def style_bars(ax, log):
 
 
 def thread_alpha(cmp, t):
-    """Fill opacity of the bars of thread count @t: the first count lightest."""
+    """Fill opacity of the load bars of thread count @t: the first count lightest."""
     k = cmp.threads.index(t)
     return 0.45 + 0.55 * k / max(1, len(cmp.threads) - 1)
 
 
 def plot_throughput(cmp, out_dir, log):
-    """One panel per workload: a horizontal bar per index and thread count."""
+    """One panel per workload: a horizontal bar per index and thread count, colored by
+    the thread count, each index next to its twins."""
     nt = len(cmp.threads)
+    order = cmp.family_order
     fig, axes = panel_grid(len(cmp.workloads), "Run-phase throughput (ratio to the baseline "
                            "beside each bar)\n" + config_line(cmp.config, True))
     fig.set_size_inches(fig.get_size_inches()[0],
-                        max(3.4, 0.16 * nt * len(cmp.indexes) + 1.2) *
-                        math.ceil(len(cmp.workloads) / 3) + 0.9)
+                        max(3.4, 0.085 * nt * len(order) + 1.0) *
+                        math.ceil(len(cmp.workloads) / 3) + 1.0)
     height = 0.8 / nt
     any_capped = False
     for ax, wl in zip(axes, cmp.workloads):
         base = blended_transform_factory(ax.transAxes, ax.transData)
-        for i, idx in enumerate(cmp.indexes):
+        for i, idx in enumerate(order):
             for k, t in enumerate(cmp.threads):
                 y = i - 0.4 + height * (k + 0.5)
                 if (wl, idx, t) in cmp.not_applicable:
@@ -365,14 +382,14 @@ def plot_throughput(cmp, out_dir, log):
                 capped = bool(r.get("capped"))
                 any_capped |= capped
                 ax.barh(y, median, height, xerr=spread(runs, median), capsize=1.5,
-                        color=cmp.colors[idx], alpha=thread_alpha(cmp, t),
+                        color=cmp.thread_colors[t],
                         edgecolor="black", linewidth=0.4, hatch="///" if capped else None,
                         error_kw={"elinewidth": 0.6})
                 ratio = r.get("ratio")
                 if r.get("baseline") and isinstance(ratio, (int, float)) and ratio > 0:
                     ax.annotate(f"{ratio:.2f}x", (max(runs), y), xytext=(2, 0),
                                 textcoords="offset points", va="center", fontsize=5.5)
-        ax.set_yticks(range(len(cmp.indexes)), cmp.indexes, fontsize=6.5)
+        ax.set_yticks(range(len(order)), order, fontsize=6.5)
         ax.invert_yaxis()
         ax.set_title(f"workload {cmp.label(wl)}", fontsize="medium")
         ax.set_xlabel("Mops/s" + (" (log scale)" if log else ""), fontsize="small")
@@ -384,8 +401,7 @@ def plot_throughput(cmp, out_dir, log):
             ax.set_xlim(0, hi * 1.15)
         ax.grid(axis="x", alpha=0.3, which="both")
         ax.set_axisbelow(True)
-    handles = [Patch(facecolor="gray", alpha=thread_alpha(cmp, t), edgecolor="black")
-               for t in cmp.threads]
+    handles = [Patch(facecolor=cmp.thread_colors[t], edgecolor="black") for t in cmp.threads]
     labels = [f"{t} thread{'s' if t != 1 else ''}" for t in cmp.threads]
     if any_capped:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///"))
@@ -393,14 +409,14 @@ def plot_throughput(cmp, out_dir, log):
     if cmp.not_applicable:
         handles.append(Patch(facecolor="white", edgecolor="white"))
         labels.append("n/a: a hash index has no key order to scan (E not run)")
-    figure_legend(fig, handles, labels, title="bars: index color, thread count shade")
+    figure_legend(fig, handles, labels)
     return save(fig, out_dir, "throughput.png")
 
 
 def plot_ratios(cmp, out_dir):
     """A heatmap of the ratios to the baselines: a row per compared index, a column
     per workload and thread count."""
-    rows = [idx for idx in cmp.indexes
+    rows = [idx for idx in cmp.family_order
             if any(r.get("baseline") for (w, i, t), r in cmp.cells.items() if i == idx)]
     cols = [(wl, t) for wl in cmp.workloads for t in cmp.threads]
     if not rows:
