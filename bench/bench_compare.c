@@ -16,6 +16,11 @@
  * are interleaved (repeat, then workload, then index), so a slow spell of this shared
  * machine falls on every index alike instead of on one index's runs.
  *
+ * With --threads 1,2 every configuration runs with each thread count (baselines are
+ * taken at the same count), side by side in the table and the JSON. Workload E (scans)
+ * runs only on ordered indexes: a hash index (name ending in hash or clht) has no key
+ * order to scan, so its E cell is listed as not applicable and not run.
+ *
  * Output: a table on stdout; with --json, one document holding the configuration,
  * for each (index, workload) the per-run figures, their medians and the ratio, and
  * every run's own document under "runs".
@@ -38,6 +43,8 @@
 
 struct cell {
 	const char *index, *workload;
+	unsigned threads;
+	bool not_applicable; /* E on a hash index: listed, not run */
 	int baseline; /* the cell this one is compared with, -1 if none */
 	unsigned runs;
 	struct run_brief brief[100];
@@ -49,7 +56,8 @@ struct session {
 	const struct options *o;
 	const char *index[MAX_NAMES], *workload[MAX_NAMES];
 	unsigned nindex, nworkload;
-	struct cell *cell; /* [workload][index] */
+	unsigned nthreads;
+	struct cell *cell; /* [thread count][workload][index] */
 	char *lists[2];    /* the copies split() cut the names from */
 };
 
@@ -102,6 +110,20 @@ static const char *twin_of(const char *name)
 	return ops ? ops->name : NULL;
 }
 
+/* False for the hash indexes (tips-, dram-, pmdk-hash, lfhash, clht): their scans have
+ * no key order, so workload E means nothing for them. */
+static bool ordered(const char *name)
+{
+	size_t n = strlen(name);
+	return !(n >= 4 && strcmp(name + n - 4, "hash") == 0) &&
+	       !(n >= 4 && strcmp(name + n - 4, "clht") == 0);
+}
+
+static unsigned ncells(const struct session *s)
+{
+	return s->nthreads * s->nworkload * s->nindex;
+}
+
 static int plan(struct session *s)
 {
 	const struct options *o = s->o;
@@ -152,17 +174,23 @@ static int plan(struct session *s)
 	}
 	for (unsigned i = listed; i < s->nindex; i++)
 		base_pos[i] = twin ? -1 : find(s->index, s->nindex, base);
-	s->cell = calloc((size_t)s->nworkload * s->nindex, sizeof(*s->cell));
+	s->nthreads = o->nthread_counts ? o->nthread_counts : 1;
+	s->cell = calloc((size_t)s->nthreads * s->nworkload * s->nindex, sizeof(*s->cell));
 	if (!s->cell)
 		return -1;
-	for (unsigned w = 0; w < s->nworkload; w++)
-		for (unsigned i = 0; i < s->nindex; i++) {
-			struct cell *c = &s->cell[w * s->nindex + i];
-			c->index = s->index[i];
-			c->workload = s->workload[w];
-			c->baseline = base_pos[i] < 0 || base_pos[i] == (int)i
-					      ? -1 : (int)(w * s->nindex + (unsigned)base_pos[i]);
-		}
+	for (unsigned t = 0; t < s->nthreads; t++)
+		for (unsigned w = 0; w < s->nworkload; w++)
+			for (unsigned i = 0; i < s->nindex; i++) {
+				unsigned row = (t * s->nworkload + w) * s->nindex;
+				struct cell *c = &s->cell[row + i];
+				c->index = s->index[i];
+				c->workload = s->workload[w];
+				c->threads = o->nthread_counts ? o->thread_counts[t] : o->threads;
+				c->not_applicable = strcmp(c->workload, "e") == 0 &&
+						    !ordered(c->index);
+				c->baseline = base_pos[i] < 0 || base_pos[i] == (int)i
+						      ? -1 : (int)(row + (unsigned)base_pos[i]);
+			}
 	return 0;
 }
 
@@ -204,6 +232,7 @@ static void run_child(struct session *s, struct cell *c)
 {
 	struct options o = *s->o;
 	o.index = c->index;
+	o.threads = c->threads;
 	o.json = NULL;
 	o.quiet = true;
 	bench_set_workload(&o, c->workload);
@@ -309,46 +338,76 @@ static bool any_capped(const struct cell *c)
 	return false;
 }
 
-static void print_table(const struct session *s)
+/* The duration of each run phase, in words, for the table's title. */
+static void print_title(const struct session *s)
 {
 	const struct options *o = s->o;
-	printf("\ntips-bench compare: %llu records, %llu ops, %u threads, %s keys (%u B), "
-	       "values %u B, medians of %u runs, run phase capped at %g s%s",
-	       (unsigned long long)o->records, (unsigned long long)o->ops, o->threads,
-	       keydist_name(o->dist), o->key_size, o->value_size, o->repeat, o->max_seconds,
-	       o->upsert ? ", writes are puts" : "");
+	printf("\ntips-bench compare: %llu records, ", (unsigned long long)o->records);
+	if (o->seconds > 0)
+		printf("run phases of %g s (at most %llu ops' inserts)", o->seconds,
+		       (unsigned long long)o->ops);
+	else
+		printf("%llu ops (run phase capped at %g s)", (unsigned long long)o->ops,
+		       o->max_seconds);
+	printf(", threads");
+	for (unsigned t = 0; t < s->nthreads; t++)
+		printf("%s%u", t ? "," : " ", s->cell[t * s->nworkload * s->nindex].threads);
+	printf(", %s keys (%u B), values %u B, medians of %u runs%s", keydist_name(o->dist),
+	       o->key_size, o->value_size, o->repeat, o->upsert ? ", writes are puts" : "");
 	if (o->batch)
 		printf(", write batches of up to %u", o->batch);
 	putchar('\n');
-	printf("%-4s %-16s %12s %12s %7s %-16s %10s %9s %9s %13s\n", "wl", "index",
-	       "load Mops/s", "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr", "fence/rd",
-	       "cpu ns/op a+b");
+}
+
+static void print_row(const struct session *s, const struct cell *c)
+{
+	if (c->not_applicable) {
+		printf("%-4s %3u %-16s %12s %12s  n/a: a hash index has no key order to scan\n",
+		       c->workload, c->threads, c->index, "-", "-");
+		return;
+	}
+	double run = MEDIAN(c, run_ops_per_sec);
+	char ratio[32] = "-";
+	const char *vs = "";
+	if (c->baseline >= 0) {
+		const struct cell *b = &s->cell[c->baseline];
+		double base = MEDIAN(b, run_ops_per_sec);
+		if (base > 0 && run > 0)
+			snprintf(ratio, sizeof(ratio), "%.2fx", run / base);
+		vs = b->index;
+	}
+	char fw[16] = "-", fr[16] = "-";
+	if (pm_counted(c)) {
+		snprintf(fw, sizeof(fw), "%.3f", MEDIAN(c, fences_w));
+		snprintf(fr, sizeof(fr), "%.3f", MEDIAN(c, fences_r));
+	}
+	char cpu[32], roles[48], stalls[24], wlat[32] = "-";
+	snprintf(cpu, sizeof(cpu), "%.0f+%.0f", MEDIAN(c, cpu_app), MEDIAN(c, cpu_backend));
+	snprintf(roles, sizeof(roles), "%.0f/%.0f/%.0f/%.0f", MEDIAN(c, cpu_role[ROLE_PERSIST]),
+		 MEDIAN(c, cpu_role[ROLE_REPLAY]), MEDIAN(c, cpu_role[ROLE_GC]),
+		 MEDIAN(c, cpu_role[ROLE_OTHER]));
+	snprintf(stalls, sizeof(stalls), "%.0f (%.0f)", MEDIAN(c, stall_intervals),
+		 MEDIAN(c, stall_longest));
+	if (MEDIAN(c, wp50) > 0)
+		snprintf(wlat, sizeof(wlat), "%.0f/%.0f", MEDIAN(c, wp50), MEDIAN(c, wp999));
+	printf("%-4s %3u %-16s %12.4g %12.4g %7s %-12s %9.0f %8s %8s %11s %19s %9s %17s%s%s\n",
+	       c->workload, c->threads, c->index, MEDIAN(c, load_ops_per_sec) / 1e6, run / 1e6,
+	       ratio, vs, MEDIAN(c, p99), fw, fr, cpu, roles, stalls, wlat,
+	       any_capped(c) ? "  (capped)" : "", c->failed ? "  FAILED RUNS" : "");
+}
+
+/* One block per workload, its rows by thread count then index: both set-ups side by
+ * side. */
+static void print_table(const struct session *s)
+{
+	print_title(s);
+	printf("%-4s %3s %-16s %12s %12s %7s %-12s %9s %8s %8s %11s %19s %9s %17s\n", "wl", "thr",
+	       "index", "load Mops/s", "run Mops/s", "ratio", "vs", "p99 ns", "fence/wr",
+	       "fence/rd", "cpu ns/op", "bg pers/repl/gc/oth", "stalls", "write p50/p99.9");
 	for (unsigned w = 0; w < s->nworkload; w++)
-		for (unsigned i = 0; i < s->nindex; i++) {
-			const struct cell *c = &s->cell[w * s->nindex + i];
-			double run = MEDIAN(c, run_ops_per_sec);
-			char ratio[32] = "-";
-			const char *vs = "";
-			if (c->baseline >= 0) {
-				const struct cell *b = &s->cell[c->baseline];
-				double base = MEDIAN(b, run_ops_per_sec);
-				if (base > 0 && run > 0)
-					snprintf(ratio, sizeof(ratio), "%.2fx", run / base);
-				vs = b->index;
-			}
-			char fw[16] = "-", fr[16] = "-";
-			if (pm_counted(c)) {
-				snprintf(fw, sizeof(fw), "%.3f", MEDIAN(c, fences_w));
-				snprintf(fr, sizeof(fr), "%.3f", MEDIAN(c, fences_r));
-			}
-			char cpu[32];
-			snprintf(cpu, sizeof(cpu), "%.0f+%.0f", MEDIAN(c, cpu_app),
-				 MEDIAN(c, cpu_backend));
-			printf("%-4s %-16s %12.4g %12.4g %7s %-16s %10.0f %9s %9s %13s%s%s\n",
-			       c->workload, c->index, MEDIAN(c, load_ops_per_sec) / 1e6, run / 1e6,
-			       ratio, vs, MEDIAN(c, p99), fw, fr, cpu,
-			       any_capped(c) ? "  (capped)" : "", c->failed ? "  FAILED RUNS" : "");
-		}
+		for (unsigned t = 0; t < s->nthreads; t++)
+			for (unsigned i = 0; i < s->nindex; i++)
+				print_row(s, &s->cell[(t * s->nworkload + w) * s->nindex + i]);
 }
 
 /* "name":{"median":M,"runs":[...]} of a run_brief field; @sep goes before it. */
@@ -375,15 +434,25 @@ static int write_json(const struct session *s)
 	}
 	fprintf(f, "{\"kind\":\"tips-bench-compare\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"dist\":\"%s\",\"skew\":%g,\"key_size\":%u,\"value_size\":%u,"
-		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"baseline\":\"%s\","
-		"\"upsert\":%s,\"batch\":%u},\"results\":[", (unsigned long long)o->records,
-		(unsigned long long)o->ops, o->threads, keydist_name(o->dist), o->skew, o->key_size,
-		o->value_size, o->scan_len, (unsigned long long)o->seed, o->repeat, o->max_seconds,
+		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"seconds\":%g,"
+		"\"baseline\":\"%s\",\"upsert\":%s,\"batch\":%u,\"thread_counts\":[",
+		(unsigned long long)o->records, (unsigned long long)o->ops, s->cell[0].threads,
+		keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
+		(unsigned long long)o->seed, o->repeat, o->max_seconds, o->seconds,
 		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch);
-	for (unsigned k = 0; k < s->nworkload * s->nindex; k++) {
+	for (unsigned t = 0; t < s->nthreads; t++)
+		fprintf(f, "%s%u", t ? "," : "", s->cell[t * s->nworkload * s->nindex].threads);
+	fprintf(f, "]},\"results\":[");
+	for (unsigned k = 0; k < ncells(s); k++) {
 		const struct cell *c = &s->cell[k];
-		fprintf(f, "%s{\"index\":\"%s\",\"workload\":\"%s\",\"baseline\":", k ? "," : "",
-			c->index, c->workload);
+		fprintf(f, "%s{\"index\":\"%s\",\"workload\":\"%s\",\"threads\":%u,"
+			"\"applicable\":%s,\"baseline\":", k ? "," : "", c->index, c->workload,
+			c->threads, c->not_applicable ? "false" : "true");
+		if (c->not_applicable) { /* listed, not run: nothing measured */
+			fprintf(f, "null,\"ratio\":null,\"load_ratio\":null,\"completed\":0,"
+				"\"failed\":0,\"capped\":false,\"runs\":[]}");
+			continue;
+		}
 		double run = MEDIAN(c, run_ops_per_sec);
 		if (c->baseline >= 0) {
 			const struct cell *b = &s->cell[c->baseline];
@@ -410,6 +479,14 @@ static int write_json(const struct session *s)
 		}
 		JSON_RUNS(f, ",\"cpu_ns_per_op\":{", c, "app", cpu_app);
 		JSON_RUNS(f, ",", c, "background", cpu_backend);
+		JSON_RUNS(f, ",", c, "persist", cpu_role[ROLE_PERSIST]);
+		JSON_RUNS(f, ",", c, "replay", cpu_role[ROLE_REPLAY]);
+		JSON_RUNS(f, ",", c, "gc", cpu_role[ROLE_GC]);
+		JSON_RUNS(f, ",", c, "other_background", cpu_role[ROLE_OTHER]);
+		JSON_RUNS(f, "},\"stalls\":{", c, "intervals_below_half_median", stall_intervals);
+		JSON_RUNS(f, ",", c, "longest_run", stall_longest);
+		JSON_RUNS(f, "},\"write_latency_ns\":{", c, "p50", wp50);
+		JSON_RUNS(f, ",", c, "p999", wp999);
 		fprintf(f, "},\"runs\":[");
 		for (unsigned r = 0, first = 1; r < c->runs; r++)
 			if (c->json[r]) {
@@ -428,7 +505,7 @@ static int write_json(const struct session *s)
 
 static void session_free(struct session *s)
 {
-	for (unsigned k = 0; s->cell && k < s->nworkload * s->nindex; k++)
+	for (unsigned k = 0; s->cell && k < ncells(s); k++)
 		for (unsigned r = 0; r < s->cell[k].runs; r++)
 			free(s->cell[k].json[r]);
 	free(s->cell);
@@ -443,24 +520,26 @@ int bench_compare(const struct options *o)
 		session_free(&s);
 		return EXIT_USAGE;
 	}
-	unsigned total = o->repeat * s.nworkload * s.nindex, done = 0;
+	unsigned total = 0, done = 0;
+	for (unsigned k = 0; k < ncells(&s); k++)
+		total += s.cell[k].not_applicable ? 0 : o->repeat;
 	for (unsigned r = 0; r < o->repeat; r++)
-		for (unsigned w = 0; w < s.nworkload; w++)
-			for (unsigned i = 0; i < s.nindex; i++) {
-				struct cell *c = &s.cell[w * s.nindex + i];
-				run_child(&s, c);
-				const struct run_brief *b = &c->brief[c->runs - 1];
-				printf("[%u/%u] %-16s %-4s run %u: load %.3f Mops/s, run %.3f Mops/s%s%s\n",
-				       ++done, total, c->index, c->workload, r + 1,
-				       b->load_ops_per_sec / 1e6, b->run_ops_per_sec / 1e6,
-				       b->capped ? " (capped)" : "",
-				       b->status == EXIT_OK ? "" : " FAILED");
-				fflush(stdout);
-			}
+		for (unsigned k = 0; k < ncells(&s); k++) {
+			struct cell *c = &s.cell[k];
+			if (c->not_applicable)
+				continue;
+			run_child(&s, c);
+			const struct run_brief *b = &c->brief[c->runs - 1];
+			printf("[%u/%u] %-16s %-4s %u thr run %u: load %.3f Mops/s, run %.3f Mops/s%s%s\n",
+			       ++done, total, c->index, c->workload, c->threads, r + 1,
+			       b->load_ops_per_sec / 1e6, b->run_ops_per_sec / 1e6,
+			       b->capped ? " (capped)" : "", b->status == EXIT_OK ? "" : " FAILED");
+			fflush(stdout);
+		}
 	print_table(&s);
 	int rc = o->json && write_json(&s) ? EXIT_SETUP : EXIT_OK;
 	unsigned failed = 0;
-	for (unsigned k = 0; k < s.nworkload * s.nindex; k++)
+	for (unsigned k = 0; k < ncells(&s); k++)
 		failed += (unsigned)s.cell[k].failed;
 	session_free(&s);
 	if (failed) {

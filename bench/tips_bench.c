@@ -40,6 +40,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -76,12 +78,32 @@ struct sampled {
 
 struct thread_result {
 	struct histogram lat;
+	struct histogram wlat; /* the sampled writes (and write batch commits) alone */
 	struct sampled per_op[NOPS];
 	uint64_t ops[NOPS];
 	uint64_t removed_misses;
 	struct tips_pm_counters pm;
 	uint64_t cpu_ns; /* the thread's CPU time in the phase */
 	bool failed;
+};
+
+/* One thread of the process seen during a phase, with its CPU clock at the phase's
+ * start (0 if it began in the phase) and when last seen. */
+struct task_cpu {
+	pid_t tid;
+	enum bg_role role;
+	uint64_t start_ns, last_ns;
+};
+
+#define MAX_TASKS 512
+
+/* The process's threads during a phase: sampled at its start, at each timeline
+ * interval and at its end, so a thread that exits within the phase keeps the CPU it
+ * had at its last sighting. Only the thread running the phase and the sampler (never
+ * both at once) touch it. */
+struct task_table {
+	struct task_cpu task[MAX_TASKS];
+	size_t n;
 };
 
 struct bench {
@@ -98,6 +120,9 @@ struct bench {
 	struct thread_result res[MAX_THREADS];
 	uint64_t timeline[2][MAX_SAMPLES]; /* per phase: operations in each interval */
 	size_t ntimeline[2];
+	struct task_table tasks;
+	uint64_t insert_limit; /* the run phase stops before inserting this id */
+	_Atomic int insert_capped; /* it did */
 };
 
 static double secs_between(const struct timespec *a, const struct timespec *b)
@@ -117,6 +142,87 @@ static uint64_t now_ns(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* ---- background CPU by thread role ------------------------------------------------ */
+
+/* The role of a thread named @comm (tips/replay.c and tips/cache.c name them). */
+static enum bg_role role_of(const char *comm)
+{
+	if (strncmp(comm, "tips-persist", 12) == 0)
+		return ROLE_PERSIST;
+	if (strncmp(comm, "tips-replay", 11) == 0)
+		return ROLE_REPLAY;
+	if (strncmp(comm, "tips-gc", 7) == 0)
+		return ROLE_GC;
+	return ROLE_OTHER;
+}
+
+/* The CPU time of thread @tid of this process (the kernel's per-thread clock, as
+ * pthread_getcpuclockid builds it), or -1 if it has exited. */
+static int64_t task_cpu_ns(pid_t tid)
+{
+	clockid_t id = (clockid_t)((~(unsigned)tid << 3) | 6); /* CPUCLOCK_PERTHREAD|SCHED */
+	struct timespec t;
+	if (clock_gettime(id, &t))
+		return -1;
+	return (int64_t)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
+static enum bg_role task_role(pid_t tid)
+{
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ROLE_OTHER;
+	ssize_t n = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	comm[n > 0 ? n : 0] = '\0';
+	return role_of(comm);
+}
+
+/* Reads every thread's CPU clock into @tt; @first: the phase starts (threads seen now
+ * count from here; later newcomers from 0, as they began within the phase). */
+static void tasks_sample(struct task_table *tt, bool first)
+{
+	if (first)
+		tt->n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return;
+	for (struct dirent *e; (e = readdir(d));) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+		if (tid <= 0)
+			continue;
+		int64_t ns = task_cpu_ns(tid);
+		if (ns < 0)
+			continue;
+		size_t i = 0;
+		while (i < tt->n && tt->task[i].tid != tid)
+			i++;
+		if (i == tt->n) {
+			if (tt->n == MAX_TASKS)
+				continue;
+			tt->task[tt->n++] = (struct task_cpu){ tid, ROLE_OTHER,
+							       first ? (uint64_t)ns : 0, 0 };
+		}
+		struct task_cpu *tc = &tt->task[i];
+		tc->last_ns = (uint64_t)ns;
+		if (tc->role == ROLE_OTHER) /* a new thread names itself after it starts */
+			tc->role = task_role(tid);
+	}
+	closedir(d);
+}
+
+/* The CPU each named role used in the phase, into @ns[NROLES] (ROLE_OTHER left 0: the
+ * caller knows it as the background minus the named roles). */
+static void tasks_by_role(const struct task_table *tt, uint64_t *ns)
+{
+	memset(ns, 0, NROLES * sizeof(*ns));
+	for (size_t i = 0; i < tt->n; i++)
+		if (tt->task[i].role != ROLE_OTHER && tt->task[i].last_ns > tt->task[i].start_ns)
+			ns[tt->task[i].role] += tt->task[i].last_ns - tt->task[i].start_ns;
 }
 
 static void make_key(const struct options *o, uint64_t id, unsigned char *k)
@@ -230,6 +336,7 @@ static void pending_commit(struct bench *b, unsigned t, struct pending *p)
 		uint64_t t1 = now_ns();
 		tips_pm_counters_thread(&c1);
 		histogram_record(&res->lat, t1 - t0);
+		histogram_record(&res->wlat, t1 - t0);
 		for (int op = OP_INSERT; op <= OP_UPDATE && rc == 0; op++) {
 			/* The commit's fences shared out over its writes. */
 			res->per_op[op].n += p->n_of[op];
@@ -266,7 +373,11 @@ static void run_ops(struct bench *b, unsigned t)
 		res->failed = true;
 		return;
 	}
+	/* i numbers the thread's operations (a value's sequence number); in duration mode
+	 * each thread counts from its own 2^40 range, without end. */
 	uint64_t lo = o->ops * t / o->threads, hi = o->ops * (t + 1) / o->threads;
+	if (o->seconds > 0)
+		lo = (uint64_t)t << 40, hi = UINT64_MAX;
 	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
 			      !atomic_load_explicit(&b->time_up, memory_order_relaxed);
 	     i++) {
@@ -292,6 +403,13 @@ static void run_ops(struct bench *b, unsigned t)
 			id = keygen_next(&g, insert_watermark(b));
 		} else {
 			id = keygen_next(&g, o->records);
+		}
+		if (op == OP_INSERT && id >= b->insert_limit) {
+			/* The pool holds no more: stop here. The thread's inflight bound stays
+			 * at or below this id, so `latest` never draws it. */
+			atomic_store(&b->insert_capped, 1);
+			atomic_store(&b->time_up, 1);
+			break;
 		}
 		make_key(o, id, k);
 		if (batched) {
@@ -346,6 +464,8 @@ static void run_ops(struct bench *b, unsigned t)
 			uint64_t t1 = now_ns();
 			tips_pm_counters_thread(&c1);
 			histogram_record(&res->lat, t1 - t0);
+			if (op == OP_INSERT || op == OP_UPDATE || op == OP_REMOVE)
+				histogram_record(&res->wlat, t1 - t0);
 			if (rc == 0) { /* a missed update wrote nothing: not a write's cost */
 				res->per_op[op].n++;
 				res->per_op[op].fences += c1.fences - c0.fences;
@@ -452,8 +572,10 @@ static void *sampler(void *p)
 		uint64_t n = total_done(b);
 		timeline[(*ntimeline)++] = n - last;
 		last = n;
-		if (b->phase == 1 && b->o.max_seconds > 0 &&
-		    (double)*ntimeline * b->o.sample_ms >= b->o.max_seconds * 1000)
+		tasks_sample(&b->tasks, false);
+		double elapsed_ms = (double)*ntimeline * b->o.sample_ms;
+		if (b->phase == 1 && ((b->o.max_seconds > 0 && elapsed_ms >= b->o.max_seconds * 1000) ||
+				      (b->o.seconds > 0 && elapsed_ms >= b->o.seconds * 1000)))
 			atomic_store(&b->time_up, 1);
 		if (progress)
 			fprintf(stderr, "\r%s: %llu operations", b->phase ? "run" : "load",
@@ -478,6 +600,8 @@ struct phase_result {
 	struct tips_listdb_stats ls0, ls1; /* listdb */
 	struct tips_pm_counters all0, all1;
 	uint64_t proc_cpu_ns; /* the process's CPU time in the phase */
+	uint64_t role_cpu_ns[NROLES]; /* of it, each background role's (ROLE_OTHER: 0) */
+	bool insert_capped; /* stopped at the insert bound of duration mode */
 };
 
 static int run_phase(struct bench *b, int phase, struct phase_result *pr)
@@ -508,6 +632,7 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	/* The clock starts before the barrier opens: no operation can precede it, even if
 	 * this thread is descheduled while the workers run. */
 	clock_gettime(CLOCK_MONOTONIC, &b->start);
+	tasks_sample(&b->tasks, true);
 	uint64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	pthread_barrier_wait(&b->barrier);
 	if (pthread_create(&samp, NULL, sampler, b))
@@ -516,9 +641,14 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 		pthread_join(th[t], NULL);
 	struct timespec end;
 	clock_gettime(CLOCK_MONOTONIC, &end);
-	pr->proc_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
 	atomic_store(&b->stop_sampler, 1);
 	pthread_join(samp, NULL);
+	/* The threads' clocks bracket the same span as the process's (the background keeps
+	 * running while the sampler stops; both readings see it). */
+	tasks_sample(&b->tasks, false);
+	pr->proc_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+	tasks_by_role(&b->tasks, pr->role_cpu_ns);
+	pr->insert_capped = atomic_load(&b->insert_capped);
 	pthread_barrier_destroy(&b->barrier);
 	tips_pm_counters_total(&pr->all1);
 	if (b->idx.db)
@@ -528,31 +658,76 @@ static int run_phase(struct bench *b, int phase, struct phase_result *pr)
 	pr->seconds = secs_between(&b->start, &end);
 	pr->ops = total_done(b);
 	pr->ops_per_sec = (double)pr->ops / pr->seconds;
-	pr->capped = atomic_load(&b->time_up);
+	/* Capped: stopped short of what was asked, by --max-seconds or by the insert bound
+	 * (reaching --seconds is the plan, not a cap). */
+	bool by_time = atomic_load(&b->time_up) && !pr->insert_capped;
+	pr->capped = pr->insert_capped ||
+		     (by_time && !(b->o.seconds > 0 && (b->o.max_seconds <= 0 ||
+							b->o.seconds <= b->o.max_seconds)));
 	return atomic_load(&b->failed) ? 1 : 0;
 }
 
 /* ---- reporting ------------------------------------------------------------------- */
 
 struct run_summary {
-	struct histogram lat;
+	struct histogram lat, wlat; /* every sampled operation; the writes alone */
 	uint64_t ops[NOPS], removed_misses;
 	double fences_w, lines_w, fences_r, lines_r; /* from sampled operations */
 	double fences_w_all, pm_bytes_per_op;        /* all threads, whole phase */
 	double timeline_mean, timeline_stddev;       /* ops per interval */
 	double cpu_app, cpu_backend;                 /* CPU ns per operation: the worker
 							threads, everything else */
+	double cpu_role[NROLES];                     /* cpu_backend by role; ROLE_OTHER:
+							the rest (ListDB's threads, the
+							sampler, threads gone unseen) */
+	double timeline_median;                      /* ops per full interval */
+	unsigned stalls, longest_stall;              /* intervals below half the median,
+							the longest run of them */
 	bool pm_counted; /* the pm counters see this index's persistence (not pmdk-*) */
 };
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Write stalls in the first @n intervals of @timeline: those below half the median
+ * interval, and the longest run of consecutive ones. */
+static void find_stalls(const uint64_t *timeline, size_t n, struct run_summary *s)
+{
+	uint64_t *sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	if (!sorted || !n) {
+		free(sorted);
+		return;
+	}
+	memcpy(sorted, timeline, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_u64);
+	s->timeline_median = n % 2 ? (double)sorted[n / 2]
+				   : ((double)sorted[n / 2 - 1] + (double)sorted[n / 2]) / 2;
+	free(sorted);
+	unsigned run = 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((double)timeline[i] < s->timeline_median / 2) {
+			s->stalls++;
+			if (++run > s->longest_stall)
+				s->longest_stall = run;
+		} else {
+			run = 0;
+		}
+	}
+}
 
 static void summarize(struct bench *b, const struct phase_result *pr, struct run_summary *s)
 {
 	memset(s, 0, sizeof(*s));
 	histogram_clear(&s->lat);
+	histogram_clear(&s->wlat);
 	s->pm_counted = bench_index_pm_counted(&b->idx);
 	struct sampled per[NOPS] = { { 0, 0, 0 } };
 	for (unsigned t = 0; t < b->o.threads; t++) {
 		histogram_merge(&s->lat, &b->res[t].lat);
+		histogram_merge(&s->wlat, &b->res[t].wlat);
 		s->removed_misses += b->res[t].removed_misses;
 		for (int i = 0; i < NOPS; i++) {
 			s->ops[i] += b->res[t].ops[i];
@@ -585,6 +760,13 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 	uint64_t other = pr->proc_cpu_ns > app ? pr->proc_cpu_ns - app : 0;
 	s->cpu_app = pr->ops ? (double)app / (double)pr->ops : 0;
 	s->cpu_backend = pr->ops ? (double)other / (double)pr->ops : 0;
+	uint64_t named = 0;
+	for (int r = 0; r < ROLE_OTHER; r++) {
+		named += pr->role_cpu_ns[r];
+		s->cpu_role[r] = pr->ops ? (double)pr->role_cpu_ns[r] / (double)pr->ops : 0;
+	}
+	s->cpu_role[ROLE_OTHER] = pr->ops && other > named ? (double)(other - named) /
+								 (double)pr->ops : 0;
 	s->pm_bytes_per_op = pr->ops ? (double)(pr->all1.bytes_persisted -
 						 pr->all0.bytes_persisted) / (double)pr->ops : 0;
 	/* The last interval is partial: leave it out of the spread. */
@@ -598,6 +780,7 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 		sq += ((double)timeline[i] - s->timeline_mean) *
 		      ((double)timeline[i] - s->timeline_mean);
 	s->timeline_stddev = n ? sqrt(sq / (double)n) : 0;
+	find_stalls(timeline, n, s);
 }
 
 static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999, 0.9999 };
@@ -606,15 +789,25 @@ static const char *const quantile_names[] = { "p50", "p90", "p99", "p999", "p999
 static void print_phase(const char *name, const struct phase_result *pr,
 			const struct run_summary *s)
 {
-	printf("%-5s %12.0f ops/s  %10llu ops in %.3f s  cpu ns/op %.0f + %.0f background",
+	printf("%-5s %12.0f ops/s  %10llu ops in %.3f s  cpu ns/op %.0f + %.0f background "
+	       "(persist %.0f, replay %.0f, gc %.0f, other %.0f)",
 	       name, pr->ops_per_sec, (unsigned long long)pr->ops, pr->seconds, s->cpu_app,
-	       s->cpu_backend);
+	       s->cpu_backend, s->cpu_role[ROLE_PERSIST], s->cpu_role[ROLE_REPLAY],
+	       s->cpu_role[ROLE_GC], s->cpu_role[ROLE_OTHER]);
 	if (s->lat.total)
 		printf("  latency ns p50 %llu p99 %llu p99.9 %llu max %llu",
 		       (unsigned long long)histogram_quantile(&s->lat, 0.5),
 		       (unsigned long long)histogram_quantile(&s->lat, 0.99),
 		       (unsigned long long)histogram_quantile(&s->lat, 0.999),
 		       (unsigned long long)s->lat.max);
+	printf("\n%-5s stalls: %u of the 100 ms intervals below half the median (%.0f ops), "
+	       "longest %u", name, s->stalls, s->timeline_median, s->longest_stall);
+	if (s->wlat.total)
+		printf("; write latency ns p50 %llu p99.9 %llu",
+		       (unsigned long long)histogram_quantile(&s->wlat, 0.5),
+		       (unsigned long long)histogram_quantile(&s->wlat, 0.999));
+	if (pr->insert_capped)
+		printf("; stopped at the insert bound of --seconds (raise --ops)");
 	printf("\n");
 }
 
@@ -622,10 +815,16 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 		       const struct phase_result *pr, const struct run_summary *s)
 {
 	fprintf(f, "\"%s\":{\"ops\":%llu,\"seconds\":%.6f,\"ops_per_sec\":%.1f,\"capped\":%s,"
-		"\"cpu_ns_per_op\":{\"app\":%.1f,\"background\":%.1f,\"total\":%.1f},"
+		"\"insert_capped\":%s,"
+		"\"cpu_ns_per_op\":{\"app\":%.1f,\"background\":%.1f,\"total\":%.1f,"
+		"\"persist\":%.1f,\"replay\":%.1f,\"gc\":%.1f,\"other_background\":%.1f},"
+		"\"stalls\":{\"interval_ms\":%u,\"median_interval_ops\":%.1f,"
+		"\"intervals_below_half_median\":%u,\"longest_run\":%u},"
 		"\"op_counts\":{", name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec,
-		pr->capped ? "true" : "false", s->cpu_app, s->cpu_backend,
-		s->cpu_app + s->cpu_backend);
+		pr->capped ? "true" : "false", pr->insert_capped ? "true" : "false", s->cpu_app,
+		s->cpu_backend, s->cpu_app + s->cpu_backend, s->cpu_role[ROLE_PERSIST],
+		s->cpu_role[ROLE_REPLAY], s->cpu_role[ROLE_GC], s->cpu_role[ROLE_OTHER],
+		b->o.sample_ms, s->timeline_median, s->stalls, s->longest_stall);
 	for (int i = 0; i < NOPS; i++)
 		fprintf(f, "%s\"%s\":%llu", i ? "," : "", op_names[i], (unsigned long long)s->ops[i]);
 	fprintf(f, "},\"removed_key_misses\":%llu,\"latency_ns\":{\"samples\":%llu",
@@ -633,7 +832,13 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 	for (int i = 0; i < 5; i++)
 		fprintf(f, ",\"%s\":%llu", quantile_names[i],
 			(unsigned long long)histogram_quantile(&s->lat, quantiles[i]));
-	fprintf(f, ",\"max\":%llu},\"latency_cdf\":[", (unsigned long long)s->lat.max);
+	fprintf(f, ",\"max\":%llu},\"write_latency_ns\":{\"samples\":%llu,\"p50\":%llu,"
+		"\"p99\":%llu,\"p999\":%llu,\"max\":%llu},\"latency_cdf\":[",
+		(unsigned long long)s->lat.max, (unsigned long long)s->wlat.total,
+		(unsigned long long)histogram_quantile(&s->wlat, 0.5),
+		(unsigned long long)histogram_quantile(&s->wlat, 0.99),
+		(unsigned long long)histogram_quantile(&s->wlat, 0.999),
+		(unsigned long long)s->wlat.max);
 	uint64_t cdf_ns[HISTOGRAM_BUCKETS];
 	double cdf_share[HISTOGRAM_BUCKETS];
 	size_t points = histogram_cdf(&s->lat, cdf_ns, cdf_share, HISTOGRAM_BUCKETS);
@@ -794,7 +999,8 @@ static void usage(FILE *f)
 		"       tips-bench --list                       the available indexes\n"
 		"  --records N        records loaded first (default 1M)\n"
 		"  --ops M            operations in the run phase (default 1M)\n"
-		"  --threads T        worker threads (default 2)\n"
+		"  --threads T        worker threads (default 2); compare: a list (1,2) runs\n"
+		"                     every configuration with each count\n"
 		"  --workload W       a|b|c|d|e (YCSB as in TIPS Table 1) or load (inserts only)\n"
 		"  --read R --insert R --update R --remove R --scan R   a mix (sums to 1)\n"
 		"  --dist D           uniform|selfsimilar|zipfian|latest (default uniform)\n"
@@ -804,6 +1010,10 @@ static void usage(FILE *f)
 		"  --sample-ms MS     timeline interval (100); --latency-sample F (0.01)\n"
 		"  --max-seconds S    stop the run phase after S seconds (default: no limit;\n"
 		"                     compare: 60); the rate is over the operations done\n"
+		"  --seconds S        duration mode: the run phase lasts S seconds and reports\n"
+		"                     the rate; --ops then only bounds its inserts (pools are\n"
+		"                     sized for --ops x the insert share; reaching it stops the\n"
+		"                     run early, reported as insert_capped)\n"
 		"  --no-settle        tips-*: start the run phase at once, without waiting until\n"
 		"                     replay has applied the load (default: wait, and report it)\n"
 		"  --upsert           inserts (load and run) and updates are blind puts: tips_put,\n"
@@ -846,8 +1056,31 @@ static void usage(FILE *f)
 enum {
 	OPT_UPSERT = 1000, OPT_LDB_CACHE, OPT_LDB_SECOND, OPT_LDB_MEMTABLE, OPT_LDB_THREADS,
 	OPT_LDB_DOMAINS, OPT_LDB_OBLIVIOUS, OPT_LDB_FLUSH, OPT_LDB_NO_COMPACTION, OPT_LDB_SETTLE,
-	OPT_BATCH,
+	OPT_BATCH, OPT_SECONDS,
 };
+
+/* --threads: one count, or in compare a comma-separated list of them. */
+static int parse_threads(const char *arg, struct options *o, bool compare)
+{
+	char *end;
+	o->nthread_counts = 0;
+	for (const char *p = arg;; p = end + 1) {
+		unsigned long v = strtoul(p, &end, 10);
+		if (end == p || v < 1 || v > MAX_THREADS || o->nthread_counts == 16)
+			return -1;
+		o->thread_counts[o->nthread_counts++] = (unsigned)v;
+		if (*end != ',')
+			break;
+		if (!compare) {
+			fprintf(stderr, "tips-bench: a list of thread counts is for compare\n");
+			return -1;
+		}
+	}
+	if (*end)
+		return -1;
+	o->threads = o->thread_counts[0];
+	return 0;
+}
 
 /* An unsigned number in [lo, hi] (K/M/G suffixes allowed): 0 or -1. */
 static int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -881,6 +1114,7 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		{ "listdb-flush", 1, 0, OPT_LDB_FLUSH },
 		{ "listdb-no-compaction", 0, 0, OPT_LDB_NO_COMPACTION },
 		{ "listdb-settle", 0, 0, OPT_LDB_SETTLE }, { "batch", 1, 0, OPT_BATCH },
+		{ "seconds", 1, 0, OPT_SECONDS },
 		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	struct tips_listdb_config *ldb = &o->listdb;
@@ -903,9 +1137,11 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		switch (c) {
 		case 'i': o->index = optarg; break;
 		case 'N': if (size_arg_parse(optarg, &v) || !v) return -1; o->records = v; break;
-		case 'M': if (size_arg_parse(optarg, &v)) return -1; o->ops = v; break;
-		case 'T': o->threads = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || o->threads < 1 || o->threads > MAX_THREADS) return -1;
+		case 'M': if (size_arg_parse(optarg, &v)) return -1; o->ops = v; o->ops_set = true;
+			break;
+		case 'T': if (parse_threads(optarg, o, compare)) return -1; break;
+		case OPT_SECONDS: o->seconds = strtod(optarg, &end);
+			if (*end || !(o->seconds > 0)) return -1;
 			break;
 		case 'w': if (bench_set_workload(o, optarg)) return -1; break;
 		case 'r': case 'I': case 'u': case 'd': case 's': {
@@ -1027,10 +1263,10 @@ static void json_config(FILE *json, const struct options *o)
 	fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
 		"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
-		"\"max_seconds\":%g,\"upsert\":%s,\"batch\":%u,\"ratios\":{", o->index,
-		(unsigned long long)o->records, (unsigned long long)o->ops, o->threads, o->workload,
-		keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
-		(unsigned long long)o->seed, o->max_seconds, o->upsert ? "true" : "false",
+		"\"max_seconds\":%g,\"seconds\":%g,\"upsert\":%s,\"batch\":%u,\"ratios\":{",
+		o->index, (unsigned long long)o->records, (unsigned long long)o->ops, o->threads,
+		o->workload, keydist_name(o->dist), o->skew, o->key_size, o->value_size,
+		o->scan_len, (unsigned long long)o->seed, o->max_seconds, o->seconds, o->upsert ? "true" : "false",
 		o->batch);
 	for (int i = 0; i < NOPS; i++)
 		fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
@@ -1096,7 +1332,11 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		free(b);
 		return EXIT_USAGE;
 	}
-	uint64_t expected = o->records + (uint64_t)((double)o->ops * o->ratio[OP_INSERT]);
+	/* Pools and tables are sized for the inserts --ops allows; in duration mode that is
+	 * also where the run phase stops inserting (it reports so). */
+	uint64_t inserts = (uint64_t)((double)o->ops * o->ratio[OP_INSERT]);
+	uint64_t expected = o->records + inserts;
+	b->insert_limit = o->seconds > 0 ? expected : UINT64_MAX;
 	int rc = bench_index_open(&b->idx, o->index, o->pool, o->pool_size, expected, o->keep);
 	if (rc) {
 		fprintf(stderr, "tips-bench: cannot open %s: %s\n", o->index, tips_errormsg());
@@ -1112,10 +1352,19 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 	}
 	atomic_store(&b->next_insert, o->records);
 	if (!o->quiet)
-		printf("tips-bench: %s, %llu records, %llu ops, %u threads, workload %s, %s keys "
-		       "(%u B), values %u B, seed %llu\n", o->index, (unsigned long long)o->records,
-		       (unsigned long long)o->ops, o->threads, o->workload, keydist_name(o->dist),
-		       o->key_size, o->value_size, (unsigned long long)o->seed);
+	{
+		if (o->seconds > 0)
+			printf("tips-bench: %s, %llu records, run for %g s (at most %llu inserts), "
+			       "%u threads", o->index, (unsigned long long)o->records, o->seconds,
+			       (unsigned long long)inserts, o->threads);
+		else
+			printf("tips-bench: %s, %llu records, %llu ops, %u threads", o->index,
+			       (unsigned long long)o->records, (unsigned long long)o->ops,
+			       o->threads);
+		printf(", workload %s, %s keys (%u B), values %u B, seed %llu\n", o->workload,
+		       keydist_name(o->dist), o->key_size, o->value_size,
+		       (unsigned long long)o->seed);
+	}
 	struct phase_result load, run;
 	struct run_summary *ls = malloc(sizeof(*ls)), *rs = malloc(sizeof(*rs));
 	if (!ls || !rs) {
@@ -1150,7 +1399,7 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 				       "libpmem, not counted), ");
 			printf("throughput stddev %.1f%% of mean%s\n",
 			       rs->timeline_mean ? 100 * rs->timeline_stddev / rs->timeline_mean : 0,
-			       run.capped ? " (stopped at --max-seconds)" : "");
+			       run.capped && o->seconds <= 0 ? " (stopped at --max-seconds)" : "");
 			if (b->idx.ldb)
 				print_listdb(&run);
 		}
@@ -1164,6 +1413,11 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		json_phase(json, b, "run", &run, rs);
 		if (b->idx.ldb)
 			json_listdb(json, o, &load, &run);
+		/* With the index null, the run's worker CPU is the harness's own cost. */
+		if (strcmp(o->index, BENCH_NULL_NAME) == 0)
+			fprintf(json, ",\"harness_ns_per_op\":%.1f", rs->cpu_app);
+		else
+			fprintf(json, ",\"harness_ns_per_op\":null");
 		fprintf(json, ",\"settle_ms\":%.1f,\"peak_rss_kib\":%ld}\n", settle_ms,
 			ru.ru_maxrss);
 	}
@@ -1178,6 +1432,12 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 			.p999 = (double)histogram_quantile(&rs->lat, 0.999),
 			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
 			.cpu_app = rs->cpu_app, .cpu_backend = rs->cpu_backend,
+			.cpu_role = { rs->cpu_role[0], rs->cpu_role[1], rs->cpu_role[2],
+				      rs->cpu_role[3] },
+			.stall_intervals = rs->stalls, .stall_longest = rs->longest_stall,
+			.wp50 = (double)histogram_quantile(&rs->wlat, 0.5),
+			.wp999 = (double)histogram_quantile(&rs->wlat, 0.999),
+			.threads = o->threads,
 			.pm_counted = bench_index_pm_counted(&b->idx),
 			.peak_rss_kib = ru.ru_maxrss,
 		};

@@ -26,6 +26,9 @@ struct options {
 	unsigned threads, key_size, value_size, scan_len, sample_ms;
 	double ratio[NOPS], skew, latency_sample;
 	double max_seconds; /* run phase stops after this long (0: no limit) */
+	double seconds;     /* --seconds: duration mode, the run phase lasts this long and
+			       --ops only bounds its inserts (0: --ops operations) */
+	bool ops_set;       /* the user gave --ops */
 	enum keydist dist;
 	bool keep, quiet;
 	bool no_settle; /* start the run phase without waiting for the load's replay */
@@ -40,17 +43,27 @@ struct options {
 	/* compare mode only */
 	const char *indexes, *workloads, *baseline;
 	unsigned repeat;
+	unsigned thread_counts[16], nthread_counts; /* --threads 1,2 */
 };
+
+/* The store's background threads, recognised by the names they give themselves
+ * (pthread_setname_np); reclamation runs on the persist thread and is counted there. */
+enum bg_role { ROLE_PERSIST, ROLE_REPLAY, ROLE_GC, ROLE_OTHER, NROLES };
 
 /* What compare needs of one run (the full record is the run's JSON). */
 struct run_brief {
 	int status; /* the run's exit code */
-	bool capped; /* the run phase hit max_seconds */
+	bool capped; /* the run phase hit max_seconds or its insert bound */
+	unsigned threads;
 	double load_ops_per_sec, run_ops_per_sec;
 	double p50, p99, p999;     /* run phase latency, ns */
 	double fences_w, fences_r; /* run phase, sampled operations */
 	double cpu_app, cpu_backend; /* run phase CPU ns per operation: the worker threads,
 					everything else (the store's background) */
+	double cpu_role[NROLES];     /* cpu_backend by thread role (bg_role) */
+	double stall_intervals, stall_longest; /* timeline intervals below half the median,
+						  the longest run of them */
+	double wp50, wp999;        /* run phase write latency, ns */
 	bool pm_counted;           /* false: fences unavailable (pmdk-*), not 0 */
 	long peak_rss_kib;
 };

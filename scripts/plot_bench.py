@@ -9,13 +9,20 @@ with that venv's Python when the Python that started it lacks matplotlib.)
 It reads the two documents tips-bench writes with --json:
 
   - a compare document (`tips-bench compare`, "kind": "tips-bench-compare"):
-      throughput.png   run-phase throughput per workload, one bar per index (median,
-                       error bar min-max over the runs), the ratio to the baseline above
-                       each compared bar, capped runs hatched; --log for a log y axis
-      load.png         load-phase throughput per index, pooled over all workloads
+      throughput.png   run-phase throughput, one panel per workload, a horizontal bar
+                       per index and thread count (colored by the count, each index
+                       beside its twins; median, error bar min-max over the
+                       runs), the ratio to the baseline beside each compared bar, capped
+                       runs hatched, cells not applicable (E on a hash index) marked
+                       n/a; --log for a log x axis
+      ratios.png       a heatmap of the ratios to the baselines: a row per compared
+                       index, a column per workload and thread count
+      load.png         load-phase throughput per index and thread count, pooled over
+                       all workloads
       timeline.png     throughput over time, one panel per workload, a line per index
       latency_cdf.png  run-phase latency CDF, one panel per workload, a line per index
-    (the last two use the first completed run of each index and workload);
+    (the last two use the first completed run of each index and workload at the
+    largest thread count). Every figure is at most 2000 pixels wide;
   - one or more single-run documents (`tips-bench --index NAME`): timeline.png and
     latency_cdf.png, a line per run.
 
@@ -50,6 +57,7 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 COMPARE_KIND = "tips-bench-compare"
 DPI = 150
+MAX_WIDTH_IN = 13.2  # 1980 pixels at DPI: a figure fits a screen
 # Short names of the operations in a mix, for the workload labels ("R95 I5").
 OP_LETTERS = (("read", "R"), ("update", "U"), ("insert", "I"), ("remove", "D"),
               ("scan", "S"))
@@ -148,11 +156,14 @@ def cdf_points(phase):
 
 def config_line(config, compare):
     c = config or {}
-    parts = [f"{human_count(c.get('records'))} records", f"{human_count(c.get('ops'))} ops",
-             f"{c.get('threads', '?')} threads", f"{c.get('dist', '?')} keys"]
+    counts = c.get("thread_counts") or [c.get("threads", "?")]
+    parts = [f"{human_count(c.get('records'))} records",
+             f"{c['seconds']:g} s runs" if c.get("seconds") else
+             f"{human_count(c.get('ops'))} ops",
+             f"{','.join(str(t) for t in counts)} threads", f"{c.get('dist', '?')} keys"]
     if compare:
         parts.append(f"median of {c.get('repeat', '?')} runs")
-    if c.get("max_seconds"):
+    if c.get("max_seconds") and not c.get("seconds"):
         parts.append(f"run phase capped at {c['max_seconds']:g} s")
     return ", ".join(parts)
 
@@ -168,7 +179,7 @@ def panel_grid(n, title):
     """A figure with @n panels, three to a row; returns (figure, axes list)."""
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows + 0.9),
+    fig, axes = plt.subplots(nrows, ncols, figsize=(MAX_WIDTH_IN / 3 * ncols, 3.4 * nrows + 0.9),
                              squeeze=False, layout="constrained")
     flat = list(axes.flat)
     for ax in flat[n:]:
@@ -257,40 +268,60 @@ def style_cdf(ax):
 
 # ---- compare documents --------------------------------------------------------------
 
+def family_key(name):
+    """Sort key that puts an index next to its twins: tips-X, pmdk-X, dram-X, then the
+    indexes without a family (null, listdb)."""
+    prefix, _, rest = name.partition("-")
+    rank = {"tips": 0, "pmdk": 1, "dram": 2}
+    if prefix in rank and rest:
+        return (0, rest, rank[prefix])
+    return (1, name, 0)
+
+
 class Compare:
-    """A compare document indexed by workload and index, with the unusable cells noted."""
+    """A compare document indexed by (workload, index, threads), with the unusable
+    cells noted: failed ones (no completed run) and those not applicable (workload E on a
+    hash index: listed, never run)."""
 
     def __init__(self, doc):
         self.config = doc.get("config") or {}
-        self.cells = {}
-        self.workloads, self.indexes = [], []
+        self.cells, self.not_applicable = {}, set()
+        self.workloads, self.indexes, self.threads = [], [], []
         for r in doc["results"]:
             if not isinstance(r, dict) or not r.get("index") or not r.get("workload"):
                 note("skipping a malformed result entry")
                 continue
             idx, wl = r["index"], r["workload"]
-            if wl not in self.workloads:
-                self.workloads.append(wl)
-            if idx not in self.indexes:
-                self.indexes.append(idx)
+            t = r.get("threads", self.config.get("threads"))
+            for lst, v in ((self.workloads, wl), (self.indexes, idx), (self.threads, t)):
+                if v not in lst:
+                    lst.append(v)
+            if r.get("applicable") is False:
+                self.not_applicable.add((wl, idx, t))
+                continue
             stats = r.get("run_ops_per_sec") or {}
             if not r.get("completed") or not stats.get("runs") or not r.get("runs") or \
                     not isinstance(stats.get("median"), (int, float)):
-                note(f"skipping {idx} on workload {wl}: no completed run "
+                note(f"skipping {idx} on workload {wl} with {t} threads: no completed run "
                      f"({r.get('failed', '?')} failed)")
                 continue
-            self.cells[(wl, idx)] = r
+            self.cells[(wl, idx, t)] = r
         self.colors = colors_for(self.indexes)
+        self.threads.sort(key=lambda t: t if isinstance(t, int) else 0)
+        cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        self.thread_colors = {t: cycle[k % len(cycle)] for k, t in enumerate(self.threads)}
+        self.family_order = sorted(self.indexes, key=family_key)
 
-    def first_run(self, wl, idx):
-        r = self.cells.get((wl, idx))
+    def first_run(self, wl, idx, t=None):
+        r = self.cells.get((wl, idx, max(self.threads) if t is None else t))
         return r["runs"][0] if r else None
 
     def label(self, wl):
         for idx in self.indexes:
-            run = self.first_run(wl, idx)
-            if run:
-                return workload_label(wl, run.get("config"))
+            for t in self.threads:
+                run = self.first_run(wl, idx, t)
+                if run:
+                    return workload_label(wl, run.get("config"))
         return workload_label(wl, None)
 
 
@@ -304,11 +335,6 @@ def spread(values, median):
     return [median - min(values)], [max(values) - median]
 
 
-def bar_figure(width_units):
-    return plt.subplots(figsize=(max(8.0, 3.0 + 0.45 * width_units), 5.0),
-                        layout="constrained")
-
-
 def style_bars(ax, log):
     if log:
         ax.set_yscale("log")
@@ -319,80 +345,139 @@ def style_bars(ax, log):
     ax.set_axisbelow(True)
 
 
+def thread_alpha(cmp, t):
+    """Fill opacity of the load bars of thread count @t: the first count lightest."""
+    k = cmp.threads.index(t)
+    return 0.45 + 0.55 * k / max(1, len(cmp.threads) - 1)
+
+
 def plot_throughput(cmp, out_dir, log):
-    n = len(cmp.indexes)
-    width = 0.8 / n
-    fig, ax = bar_figure(len(cmp.workloads) * n)
-    base = blended_transform_factory(ax.transData, ax.transAxes)
+    """One panel per workload: a horizontal bar per index and thread count, colored by
+    the thread count, each index next to its twins."""
+    nt = len(cmp.threads)
+    order = cmp.family_order
+    fig, axes = panel_grid(len(cmp.workloads), "Run-phase throughput (ratio to the baseline "
+                           "beside each bar)\n" + config_line(cmp.config, True))
+    fig.set_size_inches(fig.get_size_inches()[0],
+                        max(3.4, 0.085 * nt * len(order) + 1.0) *
+                        math.ceil(len(cmp.workloads) / 3) + 1.0)
+    height = 0.8 / nt
     any_capped = False
-    for i, idx in enumerate(cmp.indexes):
-        label = idx  # on the first bar of the index only, for one legend entry
-        for w, wl in enumerate(cmp.workloads):
-            x = w - 0.4 + width * (i + 0.5)
-            r = cmp.cells.get((wl, idx))
-            if r is None:
-                ax.text(x, 0.02, "failed", transform=base, rotation=90, ha="center",
-                        va="bottom", fontsize=7, color="tab:red")
-                continue
-            stats = r["run_ops_per_sec"]
-            runs = [v / 1e6 for v in stats["runs"]]
-            median = stats["median"] / 1e6
-            capped = bool(r.get("capped"))
-            any_capped |= capped
-            ax.bar(x, median, width, yerr=spread(runs, median), capsize=2,
-                   color=cmp.colors[idx], edgecolor="black", linewidth=0.5,
-                   hatch="///" if capped else None, error_kw={"elinewidth": 0.8},
-                   label=label)
-            label = None
-            ratio = r.get("ratio")
-            text = []
-            if r.get("baseline") and isinstance(ratio, (int, float)) and ratio > 0:
-                text.append(f"{ratio:.2f}x")
-            if capped:
-                text.append("capped")
-            if text:
-                annotate_bar(ax, x, max(runs), " ".join(text), rotate=n > 3 or capped)
-    ax.set_xticks(range(len(cmp.workloads)),
-                  [cmp.label(wl).replace(" (", "\n(") for wl in cmp.workloads])
-    ax.set_xlabel("workload (operation mix in %: R read, U update, I insert, D remove, "
-                  "S scan)")
-    ax.set_ylabel("run-phase throughput (Mops/s" + (", log scale)" if log else ")"))
-    fig.suptitle("Run-phase throughput, ratio to the baseline above each bar\n"
-                 + config_line(cmp.config, True), fontsize="medium")
-    style_bars(ax, log)
-    handles, labels = ax.get_legend_handles_labels()
+    for ax, wl in zip(axes, cmp.workloads):
+        base = blended_transform_factory(ax.transAxes, ax.transData)
+        for i, idx in enumerate(order):
+            for k, t in enumerate(cmp.threads):
+                y = i - 0.4 + height * (k + 0.5)
+                if (wl, idx, t) in cmp.not_applicable:
+                    ax.text(0.01, y, "n/a", transform=base, va="center", fontsize=6,
+                            color="gray")
+                    continue
+                r = cmp.cells.get((wl, idx, t))
+                if r is None:
+                    ax.text(0.01, y, "failed", transform=base, va="center", fontsize=6,
+                            color="tab:red")
+                    continue
+                runs = [v / 1e6 for v in r["run_ops_per_sec"]["runs"]]
+                median = r["run_ops_per_sec"]["median"] / 1e6
+                capped = bool(r.get("capped"))
+                any_capped |= capped
+                ax.barh(y, median, height, xerr=spread(runs, median), capsize=1.5,
+                        color=cmp.thread_colors[t],
+                        edgecolor="black", linewidth=0.4, hatch="///" if capped else None,
+                        error_kw={"elinewidth": 0.6})
+                ratio = r.get("ratio")
+                if r.get("baseline") and isinstance(ratio, (int, float)) and ratio > 0:
+                    ax.annotate(f"{ratio:.2f}x", (max(runs), y), xytext=(2, 0),
+                                textcoords="offset points", va="center", fontsize=5.5)
+        ax.set_yticks(range(len(order)), order, fontsize=6.5)
+        ax.invert_yaxis()
+        ax.set_title(f"workload {cmp.label(wl)}", fontsize="medium")
+        ax.set_xlabel("Mops/s" + (" (log scale)" if log else ""), fontsize="small")
+        if log:
+            ax.set_xscale("log")
+            label_log_axis(ax, ax.xaxis, lambda v, _pos: f"{v:g}")
+        else:
+            lo, hi = ax.get_xlim()
+            ax.set_xlim(0, hi * 1.15)
+        ax.grid(axis="x", alpha=0.3, which="both")
+        ax.set_axisbelow(True)
+    handles = [Patch(facecolor=cmp.thread_colors[t], edgecolor="black") for t in cmp.threads]
+    labels = [f"{t} thread{'s' if t != 1 else ''}" for t in cmp.threads]
     if any_capped:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="///"))
-        labels.append("capped: stopped at max-seconds (rate over the ops done)")
-    figure_legend(fig, handles, labels, title="index")
+        labels.append("capped: stopped at a time or insert bound")
+    if cmp.not_applicable:
+        handles.append(Patch(facecolor="white", edgecolor="white"))
+        labels.append("n/a: a hash index has no key order to scan (E not run)")
+    figure_legend(fig, handles, labels)
     return save(fig, out_dir, "throughput.png")
 
 
+def plot_ratios(cmp, out_dir):
+    """A heatmap of the ratios to the baselines: a row per compared index, a column
+    per workload and thread count."""
+    rows = [idx for idx in cmp.family_order
+            if any(r.get("baseline") for (w, i, t), r in cmp.cells.items() if i == idx)]
+    cols = [(wl, t) for wl in cmp.workloads for t in cmp.threads]
+    if not rows:
+        note("ratios.png: no index has a baseline")
+        return None
+    grid = [[math.nan] * len(cols) for _ in rows]
+    for y, idx in enumerate(rows):
+        for x, (wl, t) in enumerate(cols):
+            r = cmp.cells.get((wl, idx, t))
+            if r and isinstance(r.get("ratio"), (int, float)) and r["ratio"] > 0:
+                grid[y][x] = r["ratio"]
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, 3.0 + 0.7 * len(cols)),
+                                    max(2.8, 1.6 + 0.35 * len(rows))), layout="constrained")
+    cmap = matplotlib.colormaps["RdYlGn"].copy()
+    cmap.set_bad("lightgray")
+    im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1.5, aspect="auto")
+    for y, idx in enumerate(rows):
+        for x, (wl, t) in enumerate(cols):
+            v = grid[y][x]
+            text = "n/a" if (wl, idx, t) in cmp.not_applicable else \
+                "-" if math.isnan(v) else f"{v:.2f}"
+            ax.text(x, y, text, ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(cols)), [f"{wl.upper() if len(wl) == 1 else wl}\n{t} thr"
+                                     for wl, t in cols], fontsize=7)
+    baselines = {r.get("baseline") for r in cmp.cells.values() if r.get("baseline")}
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    fig.colorbar(im, ax=ax, label="run-phase throughput ratio", shrink=0.8)
+    fig.suptitle("Ratio to the baseline (" + ", ".join(sorted(baselines)) + ")\n" +
+                 config_line(cmp.config, True), fontsize="small")
+    return save(fig, out_dir, "ratios.png")
+
+
 def plot_load(cmp, out_dir, log):
-    pooled = {}
-    for (wl, idx), r in cmp.cells.items():
-        pooled.setdefault(idx, []).extend((r.get("load_ops_per_sec") or {}).get("runs") or [])
-    baseline = {idx: r.get("baseline") for (wl, idx), r in cmp.cells.items()}
-    indexes = [idx for idx in cmp.indexes if pooled.get(idx)]
-    if not indexes:
+    pooled, baseline = {}, {}
+    for (wl, idx, t), r in cmp.cells.items():
+        pooled.setdefault((idx, t), []).extend(
+            (r.get("load_ops_per_sec") or {}).get("runs") or [])
+        baseline[idx] = r.get("baseline")
+    keys = [(idx, t) for idx in cmp.indexes for t in cmp.threads if pooled.get((idx, t))]
+    if not keys:
         note("no load throughput to plot")
         return None
-    fig, ax = bar_figure(len(indexes) * 1.5)
     medians = {}
-    for idx in indexes:
-        runs = sorted(v / 1e6 for v in pooled[idx])
+    for key in keys:
+        runs = sorted(v / 1e6 for v in pooled[key])
         mid = len(runs) // 2
-        medians[idx] = runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
-    for x, idx in enumerate(indexes):
-        runs = [v / 1e6 for v in pooled[idx]]
-        ax.bar(x, medians[idx], 0.6, yerr=spread(runs, medians[idx]), capsize=3,
-               color=cmp.colors[idx], edgecolor="black", linewidth=0.5)
+        medians[key] = runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(8.0, 3.0 + 0.35 * len(keys))), 5.0),
+                           layout="constrained")
+    for x, (idx, t) in enumerate(keys):
+        runs = [v / 1e6 for v in pooled[(idx, t)]]
+        ax.bar(x, medians[(idx, t)], 0.7, yerr=spread(runs, medians[(idx, t)]), capsize=2,
+               color=cmp.colors[idx], alpha=thread_alpha(cmp, t), edgecolor="black",
+               linewidth=0.5)
         base = baseline.get(idx)
-        if base in medians and medians[base] > 0:
-            annotate_bar(ax, x, max(runs), f"{medians[idx] / medians[base]:.2f}x "
-                         f"of {base}", rotate=False)
-    ax.set_xticks(range(len(indexes)), indexes)
-    ax.set_xlabel("index")
+        if (base, t) in medians and medians[(base, t)] > 0:
+            annotate_bar(ax, x, max(runs), f"{medians[(idx, t)] / medians[(base, t)]:.2f}x",
+                         rotate=True)
+    ax.set_xticks(range(len(keys)), [f"{idx} {t}t" for idx, t in keys], rotation=60,
+                  ha="right", fontsize=7)
+    ax.set_xlabel("index, thread count (ratio: to the baseline at the same count)")
     ax.set_ylabel("load throughput (Mops/s" + (", log scale)" if log else ")"))
     fig.suptitle(f"Load-phase throughput: {human_count(cmp.config.get('records'))} "
                  f"inserts, median and min-max of the runs of every workload\n"
@@ -437,13 +522,16 @@ def plot_compare(doc, out_dir, log):
         return []
     return [
         plot_throughput(cmp, out_dir, log),
+        plot_ratios(cmp, out_dir),
         plot_load(cmp, out_dir, log),
         plot_compare_panels(cmp, out_dir, "timeline.png",
-                            "Run-phase throughput over time (first completed run of each)",
+                            "Run-phase throughput over time (first completed run of each, "
+                            f"{max(cmp.threads)} threads)",
                             draw_timeline,
                             lambda ax: style_timeline(ax, log)),
         plot_compare_panels(cmp, out_dir, "latency_cdf.png",
-                            "Run-phase latency CDF (first completed run of each)",
+                            "Run-phase latency CDF (first completed run of each, "
+                            f"{max(cmp.threads)} threads)",
                             draw_cdf, style_cdf),
     ]
 
@@ -503,8 +591,7 @@ def parse_args(argv):
                    help="output directory (default: beside the first file, named after "
                         "it: results.json -> results-plots/)")
     p.add_argument("--log", action="store_true",
-                   help="log y axis for the throughput figures (workload E on a hash "
-                        "index runs 1000x slower than the others)")
+                   help="log throughput axes (indexes differ by orders of magnitude)")
     return p.parse_args(argv)
 
 

@@ -4,7 +4,10 @@
 # skewed distribution; each run must exit 0 and its JSON must carry the documented
 # fields. listdb also with small MemTables (flushes and Zipper compactions during the
 # run), two domains, the WAL flush mode, no compaction, --listdb-settle and --upsert.
-# Also: usage errors exit 2, and an unknown index exits 3.
+# Every index also in duration mode (--seconds) on D, whose inserts the pool must hold,
+# with the new report lines (background CPU by role, stalls, write latency) checked.
+# Also: usage errors exit 2 (a thread list outside compare among them), and an unknown
+# index exits 3.
 #
 # usage: bench_e2e.sh TIPS_BENCH_EXE
 set -euo pipefail
@@ -31,7 +34,9 @@ run_ok() {
 	fi
 	for field in '"index":' '"config":' '"load":{"ops":' '"run":{"ops":' '"ops_per_sec":' \
 		'"latency_ns":{' '"p50":' '"p99":' '"p999":' '"timeline":[' '"persist":{' \
-		'"flushes_per_write":' '"fences_per_write":' '"fences_per_read":' '"peak_rss_kib":'; do
+		'"flushes_per_write":' '"fences_per_write":' '"fences_per_read":' '"peak_rss_kib":' \
+		'"persist":' '"replay":' '"gc":' '"other_background":' '"stalls":{' \
+		'"write_latency_ns":{' '"insert_capped":' '"harness_ns_per_op":'; do
 		grep -qF -- "$field" "$json" || fail "$name: JSON lacks $field"
 	done
 	case "$*" in
@@ -55,6 +60,12 @@ for idx in $indexes; do
 	run_ok "$idx-long" --index "$idx" --records 2000 --ops 2000 --workload a \
 		--key-size 24 --key-prefix user --value-size 100 --dist selfsimilar --skew 0.2
 	run_ok "$idx-zipf" --index "$idx" --records 2000 --ops 2000 --workload b --dist zipfian
+	run_ok "$idx-seconds" --index "$idx" --records 2000 --ops 1M --workload d \
+		--seconds 0.1 --sample-ms 10
+	grep -q '^run   stalls: ' "$DIR/$idx-seconds.out" ||
+		fail "$idx-seconds: the report lacks the stall line"
+	grep -q 'background (persist [0-9]*, replay [0-9]*, gc [0-9]*, other [0-9]*)' \
+		"$DIR/$idx-seconds.out" || fail "$idx-seconds: the report lacks the roles"
 done
 
 if grep -qx listdb <<<"$indexes"; then
@@ -85,6 +96,10 @@ set +e
 [[ $? -eq 2 ]] || fail "ratios not summing to 1 must exit 2"
 "$BENCH" --records 10 >/dev/null 2>&1
 [[ $? -eq 2 ]] || fail "a missing --index must exit 2"
+"$BENCH" --index dram-hash --threads 1,2 --records 10 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "a thread list outside compare must exit 2"
+"$BENCH" --index dram-hash --seconds 0 --records 10 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "--seconds 0 must exit 2"
 "$BENCH" --index no-such-index --records 10 --ops 10 >/dev/null 2>&1
 [[ $? -eq 3 ]] || fail "an unknown index must exit 3"
 set -e

@@ -22,7 +22,16 @@ Checks, on tiny workloads:
   - null (the harness alone): runs every workload, persists nothing;
   - --batch N: recorded in the config; a tips-* load in batches of 16 puts costs 2
     fences per commit, 1/8 per write, and a dram-* twin runs it too;
-  - --max-seconds stops the run phase and says so;
+  - --max-seconds stops the run phase and says so; --seconds S runs it for S seconds
+    and, when its inserts reach the bound --ops sets (what pools are sized for), stops
+    there with insert_capped;
+  - background CPU by role (persist, replay, gc, the rest) adds up to the background;
+    a tips-* load shows its replay workers' CPU, a dram-* run none;
+  - write stalls: the intervals below half the median and the longest run of them are
+    what the document's own timeline says; write latency percentiles are ordered;
+  - harness_ns_per_op: the null run's worker CPU, null for other indexes;
+  - compare --threads 1,2: every cell at each count, ratios against the twin at the
+    same count; workload E listed as not applicable (not run) for hash indexes;
   - the same seed gives the same operations, another seed others;
   - the compare schema: medians are the medians of the runs, ratios the ratios of the
     medians, one embedded document per completed run.
@@ -62,8 +71,28 @@ PHASE_SCHEMA = {
     "cpu_ns_per_op": dict,
     "op_counts": dict, "removed_key_misses": int, "latency_ns": dict,
     "latency_cdf": list, "timeline_ms": int, "timeline": list,
-    "timeline_stddev": NUMBER, "persist": dict,
+    "timeline_stddev": NUMBER, "persist": dict, "insert_capped": bool, "stalls": dict,
+    "write_latency_ns": dict,
 }
+ROLES = ["persist", "replay", "gc", "other_background"]
+
+
+def expected_stalls(timeline):
+    """The stall figures of a timeline, as documented: its full intervals (the last one
+    is partial) below half their median, and the longest run of them."""
+    full = timeline[:-1] if len(timeline) > 1 else timeline
+    if not full:
+        return 0, 0
+    med = statistics.median(full)
+    count = longest = run_ = 0
+    for x in full:
+        if x < med / 2:
+            count += 1
+            run_ += 1
+            longest = max(longest, run_)
+        else:
+            run_ = 0
+    return count, longest
 PERSIST_FIELDS = ["flushes_per_write", "fences_per_write", "flushes_per_read",
                   "fences_per_read", "fences_per_write_all_threads", "pm_bytes_per_op"]
 FRAMEWORK_FIELDS = ["cache_hit_ratio", "cache_bypasses", "workers_avg", "workers_final",
@@ -94,6 +123,29 @@ def check_phase(doc, name, tips, counted=True):
         check(cdf and cdf[-1] == [lat["max"], 1.0], where + ": the CDF ends at (max, 1)")
     else:
         check(cdf == [], where + ": no samples, no CDF")
+    cpu = ph["cpu_ns_per_op"]
+    for role in ROLES:
+        check(isinstance(cpu.get(role), NUMBER) and cpu[role] >= 0,
+              "%s.cpu_ns_per_op.%s" % (where, role))
+    named = sum(cpu[r] for r in ROLES)
+    # other_background is the background less the named roles (never below 0): the
+    # roles add up to it, or exceed it by the clocks' skew alone.
+    check(named >= cpu["background"] - 1.0 and
+          (cpu["other_background"] == 0 or abs(named - cpu["background"]) < 1.0),
+          "%s: the roles add up to the background: %s" % (where, cpu))
+    if not tips:
+        check(cpu["persist"] == 0 and cpu["replay"] == 0 and cpu["gc"] == 0,
+              where + ": no TIPS background outside tips-*")
+    st = ph["stalls"]
+    want = expected_stalls(ph["timeline"])
+    check((st.get("intervals_below_half_median"), st.get("longest_run")) == want,
+          "%s: stalls %s, the timeline says %s" % (where, st, want))
+    wl = ph["write_latency_ns"]
+    for q in ["samples", "p50", "p99", "p999", "max"]:
+        check(isinstance(wl.get(q), int), "%s.write_latency_ns.%s" % (where, q))
+    check(wl["p50"] <= wl["p99"] <= wl["p999"] <= wl["max"],
+          where + ": write percentiles are ordered")
+    check(wl["samples"] <= lat["samples"], where + ": write samples are some of the samples")
     for field in PERSIST_FIELDS:
         if counted:
             check(isinstance(ph["persist"].get(field), NUMBER), "%s.persist.%s" % (where, field))
@@ -183,11 +235,16 @@ def check_single(doc, tips, records, ops, ratios, counted=True):
         check(load["persist"]["fences_per_write"] == 2.0, "tips: 2 fences per load insert")
         fw = run_["framework"]
         check(fw["replayed"] > 0 and fw["reclamations"] >= 0, "tips: replay ran")
+        check(load["cpu_ns_per_op"]["replay"] > 0, "tips: the replay workers' CPU is seen")
     elif counted is None:
         pass  # listdb: check_listdb()
     elif counted:
         for field in PERSIST_FIELDS:
             check(p[field] == 0, "dram: no persistence cost (%s = %s)" % (field, p[field]))
+    if run_["op_counts"]["update"] + run_["op_counts"]["insert"] and \
+            doc["config"].get("batch", 0) == 0:
+        check(run_["write_latency_ns"]["samples"] > 0, "sampled writes have latencies")
+    check(doc.get("harness_ns_per_op", 0) is None, "harness_ns_per_op: null unless null")
 
 
 def main():
@@ -242,6 +299,8 @@ def main():
     check(doc["run"]["ops"] == ops and doc["run"]["removed_key_misses"] == 0, "null: ran")
     check(doc["run"]["persist"]["fences_per_write"] == 0, "null: no fence")
     check(doc["run"]["cpu_ns_per_op"]["app"] < 2000, "null: the harness costs little")
+    check(doc.get("harness_ns_per_op") == doc["run"]["cpu_ns_per_op"]["app"],
+          "null: harness_ns_per_op is its worker CPU per operation")
 
     # --batch: two fences per commit, shared by its writes.
     doc = run(["--index", "tips-hash", "--workload", "load", "--upsert", "--batch", "16"] +
@@ -262,6 +321,23 @@ def main():
     check(0.4 <= doc["run"]["seconds"] <= 5 and doc["run"]["ops"] < 1000000000,
           "the capped run stopped after about 0.5 s (%.3f s)" % doc["run"]["seconds"])
     check(sum(doc["run"]["timeline"]) == doc["run"]["ops"], "capped timeline adds up")
+
+    # Duration mode: the run phase lasts --seconds, whatever --ops says.
+    doc = run(["--index", "dram-hash", "--records", "1000", "--ops", "10", "--workload", "c",
+               "--seconds", "0.5", "--sample-ms", "10"], path("seconds.json"))
+    check(doc["config"]["seconds"] == 0.5, "seconds: in the config")
+    check(0.45 <= doc["run"]["seconds"] <= 5 and doc["run"]["ops"] > 10,
+          "seconds: ran about 0.5 s past --ops (%.3f s, %d ops)" %
+          (doc["run"]["seconds"], doc["run"]["ops"]))
+    check(doc["run"]["insert_capped"] is False, "seconds: reads never hit the insert bound")
+    # ... and its inserts stop at the bound the pool is sized for, saying so.
+    doc = run(["--index", "tips-hash", "--records", "1000", "--ops", "3000", "--workload",
+               "load", "--seconds", "30", "--sample-ms", "10"], path("seconds-cap.json"))
+    check(doc["run"]["insert_capped"] is True and doc["run"]["capped"] is True,
+          "seconds: the insert bound stops the run")
+    check(doc["run"]["op_counts"]["insert"] == 3000 and doc["run"]["seconds"] < 30,
+          "seconds: exactly --ops inserts (%d in %.2f s)" %
+          (doc["run"]["op_counts"]["insert"], doc["run"]["seconds"]))
 
     # Determinism: the operation mix is a function of the seed.
     mix = ["--index", "dram-hash", "--records", "5000", "--ops", "5000", "--read", "0.5",
@@ -300,6 +376,36 @@ def main():
                   "compare %s: ratio %s, want %.4f" % (wl, r["ratio"], want))
         else:
             check(r["baseline"] is None and r["ratio"] is None, "compare: a twin has no baseline")
+
+    # Compare over thread counts; E only where there is a key order.
+    doc = run(["compare", "--records", "2000", "--seconds", "0.2", "--ops", "2000",
+               "--repeat", "1", "--threads", "1,2", "--workloads", "c,e", "--indexes",
+               "tips-hash,dram-bst", "--sample-ms", "5"], path("compare-threads.json"))
+    check(doc["config"].get("thread_counts") == [1, 2], "compare: thread_counts in config")
+    cells = {(r["index"], r["workload"], r["threads"]): r for r in doc["results"]}
+    want = {(i, w, t) for i in ["tips-hash", "dram-hash", "dram-bst"] for w in "ce"
+            for t in [1, 2]}
+    check(set(cells) == want, "compare --threads: every cell at both counts: %s" % sorted(cells))
+    for (index, wl, t), r in cells.items():
+        hashed = index.endswith("hash")
+        if wl == "e" and hashed:
+            check(r["applicable"] is False and r["runs"] == [] and r["ratio"] is None,
+                  "compare: %s on E is not applicable, not run" % index)
+            continue
+        check(r["applicable"] is True and r["completed"] == 1, "compare %s/%s/%d ran" %
+              (index, wl, t))
+        check(all(d["config"]["threads"] == t for d in r["runs"]),
+              "compare %s/%s: the runs used %d threads" % (index, wl, t))
+        for f in ["persist", "replay", "gc", "other_background"]:
+            check(isinstance(r["cpu_ns_per_op"].get(f, {}).get("median"), NUMBER),
+                  "compare: cpu_ns_per_op.%s" % f)
+        check(isinstance(r["stalls"]["intervals_below_half_median"]["median"], NUMBER) and
+              isinstance(r["write_latency_ns"]["p999"]["median"], NUMBER), "compare: stalls")
+        if index == "tips-hash":
+            base = cells[("dram-hash", wl, t)]
+            want_ratio = r["run_ops_per_sec"]["median"] / base["run_ops_per_sec"]["median"]
+            check(abs(r["ratio"] - want_ratio) < 1e-3,
+                  "compare --threads: ratio against the twin at %d threads" % t)
 
     # pmdk-hash, if built: counters unavailable, not 0; its twin in compare is dram-hash.
     listed = subprocess.run([BENCH, "--list"], stdout=subprocess.PIPE, text=True).stdout

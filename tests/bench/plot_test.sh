@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # plot_test.sh - scripts/plot_bench.py on real tips-bench output: a tiny compare (three
-# workloads, two runs each) and a tiny single run must each give their figures as valid,
-# non-trivial PNGs, in the default directory beside the JSON or in --out; a missing
+# workloads, two runs each, 1 and 2 threads, E not applicable to the hash indexes) and a
+# tiny single run must each give their figures as valid, non-trivial PNGs at most 2000
+# pixels wide, in the default directory beside the JSON or in --out; a missing
 # file, invalid JSON and a document of neither shape must exit 2 with a message.
 # Uses the Python of <source>/.venv, which scripts/install-deps.sh creates; without it
 # the test fails (it never skips).
@@ -56,6 +57,7 @@ plot_ok() {
 	            colors = im.convert("RGB").getcolors(4096)  # None: more than 4096
 	            problem = ("not a PNG" if im.format != "PNG" else
 	                       f"only {im.width}x{im.height}" if im.width < 600 or im.height < 400 else
+	                       f"{im.width} px wide" if im.width > 2000 else
 	                       "nearly blank" if colors is not None and len(colors) < 8 else
 	                       "under 10 KB" if path.stat().st_size < 10_000 else None)
 	    except Exception as e:
@@ -79,8 +81,9 @@ plot_fails() {
 }
 
 index=$("$BENCH" --list | awk 'NR == 1 {print $1}')
-all=(throughput.png load.png timeline.png latency_cdf.png)
-if bench compare compare --records 2K --ops 2K --repeat 2 --max-seconds 1 --workloads a,c,e; then
+all=(throughput.png ratios.png load.png timeline.png latency_cdf.png)
+if bench compare compare --records 2K --ops 2K --repeat 2 --max-seconds 1 --workloads a,c,e \
+	--threads 1,2 --indexes tips-hash,tips-art; then
 	plot_ok "$DIR/compare-plots" "${all[@]}" -- "$DIR/compare.json"
 	plot_ok "$DIR/log" "${all[@]}" -- "$DIR/compare.json" --log --out "$DIR/log"
 fi
