@@ -12,9 +12,12 @@
 #ifndef TIPS_TEST_UTIL_H
 #define TIPS_TEST_UTIL_H
 
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <tips/tips.h>
 
@@ -44,6 +47,33 @@ static inline void test_skip(const char *what, const char *why)
 		if (!(cond)) {                                                           \
 			fprintf(stderr, "%s:%d: requirement failed: %s\n", __FILE__, __LINE__, #cond); \
 			exit(1);                                                         \
+		}                                                                        \
+	} while (0)
+
+/* Seconds since an arbitrary origin (C11 timespec_get: no POSIX feature macro needed). */
+static inline double test_seconds(void)
+{
+	struct timespec ts;
+	timespec_get(&ts, TIME_UTC);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* How long any wait of a test may take before it fails: far beyond what a loaded
+ * machine needs, so that a wait that never ends fails loudly instead of hanging. */
+#define TEST_WAIT_DEADLINE_S 60.0
+
+/* WAIT_UNTIL(cond, what): yield until @cond holds (another thread's progress, not the
+ * passing of time); after TEST_WAIT_DEADLINE_S seconds fail the test, naming @what. */
+#define WAIT_UNTIL(cond, what)                                                           \
+	do {                                                                             \
+		double wait_end_ = test_seconds() + TEST_WAIT_DEADLINE_S;                \
+		while (!(cond)) {                                                        \
+			if (test_seconds() > wait_end_) {                                \
+				fprintf(stderr, "%s:%d: waited %.0f s for %s (%s)\n",    \
+					__FILE__, __LINE__, TEST_WAIT_DEADLINE_S, what, #cond); \
+				exit(1);                                                 \
+			}                                                                \
+			sched_yield();                                                   \
 		}                                                                        \
 	} while (0)
 

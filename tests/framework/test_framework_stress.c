@@ -195,8 +195,7 @@ static void *handoff_reader(void *arg)
 	unsigned char key[8];
 	key_bytes(KEYS + 1, key);
 	for (uint64_t v = 1; v <= HANDOFF_ROUNDS; v++) {
-		while (atomic_load(&handed) < v)
-			sched_yield(); /* waits for the writer's signal, not for time */
+		WAIT_UNTIL(atomic_load(&handed) >= v, "the writer's hand-off");
 		uint64_t got = 0;
 		size_t vlen;
 		int rc = tips_lookup(db, key, 8, &got, 8, &vlen);
@@ -220,10 +219,8 @@ static void handoff(void)
 		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
 		if (v % 100 == 0) { /* let replay catch up: the lookup then skips the cache */
 			struct tips_stats st;
-			do {
-				sched_yield();
-				tips_stats(db, &st);
-			} while (st.cache_unapplied != 0);
+			WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0),
+				   "replay to catch up");
 		}
 		atomic_store(&handed, v);
 	}
