@@ -151,7 +151,8 @@ TIPS_API int tips_pool_close(struct tips_pool **pool);
  */
 TIPS_API int tips_pool_grow(const char *path, uint64_t new_size);
 
-/** Facts about a pool, as tips_pool_info() and tips_pool_stat() report them. */
+/** Facts about a pool, as tips_pool_info() and tips_pool_stat() report them. New fields
+ * are appended; both calls fill only the caller's sizeof (zeroing any newer tail). */
 struct tips_pool_info {
 	uint32_t layout_version;
 	uint8_t uuid[16];
@@ -171,10 +172,19 @@ struct tips_pool_info {
  * that another process has open.
  * Return: the same codes as tips_pool_open(), except TIPS_EADDRINUSE.
  */
-TIPS_API int tips_pool_stat(const char *path, struct tips_pool_info *info);
+TIPS_API int tips_pool_stat_sized(const char *path, struct tips_pool_info *info, size_t size);
+static inline int tips_pool_stat(const char *path, struct tips_pool_info *info)
+{
+	return tips_pool_stat_sized(path, info, sizeof(*info));
+}
 
 /** tips_pool_info() - facts about an open pool. */
-TIPS_API void tips_pool_info(const struct tips_pool *pool, struct tips_pool_info *info);
+TIPS_API void tips_pool_info_sized(const struct tips_pool *pool, struct tips_pool_info *info,
+				   size_t size);
+static inline void tips_pool_info(const struct tips_pool *pool, struct tips_pool_info *info)
+{
+	tips_pool_info_sized(pool, info, sizeof(*info));
+}
 
 /** tips_media_name() - "pmem", "shm", "file", "sim" or "auto". */
 TIPS_API const char *tips_media_name(enum tips_media media);

@@ -809,7 +809,7 @@ static void info_from_header(const struct pool_header *h, struct tips_pool_info 
 	info->clean = h->clean == 1;
 }
 
-int tips_pool_stat(const char *path, struct tips_pool_info *info)
+static int pool_stat_fill(const char *path, struct tips_pool_info *info)
 {
 	if (!path || !info)
 		return tips_set_error(TIPS_EINVAL, "tips_pool_stat: path and info are required");
@@ -830,12 +830,25 @@ int tips_pool_stat(const char *path, struct tips_pool_info *info)
 	return rc;
 }
 
-void tips_pool_info(const struct tips_pool *p, struct tips_pool_info *info)
+int tips_pool_stat_sized(const char *path, struct tips_pool_info *info, size_t size)
 {
-	info_from_header(p->hdr, info);
-	info->clean = p->clean_at_open;
-	info->media = p->map.media;
-	snprintf(info->media_reason, sizeof(info->media_reason), "%s", p->map.reason);
+	if (!info)
+		return tips_set_error(TIPS_EINVAL, "tips_pool_stat: path and info are required");
+	struct tips_pool_info full;
+	int rc = pool_stat_fill(path, &full);
+	if (rc == 0)
+		tips_struct_write(info, size, &full, sizeof(full));
+	return rc;
+}
+
+void tips_pool_info_sized(const struct tips_pool *p, struct tips_pool_info *info, size_t size)
+{
+	struct tips_pool_info full;
+	info_from_header(p->hdr, &full);
+	full.clean = p->clean_at_open;
+	full.media = p->map.media;
+	snprintf(full.media_reason, sizeof(full.media_reason), "%s", p->map.reason);
+	tips_struct_write(info, size, &full, sizeof(full));
 }
 
 void *tips_pool_root(const struct tips_pool *p, size_t *size)

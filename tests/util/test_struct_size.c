@@ -169,8 +169,25 @@ static void test_pool_options(void)
 		CHECK_RC(tips_pool_close(&pool), 0);
 	}
 	CHECK_RC(tips_pool_open(path, o, &pool), 0);
-	if (pool)
+	if (pool) {
+		/* Pool info: an older caller's struct (without media and its reason) gets
+		 * its size and no byte more; a newer one gets zeros after the library's. */
+		size_t old_info = offsetof(struct tips_pool_info, media);
+		struct caller_buf ib;
+		buf_fill(&ib);
+		tips_pool_info_sized(pool, (struct tips_pool_info *)ib.b, old_info);
+		CHECK(canary_intact(&ib, old_info));
+		CHECK(((struct tips_pool_info *)ib.b)->size == 16ull << 20);
+		size_t new_info = sizeof(struct tips_pool_info) + 8;
+		buf_fill(&ib);
+		tips_pool_info_sized(pool, (struct tips_pool_info *)ib.b, new_info);
+		CHECK(zero_from(&ib, sizeof(struct tips_pool_info), new_info) &&
+		      canary_intact(&ib, new_info));
 		CHECK_RC(tips_pool_close(&pool), 0);
+		buf_fill(&ib);
+		CHECK_RC(tips_pool_stat_sized(path, (struct tips_pool_info *)ib.b, old_info), 0);
+		CHECK(canary_intact(&ib, old_info));
+	}
 
 	size_t newer = sizeof(struct tips_pool_options) + 8;
 	buf_fill(&c);
