@@ -4,17 +4,35 @@
  *
  * A test is a program: it exits 0 when every check held and 1 otherwise, printing each
  * failed check with file and line. CHECK continues (to report more), REQUIRE stops.
+ * A case that cannot run here (no disk file system, no size limit on /dev/shm) calls
+ * test_skip(); test_finish() then exits TEST_SKIPPED, which CTest reports as a skip
+ * (SKIP_RETURN_CODE, set by tips_test(... SKIPPABLE)), never as a pass. Such a case is
+ * registered as a test of its own, so that a skip hides no other case's result.
  */
 #ifndef TIPS_TEST_UTIL_H
 #define TIPS_TEST_UTIL_H
 
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <tips/tips.h>
 
 static int test_failures;
+static int test_skips;
+
+/* The exit code of a test that was skipped (the automake convention). */
+#define TEST_SKIPPED 77
+
+/* Marks the running case as not run here, and says why. */
+static inline void test_skip(const char *what, const char *why)
+{
+	printf("%s: SKIPPED: %s\n", what, why);
+	test_skips++;
+}
 
 #define CHECK(cond)                                                                      \
 	do {                                                                             \
@@ -29,6 +47,33 @@ static int test_failures;
 		if (!(cond)) {                                                           \
 			fprintf(stderr, "%s:%d: requirement failed: %s\n", __FILE__, __LINE__, #cond); \
 			exit(1);                                                         \
+		}                                                                        \
+	} while (0)
+
+/* Seconds since an arbitrary origin (C11 timespec_get: no POSIX feature macro needed). */
+static inline double test_seconds(void)
+{
+	struct timespec ts;
+	timespec_get(&ts, TIME_UTC);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* How long any wait of a test may take before it fails: far beyond what a loaded
+ * machine needs, so that a wait that never ends fails loudly instead of hanging. */
+#define TEST_WAIT_DEADLINE_S 60.0
+
+/* WAIT_UNTIL(cond, what): yield until @cond holds (another thread's progress, not the
+ * passing of time); after TEST_WAIT_DEADLINE_S seconds fail the test, naming @what. */
+#define WAIT_UNTIL(cond, what)                                                           \
+	do {                                                                             \
+		double wait_end_ = test_seconds() + TEST_WAIT_DEADLINE_S;                \
+		while (!(cond)) {                                                        \
+			if (test_seconds() > wait_end_) {                                \
+				fprintf(stderr, "%s:%d: waited %.0f s for %s (%s)\n",    \
+					__FILE__, __LINE__, TEST_WAIT_DEADLINE_S, what, #cond); \
+				exit(1);                                                 \
+			}                                                                \
+			sched_yield();                                                   \
 		}                                                                        \
 	} while (0)
 
@@ -125,6 +170,10 @@ static inline int test_finish(const char *name)
 	if (test_failures) {
 		fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
 		return 1;
+	}
+	if (test_skips) {
+		printf("%s: skipped (%d case(s) could not run here)\n", name, test_skips);
+		return TEST_SKIPPED;
 	}
 	printf("%s: all checks passed\n", name);
 	return 0;

@@ -155,7 +155,15 @@ struct tips_heap_stats {
 	uint64_t bytes_in_use;      /* sum of usable sizes of allocated blocks */
 	uint64_t bytes_total;       /* size of the chunk area */
 };
-TIPS_API void tips_heap_stats(struct tips_heap *heap, struct tips_heap_stats *out);
+/** tips_heap_stats_sized() - fill the first @size bytes of @out (a longer tail is zeroed).
+ * New counters are appended to struct tips_heap_stats. */
+TIPS_API void tips_heap_stats_sized(struct tips_heap *heap, struct tips_heap_stats *out,
+				    size_t size);
+/** tips_heap_stats() - the allocator's counters. */
+static inline void tips_heap_stats(struct tips_heap *heap, struct tips_heap_stats *out)
+{
+	tips_heap_stats_sized(heap, out, sizeof(*out));
+}
 
 #ifdef __cplusplus
 }

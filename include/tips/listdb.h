@@ -80,9 +80,17 @@ struct tips_listdb_config {
 };
 #define TIPS_LISTDB_CREATE 1u
 
+/** tips_listdb_config_init_sized() - fill the first @size bytes of @cfg with the
+ * documented defaults and set its struct_size to @size; nothing past @size is written. */
+TIPS_API void tips_listdb_config_init_sized(struct tips_listdb_config *cfg, size_t size);
 /** tips_listdb_config_init() - fill @cfg with the documented defaults (every field must
- * come from here: tips_listdb_open() checks struct_size). */
-TIPS_API void tips_listdb_config_init(struct tips_listdb_config *cfg);
+ * come from here). The struct grows by appending: tips_listdb_open() reads
+ * min(struct_size, its own sizeof) bytes, defaults the rest, and accepts a larger
+ * (newer) struct whose unknown tail is zero (tips/version.h). */
+static inline void tips_listdb_config_init(struct tips_listdb_config *cfg)
+{
+	tips_listdb_config_init_sized(cfg, sizeof(*cfg));
+}
 
 /**
  * tips_listdb_open() - open (or with TIPS_LISTDB_CREATE create) the database at @path.
@@ -217,8 +225,15 @@ struct tips_listdb_stats {
 	uint64_t recovered_entries;   /* log entries recovery put back into L0 */
 	int recovered;                /* 1 if open found an unclean shutdown */
 };
+/** tips_listdb_stats_sized() - fill the first @size bytes of @out (a longer tail is
+ * zeroed). New counters are appended to struct tips_listdb_stats. */
+TIPS_API void tips_listdb_stats_sized(struct tips_listdb *db, struct tips_listdb_stats *out,
+				      size_t size);
 /** tips_listdb_stats() - the counters now (all zero for a NULL @db). Thread-safe. */
-TIPS_API void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *out);
+static inline void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *out)
+{
+	tips_listdb_stats_sized(db, out, sizeof(*out));
+}
 
 /** Ownership check (tests): every L1 element lies in a live log chunk, keys are in
  * order, every chunk is an allocated heap block owned by its slot. Not concurrent with

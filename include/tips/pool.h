@@ -53,7 +53,10 @@ enum tips_media {
 
 /*
  * Options for create and open. Initialise with tips_pool_options_init(); the struct
- * carries its own size so that it can grow without breaking callers.
+ * carries its own size so that it can grow without breaking callers: the library reads
+ * min(struct_size, its own sizeof) bytes and defaults the rest, and accepts a larger
+ * (newer) struct whose unknown tail is zero (see tips/version.h). New fields are only
+ * ever appended, and a zero in them means what the library did before they existed.
  */
 struct tips_pool_options {
 	size_t struct_size;    /* sizeof(struct tips_pool_options), set by _init */
@@ -73,8 +76,15 @@ struct tips_pool_options {
 	int sim_crash_exit_code;   /* exit code of the process at an armed failure (default 86) */
 };
 
-/** tips_pool_options_init() - fill @opts with the documented defaults. */
-TIPS_API void tips_pool_options_init(struct tips_pool_options *opts);
+/** tips_pool_options_init_sized() - fill the first @size bytes of @opts with the
+ * documented defaults and set its struct_size to @size; nothing past @size is written. */
+TIPS_API void tips_pool_options_init_sized(struct tips_pool_options *opts, size_t size);
+/** tips_pool_options_init() - fill @opts with the documented defaults (the size is the
+ * caller's sizeof, so an older program's smaller struct is never overrun). */
+static inline void tips_pool_options_init(struct tips_pool_options *opts)
+{
+	tips_pool_options_init_sized(opts, sizeof(*opts));
+}
 
 /**
  * tips_pool_create() - create a new pool file and open it.
@@ -141,7 +151,8 @@ TIPS_API int tips_pool_close(struct tips_pool **pool);
  */
 TIPS_API int tips_pool_grow(const char *path, uint64_t new_size);
 
-/** Facts about a pool, as tips_pool_info() and tips_pool_stat() report them. */
+/** Facts about a pool, as tips_pool_info() and tips_pool_stat() report them. New fields
+ * are appended; both calls fill only the caller's sizeof (zeroing any newer tail). */
 struct tips_pool_info {
 	uint32_t layout_version;
 	uint8_t uuid[16];
@@ -161,10 +172,19 @@ struct tips_pool_info {
  * that another process has open.
  * Return: the same codes as tips_pool_open(), except TIPS_EADDRINUSE.
  */
-TIPS_API int tips_pool_stat(const char *path, struct tips_pool_info *info);
+TIPS_API int tips_pool_stat_sized(const char *path, struct tips_pool_info *info, size_t size);
+static inline int tips_pool_stat(const char *path, struct tips_pool_info *info)
+{
+	return tips_pool_stat_sized(path, info, sizeof(*info));
+}
 
 /** tips_pool_info() - facts about an open pool. */
-TIPS_API void tips_pool_info(const struct tips_pool *pool, struct tips_pool_info *info);
+TIPS_API void tips_pool_info_sized(const struct tips_pool *pool, struct tips_pool_info *info,
+				   size_t size);
+static inline void tips_pool_info(const struct tips_pool *pool, struct tips_pool_info *info)
+{
+	tips_pool_info_sized(pool, info, sizeof(*info));
+}
 
 /** tips_media_name() - "pmem", "shm", "file", "sim" or "auto". */
 TIPS_API const char *tips_media_name(enum tips_media media);
@@ -194,16 +214,25 @@ TIPS_API void tips_drain(void);
 /** tips_persist() - tips_flush() then tips_drain(). */
 TIPS_API void tips_persist(const void *addr, size_t len);
 
-/** Persistence counters; sums over all threads, past and present. */
+/** Persistence counters; sums over all threads, past and present. New counters are
+ * appended; the calls below fill only the caller's sizeof (zeroing any newer tail). */
 struct tips_pm_counters {
 	uint64_t lines_flushed;   /* cache lines passed to flush */
 	uint64_t fences;          /* drains */
 	uint64_t bytes_persisted; /* bytes passed to flush */
 };
+TIPS_API void tips_pm_counters_total_sized(struct tips_pm_counters *out, size_t size);
+TIPS_API void tips_pm_counters_thread_sized(struct tips_pm_counters *out, size_t size);
 /** tips_pm_counters_total() - sum of every thread's counters since the process began. */
-TIPS_API void tips_pm_counters_total(struct tips_pm_counters *out);
+static inline void tips_pm_counters_total(struct tips_pm_counters *out)
+{
+	tips_pm_counters_total_sized(out, sizeof(*out));
+}
 /** tips_pm_counters_thread() - the calling thread's own counters. */
-TIPS_API void tips_pm_counters_thread(struct tips_pm_counters *out);
+static inline void tips_pm_counters_thread(struct tips_pm_counters *out)
+{
+	tips_pm_counters_thread_sized(out, sizeof(*out));
+}
 
 /**
  * tips_pool_sim_power_fail() - simulate a power failure of a SIM pool, then release it.

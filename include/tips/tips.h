@@ -12,6 +12,7 @@
 #define TIPS_TIPS_H
 
 #include <tips/errors.h>
+#include <tips/version.h>
 #include <tips/pool.h>
 #include <tips/heap.h>
 #include <tips/batch.h>
@@ -22,10 +23,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define TIPS_VERSION_MAJOR 0
-#define TIPS_VERSION_MINOR 2
-#define TIPS_VERSION_PATCH 0
 
 /* ==== The plug-in side: what an index implements ==================================== */
 
@@ -142,7 +139,9 @@ struct tips_db;
 
 /*
  * Configuration of tips_open(). Initialise with tips_config_init(); the struct carries
- * its own size so it can grow. Zero fields take the documented defaults.
+ * its own size so it can grow: tips_open() reads min(struct_size, its own sizeof)
+ * bytes and defaults the rest, and accepts a larger (newer) struct whose unknown tail
+ * is zero (tips/version.h). Zero fields take the documented defaults.
  */
 struct tips_config {
 	size_t struct_size;       /* set by tips_config_init() */
@@ -160,8 +159,14 @@ struct tips_config {
 	const struct tips_pool_options *pool; /* media/sim options, NULL for defaults */
 };
 
-/** tips_config_init() - fill @cfg with the defaults. */
-TIPS_API void tips_config_init(struct tips_config *cfg);
+/** tips_config_init_sized() - fill the first @size bytes of @cfg with the defaults and
+ * set its struct_size to @size; nothing past @size is written. */
+TIPS_API void tips_config_init_sized(struct tips_config *cfg, size_t size);
+/** tips_config_init() - fill @cfg with the defaults (sized by the caller's sizeof). */
+static inline void tips_config_init(struct tips_config *cfg)
+{
+	tips_config_init_sized(cfg, sizeof(*cfg));
+}
 
 /**
  * tips_open() - open (or create, with TIPS_CREATE) the pool at @path holding an index
@@ -247,7 +252,8 @@ TIPS_API int tips_lookup(struct tips_db *db, const void *key, size_t klen, void 
 TIPS_API long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 			tips_scan_fn fn, void *arg);
 
-/** Counters since open (tips_stats()). */
+/** Counters since open (tips_stats()). New counters are appended at the end;
+ * tips_stats() fills only the caller's sizeof (zeroing any newer tail). */
 struct tips_stats {
 	uint64_t cache_hits, cache_misses;      /* lookups answered by the cache / the index */
 	uint64_t cache_bypasses;                /* lookups sent straight to the index: the
@@ -284,8 +290,13 @@ struct tips_stats {
 	                                           (their records count in `writes`) */
 };
 
+/** tips_stats_sized() - fill the first @size bytes of @out (a longer tail is zeroed). */
+TIPS_API void tips_stats_sized(struct tips_db *db, struct tips_stats *out, size_t size);
 /** tips_stats() - fill @out. Thread-safe; the counters are read without a lock. */
-TIPS_API void tips_stats(struct tips_db *db, struct tips_stats *out);
+static inline void tips_stats(struct tips_db *db, struct tips_stats *out)
+{
+	tips_stats_sized(db, out, sizeof(*out));
+}
 
 /**
  * tips_db_walk() - call @fn for every heap block the database owns: the index's

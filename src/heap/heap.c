@@ -23,6 +23,7 @@
 #include "heap/heap_layout.h"
 #include "pm/pm.h"
 #include "util/errors_internal.h"
+#include "util/version_internal.h"
 #include "util/thread_slot.h"
 
 #include <pthread.h>
@@ -1516,7 +1517,7 @@ int tips_heap_block_is_fresh(const struct tips_heap *h, const void *addr)
 
 uint64_t tips_heap_generation(const struct tips_heap *h) { return generation(h); }
 
-void tips_heap_stats(struct tips_heap *h, struct tips_heap_stats *out)
+static void heap_stats_fill(struct tips_heap *h, struct tips_heap_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	int64_t delta = 0;
@@ -1532,6 +1533,13 @@ void tips_heap_stats(struct tips_heap *h, struct tips_heap_stats *out)
 	out->recovered_records = atomic_load(&h->n_recovered);
 	out->bytes_in_use = (uint64_t)((int64_t)h->bytes_at_open + delta);
 	out->bytes_total = h->nchunks * HEAP_CHUNK_SIZE;
+}
+
+void tips_heap_stats_sized(struct tips_heap *h, struct tips_heap_stats *out, size_t size)
+{
+	struct tips_heap_stats full;
+	heap_stats_fill(h, &full);
+	tips_struct_write(out, size, &full, sizeof(full));
 }
 
 static bool block_pending(const struct tips_heap *h, const struct block_ref *ref)

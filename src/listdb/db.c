@@ -32,6 +32,7 @@
 #include "pm/pm.h"
 #include "util/batch_internal.h"
 #include "util/errors_internal.h"
+#include "util/version_internal.h"
 #include "util/grace.h"
 
 static uint64_t now_ns(void)
@@ -41,7 +42,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void tips_listdb_config_init(struct tips_listdb_config *cfg)
+static void config_defaults(struct tips_listdb_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->struct_size = sizeof(*cfg);
@@ -58,6 +59,13 @@ void tips_listdb_config_init(struct tips_listdb_config *cfg)
 	cfg->bloom_bits = 10;
 	cfg->cache_entries = UINT64_MAX;        /* resolved at open */
 	cfg->second_chance_entries = UINT64_MAX;
+}
+
+void tips_listdb_config_init_sized(struct tips_listdb_config *cfg, size_t size)
+{
+	struct tips_listdb_config d;
+	config_defaults(&d);
+	tips_struct_init(cfg, size, &d, sizeof(d));
 }
 
 void *ld_dram_calloc(struct tips_listdb *db, enum ld_dram_site site, size_t n)
@@ -1349,12 +1357,12 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 	if (!path || !out)
 		return tips_set_error(TIPS_EINVAL, "NULL path or result");
 	struct tips_listdb_config cfg;
-	tips_listdb_config_init(&cfg);
+	config_defaults(&cfg);
 	if (cfg_in) {
-		if (cfg_in->struct_size != sizeof(cfg))
-			return tips_set_error(TIPS_EINVAL, "listdb_config not initialised with "
-					      "tips_listdb_config_init()");
-		cfg = *cfg_in;
+		int crc = tips_struct_read(&cfg, sizeof(cfg), cfg_in, "tips_listdb_open: "
+					   "tips_listdb_config");
+		if (crc)
+			return crc;
 	}
 	if (cfg.expected_keys == 0)
 		cfg.expected_keys = 1u << 20;
@@ -1464,7 +1472,7 @@ int tips_listdb_close(struct tips_listdb **pdb)
 	return 0;
 }
 
-void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *o)
+static void stats_fill(struct tips_listdb *db, struct tips_listdb_stats *o)
 {
 	memset(o, 0, sizeof(*o));
 	if (!db)
@@ -1501,4 +1509,11 @@ void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_stats *o)
 	o->recovery_ms = db->recovery_ms;
 	o->recovered_entries = db->recovered_entries;
 	o->recovered = db->recovered;
+}
+
+void tips_listdb_stats_sized(struct tips_listdb *db, struct tips_listdb_stats *out, size_t size)
+{
+	struct tips_listdb_stats full;
+	stats_fill(db, &full);
+	tips_struct_write(out, size, &full, sizeof(full));
 }

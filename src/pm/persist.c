@@ -18,6 +18,8 @@
 #include "pm/pm.h"
 #include "pm/sim.h"
 #include "util/errors_internal.h"
+#include "util/version_internal.h"
+#include "util/version_internal.h"
 
 #include <cpuid.h>
 #include <pthread.h>
@@ -172,7 +174,7 @@ static void count_fence(void)
 		counter_add(&tc->fences, 1);
 }
 
-void tips_pm_counters_total(struct tips_pm_counters *out)
+static void counters_total(struct tips_pm_counters *out)
 {
 	pthread_mutex_lock(&counters.lock);
 	out->lines_flushed = counters.retired_lines + atomic_load(&counters.late_lines);
@@ -186,12 +188,28 @@ void tips_pm_counters_total(struct tips_pm_counters *out)
 	pthread_mutex_unlock(&counters.lock);
 }
 
-void tips_pm_counters_thread(struct tips_pm_counters *out)
+void tips_pm_counters_total_sized(struct tips_pm_counters *out, size_t size)
+{
+	struct tips_pm_counters full;
+	memset(&full, 0, sizeof(full));
+	counters_total(&full);
+	tips_struct_write(out, size, &full, sizeof(full));
+}
+
+static void counters_thread(struct tips_pm_counters *out)
 {
 	struct thread_counters *tc = &my_counters;
 	out->lines_flushed = atomic_load_explicit(&tc->lines, memory_order_relaxed);
 	out->fences = atomic_load_explicit(&tc->fences, memory_order_relaxed);
 	out->bytes_persisted = atomic_load_explicit(&tc->bytes, memory_order_relaxed);
+}
+
+void tips_pm_counters_thread_sized(struct tips_pm_counters *out, size_t size)
+{
+	struct tips_pm_counters full;
+	memset(&full, 0, sizeof(full));
+	counters_thread(&full);
+	tips_struct_write(out, size, &full, sizeof(full));
 }
 
 /* ---- region registry ------------------------------------------------------------ */

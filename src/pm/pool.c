@@ -41,6 +41,7 @@
 #include "pm/pool_layout.h"
 #include "pm/sim.h"
 #include "util/errors_internal.h"
+#include "util/version_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -70,7 +71,7 @@ struct tips_pool {
 	int clean_at_open;
 };
 
-void tips_pool_options_init(struct tips_pool_options *o)
+static void pool_options_defaults(struct tips_pool_options *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->struct_size = sizeof(*o);
@@ -78,6 +79,22 @@ void tips_pool_options_init(struct tips_pool_options *o)
 	o->log_size = UINT64_MAX; /* default: 1/8 of the pool */
 	o->media = TIPS_MEDIA_AUTO;
 	o->sim_crash_exit_code = SIM_DEFAULT_EXIT_CODE;
+}
+
+void tips_pool_options_init_sized(struct tips_pool_options *o, size_t size)
+{
+	struct tips_pool_options d;
+	pool_options_defaults(&d);
+	tips_struct_init(o, size, &d, sizeof(d));
+}
+
+/* The caller's options @in (NULL: the defaults) as this library's full struct in
+ * @out: an older caller's missing fields take their defaults (version_internal.h). */
+static int pool_options_read(const struct tips_pool_options *in,
+			     struct tips_pool_options *out, const char *what)
+{
+	pool_options_defaults(out);
+	return in ? tips_struct_read(out, sizeof(*out), in, what) : 0;
 }
 
 const char *tips_media_name(enum tips_media media)
@@ -428,10 +445,15 @@ static int dir_sync(const char *dir)
 int tips_pool_create(const char *path, const struct tips_pool_options *o,
 		     struct tips_pool **out)
 {
-	if (!path || !o || !out || o->struct_size < sizeof(*o))
+	if (!path || !o || !out)
 		return tips_set_error(TIPS_EINVAL, "tips_pool_create: path, options (initialised "
 				      "with tips_pool_options_init) and out are required");
-	int rc = media_request_check(o->media, "tips_pool_create");
+	struct tips_pool_options opts;
+	int rc = pool_options_read(o, &opts, "tips_pool_create");
+	if (rc)
+		return rc;
+	o = &opts;
+	rc = media_request_check(o->media, "tips_pool_create");
 	if (rc)
 		return rc;
 	struct pool_header h;
@@ -559,14 +581,14 @@ static int read_header(const char *path, int flags, struct pool_header *h, int *
 
 int tips_pool_open(const char *path, const struct tips_pool_options *o, struct tips_pool **out)
 {
-	struct tips_pool_options defaults;
-	if (!o) {
-		tips_pool_options_init(&defaults);
-		o = &defaults;
-	}
-	if (!path || !out || o->struct_size < sizeof(*o))
+	if (!path || !out)
 		return tips_set_error(TIPS_EINVAL, "tips_pool_open: path and out are required");
-	int rc = media_request_check(o->media, "tips_pool_open");
+	struct tips_pool_options opts;
+	int rc = pool_options_read(o, &opts, "tips_pool_open");
+	if (rc)
+		return rc;
+	o = &opts;
+	rc = media_request_check(o->media, "tips_pool_open");
 	if (rc)
 		return rc;
 	struct pool_header h;
@@ -716,14 +738,14 @@ static int grow_locked(int fd, const char *path, const struct pool_header *h,
 
 int pool_grow_with(const char *path, uint64_t new_size, const struct tips_pool_options *o)
 {
-	struct tips_pool_options defaults;
-	if (!o) {
-		tips_pool_options_init(&defaults);
-		o = &defaults;
-	}
-	if (!path || o->struct_size < sizeof(*o))
+	if (!path)
 		return tips_set_error(TIPS_EINVAL, "tips_pool_grow: a path is required");
-	int rc = media_request_check(o->media, "tips_pool_grow");
+	struct tips_pool_options opts;
+	int rc = pool_options_read(o, &opts, "tips_pool_grow");
+	if (rc)
+		return rc;
+	o = &opts;
+	rc = media_request_check(o->media, "tips_pool_grow");
 	if (rc)
 		return rc;
 	struct pool_header h;
@@ -787,7 +809,7 @@ static void info_from_header(const struct pool_header *h, struct tips_pool_info 
 	info->clean = h->clean == 1;
 }
 
-int tips_pool_stat(const char *path, struct tips_pool_info *info)
+static int pool_stat_fill(const char *path, struct tips_pool_info *info)
 {
 	if (!path || !info)
 		return tips_set_error(TIPS_EINVAL, "tips_pool_stat: path and info are required");
@@ -808,12 +830,25 @@ int tips_pool_stat(const char *path, struct tips_pool_info *info)
 	return rc;
 }
 
-void tips_pool_info(const struct tips_pool *p, struct tips_pool_info *info)
+int tips_pool_stat_sized(const char *path, struct tips_pool_info *info, size_t size)
 {
-	info_from_header(p->hdr, info);
-	info->clean = p->clean_at_open;
-	info->media = p->map.media;
-	snprintf(info->media_reason, sizeof(info->media_reason), "%s", p->map.reason);
+	if (!info)
+		return tips_set_error(TIPS_EINVAL, "tips_pool_stat: path and info are required");
+	struct tips_pool_info full;
+	int rc = pool_stat_fill(path, &full);
+	if (rc == 0)
+		tips_struct_write(info, size, &full, sizeof(full));
+	return rc;
+}
+
+void tips_pool_info_sized(const struct tips_pool *p, struct tips_pool_info *info, size_t size)
+{
+	struct tips_pool_info full;
+	info_from_header(p->hdr, &full);
+	full.clean = p->clean_at_open;
+	full.media = p->map.media;
+	snprintf(full.media_reason, sizeof(full.media_reason), "%s", p->map.reason);
+	tips_struct_write(info, size, &full, sizeof(full));
 }
 
 void *tips_pool_root(const struct tips_pool *p, size_t *size)

@@ -28,6 +28,7 @@
 #include "pm/pm.h"
 #include "tips/framework.h"
 #include "util/errors_internal.h"
+#include "util/version_internal.h"
 
 #define DEFAULT_POOL_SIZE (1ull << 30)
 #define DEFAULT_EXPECTED_KEYS (1ull << 20)
@@ -545,10 +546,12 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 
 /* ---- open and close ---------------------------------------------------------------- */
 
-void tips_config_init(struct tips_config *cfg)
+void tips_config_init_sized(struct tips_config *cfg, size_t size)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->struct_size = sizeof(*cfg);
+	struct tips_config d;
+	memset(&d, 0, sizeof(d));
+	d.struct_size = sizeof(d);
+	tips_struct_init(cfg, size, &d, sizeof(d));
 }
 
 static void config_defaults(struct tips_config *c)
@@ -825,16 +828,17 @@ int tips_open(const char *path, const struct tips_config *config,
 	if (strlen(ops->name) >= FW_NAME_MAX)
 		return tips_set_error(TIPS_EINVAL, "tips_open: index name longer than %u bytes",
 				      FW_NAME_MAX - 1);
-	if (config && config->struct_size != sizeof(struct tips_config))
-		return tips_set_error(TIPS_EINVAL, "tips_open: config not initialised with "
-				      "tips_config_init()");
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	if (config) {
+		int crc = tips_struct_read(&cfg, sizeof(cfg), config, "tips_open: tips_config");
+		if (crc)
+			return crc;
+	}
 	struct tips_db *db = calloc(1, sizeof(*db));
 	if (!db)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
-	if (config)
-		db->cfg = *config;
-	else
-		tips_config_init(&db->cfg);
+	db->cfg = cfg;
 	config_defaults(&db->cfg);
 	db->id = atomic_fetch_add(&next_db_id, 1);
 	db->ops = ops;
@@ -911,7 +915,7 @@ int tips_close(struct tips_db **pdb)
 
 /* ---- statistics and introspection -------------------------------------------------- */
 
-void tips_stats(struct tips_db *db, struct tips_stats *out)
+static void stats_fill(struct tips_db *db, struct tips_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	struct thread_counters sum;
@@ -952,6 +956,13 @@ void tips_stats(struct tips_db *db, struct tips_stats *out)
 	out->heap_chunk_room = heap_chunk_room(db->heap);
 	out->heap_keep = admit_keep(db);
 	out->heap_chunk_margin = admit_chunk_margin(db);
+}
+
+void tips_stats_sized(struct tips_db *db, struct tips_stats *out, size_t size)
+{
+	struct tips_stats full;
+	stats_fill(db, &full);
+	tips_struct_write(out, size, &full, sizeof(full));
 }
 
 struct tips_pool *tips_db_pool(struct tips_db *db)

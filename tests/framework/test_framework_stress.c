@@ -189,17 +189,18 @@ static void *scanner(void *arg)
  * then looks up and must see that version (or a newer one). */
 #define HANDOFF_ROUNDS 20000
 static _Atomic uint64_t handed;
+static _Atomic uint64_t looked; /* the last version the reader has looked up */
 
 static void *handoff_reader(void *arg)
 {
 	unsigned char key[8];
 	key_bytes(KEYS + 1, key);
 	for (uint64_t v = 1; v <= HANDOFF_ROUNDS; v++) {
-		while (atomic_load(&handed) < v)
-			sched_yield(); /* waits for the writer's signal, not for time */
+		WAIT_UNTIL(atomic_load(&handed) >= v, "the writer's hand-off");
 		uint64_t got = 0;
 		size_t vlen;
 		int rc = tips_lookup(db, key, 8, &got, 8, &vlen);
+		atomic_store(&looked, rc == 0 && got >= v ? v : HANDOFF_ROUNDS);
 		CHECK(rc == 0 && got >= v);
 		if (rc != 0 || got < v) {
 			fprintf(stderr, "handoff: wrote %llu, read %llu (rc %d)\n",
@@ -215,21 +216,29 @@ static void handoff(void)
 	pthread_t r;
 	unsigned char key[8];
 	key_bytes(KEYS + 1, key);
+	struct tips_stats st0;
+	tips_stats(db, &st0);
 	REQUIRE(pthread_create(&r, NULL, handoff_reader, NULL) == 0);
 	for (uint64_t v = 1; v <= HANDOFF_ROUNDS; v++) {
 		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
-		if (v % 100 == 0) { /* let replay catch up: the lookup then skips the cache */
+		bool caught_up = v % 100 == 0;
+		if (caught_up) { /* let replay catch up: the lookup then skips the cache */
 			struct tips_stats st;
-			do {
-				sched_yield();
-				tips_stats(db, &st);
-			} while (st.cache_unapplied != 0);
+			WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0),
+				   "replay to catch up");
 		}
 		atomic_store(&handed, v);
+		if (caught_up) /* no write until that lookup is done: it must skip the cache */
+			WAIT_UNTIL(atomic_load(&looked) >= v, "the reader's lookup");
 	}
 	pthread_join(r, NULL);
 	struct tips_stats st;
 	tips_stats(db, &st);
+	/* Both read paths ran during the handoff: lookups answered by the cache (the
+	 * writer's entry not yet applied) and lookups sent straight to the index (every
+	 * hundredth, after replay caught up). */
+	CHECK(st.cache_hits + st.cache_misses > st0.cache_hits + st0.cache_misses);
+	CHECK(st.cache_bypasses >= st0.cache_bypasses + HANDOFF_ROUNDS / 100);
 	fprintf(stderr, "handoff: %u rounds; lookups so far: %llu from the cache, %llu "
 		"after a cache miss, %llu straight to the index\n", HANDOFF_ROUNDS,
 		(unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses,

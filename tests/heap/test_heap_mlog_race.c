@@ -34,9 +34,9 @@ static void *slot_user(void *arg)
 			sched_yield(); /* the owner's records block checkpoints: wait for it */
 			continue;
 		}
-		if (rc == 0)
-			while ((rc = tips_heap_free_from(r->heap, slot)) == TIPS_ELOGFULL)
-				sched_yield();
+		if (rc == 0) /* the owner's records block checkpoints: wait for it */
+			WAIT_UNTIL((rc = tips_heap_free_from(r->heap, slot)) != TIPS_ELOGFULL,
+				   "room in the allocation log for a free");
 		if (rc && atomic_fetch_add(&r->failures, 1) == 0)
 			fprintf(stderr, "slot user: %s: %s\n", tips_strerror(rc), tips_errormsg());
 	}

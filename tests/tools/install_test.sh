@@ -2,8 +2,11 @@
 # install_test.sh - tests the installed package the way an outside user consumes it:
 # `cmake --install` of the build tree into a temporary prefix; the headers, the shared
 # and static libraries, tips.pc, the CMake package files and the `tips` tool are there;
-# the shared library exports only `tips_*` symbols; and a small outside program (create a
-# pool, allocate into the root with tips_heap_alloc_to, close, reopen, verify, check)
+# the shared library exports only `tips_*` symbols, each under the version node of
+# cmake/libtips.map; the static library defines no global symbol outside `tips_*` (its
+# internals are local); and a small outside program (version check first, (create a
+# then create a pool, allocate into the root with tips_heap_alloc_to, close, reopen,
+# verify, check)
 # builds and runs (a) with pkg-config against the shared library, (b) in a CMake project
 # with find_package(tips) against tips::tips and against tips::tips_static.
 #
@@ -80,7 +83,7 @@ echo "library directory: $libdir"
 expect_file() {
 	if [[ -f $1 ]]; then pass "installed: ${1#"$PREFIX"/}"; else fail "missing: $1"; fi
 }
-for h in tips.h pool.h heap.h errors.h; do
+for h in tips.h pool.h heap.h errors.h version.h listdb.h batch.h; do
 	expect_file "$PREFIX/include/tips/$h"
 done
 expect_file "$libdir/libtips.a"
@@ -106,7 +109,14 @@ else
 fi
 
 # ---- exported symbols ------------------------------------------------------------------
-"$NM" -D --defined-only "$libdir/libtips.so" | awk 'NF >= 3 { print $3 }' | sort -u >"$WORK/exports"
+# nm -D prints versioned names as NAME@@NODE; the node itself is an absolute symbol (A).
+"$NM" -D --defined-only "$libdir/libtips.so" >"$WORK/exports.raw"
+awk 'NF >= 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' "$WORK/exports.raw" | sort -u >"$WORK/exports"
+version_node=$(awk 'NF >= 3 && $2 == "A" { print $3 }' "$WORK/exports.raw" | sort -u | tr '\n' ' ')
+unversioned=$(awk 'NF >= 3 && $2 != "A" && $3 !~ /@@TIPS_/ { print $3 }' "$WORK/exports.raw")
+[[ $version_node == "TIPS_"*" " && -z $unversioned ]] &&
+	pass "libtips.so exports every symbol under version node ${version_node% }" ||
+	fail "libtips.so version nodes '${version_node}', unversioned exports: ${unversioned:0:200}"
 offenders=$(grep -v '^tips_' "$WORK/exports" || true)
 if [[ -n $offenders ]]; then
 	fail "libtips.so exports symbols outside the tips_ namespace:"
@@ -116,6 +126,20 @@ elif ! grep -q '^tips_pool_create$' "$WORK/exports"; then
 else
 	pass "libtips.so exports only tips_* symbols ($(wc -l <"$WORK/exports"))"
 fi
+# libtips.a: every global symbol it defines is tips_* (the internals were localized).
+"$NM" -g --defined-only "$libdir/libtips.a" 2>/dev/null | awk 'NF >= 3 { print $3 }' | sort -u >"$WORK/static_globals"
+offenders=$(grep -v '^tips_' "$WORK/static_globals" || true)
+if [[ -n $offenders ]]; then
+	fail "libtips.a defines $(wc -l <<<"$offenders") global symbols outside the tips_ namespace:"
+	head -20 <<<"$offenders" | sed 's/^/  | /' >&2
+elif ! grep -q '^tips_pool_create$' "$WORK/static_globals"; then
+	fail "libtips.a does not define tips_pool_create"
+else
+	pass "libtips.a defines only tips_* global symbols ($(wc -l <"$WORK/static_globals"))"
+fi
+cmp -s "$WORK/exports" "$WORK/static_globals" &&
+	pass "libtips.a and libtips.so offer the same tips_* symbols" ||
+	fail "libtips.a and libtips.so differ: $(diff "$WORK/exports" "$WORK/static_globals" | grep '^[<>]' | head -5 | tr '\n' ' ')"
 # Every TIPS_API function of the installed headers must be exported.
 missing=
 for f in $(sed -nE 's/^TIPS_API[^(]*[ *](tips_[a-z0-9_]+)\(.*/\1/p' "$PREFIX"/include/tips/*.h); do
@@ -124,7 +148,7 @@ done
 [[ -z $missing ]] && pass "every TIPS_API function is exported" || fail "declared but not exported:$missing"
 
 # ---- headers are self-contained --------------------------------------------------------
-for h in tips.h pool.h heap.h errors.h; do
+for h in tips.h pool.h heap.h errors.h version.h listdb.h batch.h; do
 	printf '#include <tips/%s>\nint main(void) { return 0; }\n' "$h" >"$WORK/hdr.c"
 	step "<tips/$h> compiles on its own (-std=c99 -Wall -Wextra -Werror)" \
 		"$CC" -std=c99 -Wall -Wextra -Werror -I"$PREFIX/include" -c "$WORK/hdr.c" -o "$WORK/hdr.o" || true
@@ -151,6 +175,15 @@ static int failed(const char *what, int rc)
 	return 1;
 }
 
+/* Global names that libtips uses inside (heap_open, recover, pm_flush): a program may
+ * define its own, also when it links libtips.a statically. */
+int heap_open(void);
+int recover(void);
+int pm_flush(void);
+int heap_open(void) { return 1; }
+int recover(void) { return 2; }
+int pm_flush(void) { return 3; }
+
 static int count_block(const struct tips_heap_block *b, void *arg)
 {
 	(void)b;
@@ -165,11 +198,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *path = argv[1];
+	if (heap_open() + recover() + pm_flush() != 6)
+		return failed("the program's own heap_open, recover, pm_flush", 0);
+	int rc = TIPS_VERSION_CHECK();
+	if (rc)
+		return failed("version check", rc);
+	if (strcmp(tips_version(NULL, NULL, NULL), TIPS_VERSION_STRING) != 0)
+		return failed("tips_version() differs from the headers' TIPS_VERSION_STRING", 0);
+	if (tips_version_check(TIPS_VERSION_MAJOR + 1, 0) != TIPS_EVERSION)
+		return failed("tips_version_check accepted another major version", 0);
 	struct tips_pool_options o;
 	tips_pool_options_init(&o);
 	o.size = 16ull << 20;
 	struct tips_pool *pool;
-	int rc = tips_pool_create(path, &o, &pool);
+	rc = tips_pool_create(path, &o, &pool);
 	if (rc)
 		return failed("create", rc);
 	size_t root_size;
