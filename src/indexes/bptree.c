@@ -37,8 +37,13 @@
  * Locks. One pthread rwlock taken spin-then-block (lock_read/lock_write), in the DRAM
  * handle made by open(): no lock word lives in PM, so a lock held when the process died
  * reads as free because it no longer exists (DESIGN.md, "Locks inside PM"). Writers
- * hold it exclusive, lookup and scan shared; readers therefore never see a half-updated
- * node, a torn value or a value/length mismatch. It is glibc's default kind, reader-
+ * hold it exclusive, scan shared; those readers therefore never see a half-updated
+ * node, a torn value or a value/length mismatch. Lookup is optimistic first (a
+ * sequence lock, see lookup_optimistic): writers make a counter odd around their stores
+ * only (store_begin/store_end, after the IDX_LOGs), and a lookup that saw it even and
+ * unchanged keeps what it read, else retries and at last takes the lock shared. The
+ * lookups that TIPS makes from application threads to decide an insert's outcome then
+ * neither wait for replay's writers nor wake them. It is glibc's default kind, reader-
  * preferring: a waiting writer does not hold back new readers, it waits for a moment
  * with none, which the callers' work between calls provides (a writer-preferring lock
  * measured 10-25% slower on YCSB A and C in both builds, tips-bptree most: there the
@@ -84,6 +89,7 @@
 #include "indexes/indexes.h"
 
 #include <endian.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -98,6 +104,7 @@
 #define BPT_MAX_HEIGHT 40u /* far above reach: each level needs ~64x the splits of the one below */
 #define BPT_SCAN_BATCH 512u       /* pairs copied per read-lock hold in a scan */
 #define BPT_SCAN_BYTES (1u << 20) /* ... or about this many bytes */
+#define BPT_OPT_TRIES 4u          /* lookup: optimistic tries before the read lock */
 #define BPT_SPIN_MAX 128u         /* lock: try-locks with 1, 2, .. 128 pauses between */
 #define BPT_KLEN_BITS 11u         /* meta: key length 1..1024 in the low 11 bits */
 #define BPT_USED_WORDS ((BPT_FANOUT + 63) / 64)
@@ -141,8 +148,10 @@ struct bpt_root {
 /* ---- volatile handle (DRAM, rebuilt by every open) ----------------------------------- */
 
 struct bpt_index {
-	_Alignas(64) pthread_rwlock_t lock; /* writers exclusive, lookup/scan shared */
+	_Alignas(64) pthread_rwlock_t lock; /* writers exclusive, scan and lookup's fallback shared */
 	struct bpt_root *root;
+	unsigned store_depth;               /* nested store_begin()s (under the write lock) */
+	_Alignas(64) _Atomic uint64_t seq;  /* odd while a writer stores (lookup_optimistic) */
 };
 
 /*
@@ -185,6 +194,32 @@ static void lock_write(struct bpt_index *t)
 static inline void unlock(struct bpt_index *t)
 {
 	pthread_rwlock_unlock(&t->lock);
+}
+
+/*
+ * A writer (holding the write lock) brackets its stores to reachable memory with
+ * store_begin/store_end: seq is odd from before the first store to after the last, so
+ * an optimistic lookup that saw seq even and unchanged around its reads read none of
+ * them. The bracket covers the stores only, not the descent, the allocations or the
+ * IDX_LOGs (each a ULog record and a fence) that precede them, so that the window in
+ * which lookups must retry is tens of nanoseconds, not the microsecond of the write.
+ * Brackets nest (a split's parent insert); the outermost flips seq.
+ */
+static void store_begin(struct bpt_index *t)
+{
+	if (t->store_depth++)
+		return;
+	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release); /* seq odd before any store that follows */
+}
+
+static void store_end(struct bpt_index *t)
+{
+	if (--t->store_depth)
+		return;
+	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
+			      memory_order_release); /* after every store that preceded */
 }
 
 /* An entry outside a node (a new entry, a split's temporary, a separator going up). */
@@ -364,21 +399,39 @@ static inline void header_log(struct bpt_node *n, unsigned nord)
 /* Writes @in into free physical slot @s of @n, logging what changes: the meta word and
  * the key block pointer of a reused slot often stay (same lengths, short keys), and
  * each logged range costs the ULog a record and a fence. */
-static void slot_write(struct bpt_node *n, unsigned s, const struct bpt_slot *in)
+enum { SLOT_META = 1, SLOT_KX = 2 }; /* what slot_log() found to change besides kw, val */
+
+static unsigned slot_log(struct bpt_node *n, unsigned s, const struct bpt_slot *in)
 {
+	unsigned what = 0;
 	IDX_LOG(&n->kw[s], sizeof(n->kw[s]));
-	n->kw[s] = in->kw;
 	if (n->meta[s] != in->meta) {
 		IDX_LOG(&n->meta[s], sizeof(n->meta[s]));
-		n->meta[s] = in->meta;
+		what |= SLOT_META;
 	}
 	if (n->e[s].kx != in->e.kx) {
 		IDX_LOG(&n->e[s], sizeof(n->e[s]));
-		n->e[s] = in->e;
+		what |= SLOT_KX;
 	} else {
 		IDX_LOG(&n->e[s].val, sizeof(n->e[s].val));
-		n->e[s].val = in->e.val;
 	}
+	return what;
+}
+
+static void slot_store(struct bpt_node *n, unsigned s, const struct bpt_slot *in, unsigned what)
+{
+	n->kw[s] = in->kw;
+	if (what & SLOT_META)
+		n->meta[s] = in->meta;
+	if (what & SLOT_KX)
+		n->e[s] = in->e;
+	else
+		n->e[s].val = in->e.val;
+}
+
+static void slot_write(struct bpt_node *n, unsigned s, const struct bpt_slot *in)
+{
+	slot_store(n, s, in, slot_log(n, s, in));
 }
 
 static inline void next_set(struct bpt_node *n, struct bpt_node *next)
@@ -441,15 +494,19 @@ static inline void virt_get(const struct bpt_node *n, unsigned p, const struct b
 
 /* Inserts @s at position @p in order into @n, which has room: the entry goes to a free
  * slot (logged), and ord shifts by a byte per later entry (in the logged header). */
-static void node_put(struct bpt_node *n, unsigned p, const struct bpt_slot *s)
+static void node_put(struct bpt_index *t, struct bpt_node *n, unsigned p,
+		     const struct bpt_slot *s)
 {
 	unsigned c = n->count, f = slot_free(n);
-	slot_write(n, f, s);
+	unsigned what = slot_log(n, f, s);
 	header_log(n, c + 1);
+	store_begin(t);
+	slot_store(n, f, s, what);
 	memmove(&n->ord[p + 1], &n->ord[p], c - p);
 	n->ord[p] = (uint8_t)f;
 	used_set(n, f, true);
 	n->count = c + 1;
+	store_end(t);
 }
 
 /* Removes the entry at position @i in order from @n (its slot becomes free). */
@@ -627,6 +684,8 @@ static int bpt_open(void *rootv, void **indexp)
 		return TIPS_ENOMEM;
 	}
 	t->root = root;
+	t->store_depth = 0;
+	atomic_init(&t->seq, 0);
 	*indexp = t;
 	return 0;
 }
@@ -642,9 +701,10 @@ static void bpt_close(void *index)
 }
 
 /* Insert under the write lock: the splits' blocks first, then the stores. */
-static int insert_locked(struct bpt_root *R, const struct bpt_key *k, const void *val,
+static int insert_locked(struct bpt_index *t, const struct bpt_key *k, const void *val,
 			 size_t vlen)
 {
+	struct bpt_root *R = t->root;
 	struct bpt_path pa;
 	unsigned h = descend(R, k, &pa);
 	struct bpt_node *leaf = pa.node[h - 1];
@@ -702,13 +762,16 @@ static int insert_locked(struct bpt_root *R, const struct bpt_key *k, const void
 		return TIPS_ENOMEM;
 	}
 
-	/* Stores from here on; nothing fails. */
+	/* Stores from here on; nothing fails. A split stores in one bracket, a plain insert
+	 * logs first and brackets its stores alone (node_put). */
+	if (nsplit)
+		store_begin(t);
 	struct bpt_slot cur = s;
 	for (unsigned d = h, used = 3;; d--) {
 		struct bpt_node *n = pa.node[d - 1];
 		unsigned p = d == h ? pos : pa.idx[d - 1] + 1;
 		if (n->count < BPT_FANOUT) {
-			node_put(n, p, &cur);
+			node_put(t, n, p, &cur);
 			break;
 		}
 		struct bpt_node *r = blk[used++];
@@ -733,6 +796,8 @@ static int insert_locked(struct bpt_root *R, const struct bpt_key *k, const void
 			break;
 		}
 	}
+	if (nsplit)
+		store_end(t);
 	return 0;
 }
 
@@ -744,7 +809,7 @@ static int bpt_insert(void *index, const void *key, size_t klen, const void *val
 		return rc;
 	struct bpt_key k = key_make(key, klen);
 	lock_write(t);
-	rc = insert_locked(t->root, &k, val, vlen);
+	rc = insert_locked(t, &k, val, vlen);
 	unlock(t);
 	return rc;
 }
@@ -769,11 +834,15 @@ static int bpt_update(void *index, const void *key, size_t klen, const void *val
 	uint32_t ov = meta_vlen(n->meta[s]);
 	if (ov == vlen && vlen > 8) { /* same length: overwrite the block in place */
 		IDX_LOG(n->e[s].val.block, vlen);
+		store_begin(t);
 		memcpy(n->e[s].val.block, val, vlen);
+		store_end(t);
 	} else if (ov == vlen) { /* inline, same length: 8 bytes in place */
 		if (vlen) {
 			IDX_LOG(&n->e[s].val, sizeof(n->e[s].val));
+			store_begin(t);
 			n->e[s].val.word = value_word(val, vlen);
+			store_end(t);
 		}
 	} else {
 		unsigned char *old = ov > 8 ? n->e[s].val.block : NULL;
@@ -786,11 +855,13 @@ static int bpt_update(void *index, const void *key, size_t klen, const void *val
 		} else {
 			e.val.word = value_word(val, vlen);
 		}
-		/* val and meta change together; readers are excluded by the lock. */
+		/* val and meta change together, in one store bracket. */
 		IDX_LOG(&n->e[s].val, sizeof(n->e[s].val));
-		n->e[s].val = e.val;
 		IDX_LOG(&n->meta[s], sizeof(n->meta[s]));
+		store_begin(t);
+		n->e[s].val = e.val;
 		n->meta[s] = meta_make(klen, vlen);
+		store_end(t);
 		if (old)
 			IDX_FREE(old);
 	}
@@ -822,6 +893,7 @@ static int bpt_remove(void *index, const void *key, size_t klen)
 	int rc = 0;
 
 	lock_write(t);
+	store_begin(t); /* removes are rare: one bracket over the whole operation */
 	struct bpt_root *R = t->root;
 	unsigned h = descend(R, &k, &pa);
 	struct bpt_node *leaf = pa.node[h - 1];
@@ -866,8 +938,89 @@ static int bpt_remove(void *index, const void *key, size_t klen)
 	}
 	free_blocks(gone, 2);
 out:
+	store_end(t);
 	unlock(t);
 	return rc;
+}
+
+/*
+ * Optimistic lookup (a sequence lock): reads the tree without the lock between two
+ * reads of seq, and keeps the answer only if seq was even and did not change, i.e. no
+ * writer stored meanwhile (store_begin). TIPS decides each insert's outcome with a
+ * lookup from the application thread; with the rwlock alone, such a lookup that met a
+ * replay writer slept on a futex and woke it on unlock, and a load spent half its CPU
+ * in futex sleeps and wake-ups (docs/framework.md, "tips-bptree's write outlier").
+ *
+ * What it reads may be torn, so it follows only pointers that stay valid: child
+ * pointers (nodes are freed through IDX_FREE, deferred past this read section), never a
+ * key block (keys longer than 8 bytes whose first words tie go to the locked path), and
+ * a value block only after a validation, the copy being validated again (a same-length
+ * update stores in place). ord[] bytes are taken modulo BPT_FANOUT and count is checked,
+ * so no index leaves a node. Not instrumented by ThreadSanitizer: the racing reads are
+ * the algorithm, and their result is discarded unless validated.
+ */
+enum { OPT_FOUND, OPT_ABSENT, OPT_RETRY, OPT_LOCK };
+
+__attribute__((no_sanitize_thread)) static int
+lookup_optimistic(struct bpt_index *t, const struct bpt_key *k, void *val, size_t cap,
+		  size_t *vlen)
+{
+	uint64_t s0 = atomic_load_explicit(&t->seq, memory_order_acquire);
+	if (s0 & 1)
+		return OPT_RETRY;
+	const struct bpt_node *n = t->root->root;
+	prefetch_node(n);
+	for (unsigned d = 0; d < BPT_MAX_HEIGHT; d++) {
+		unsigned c = n->count;
+		if (c > BPT_FANOUT)
+			return OPT_RETRY;
+		bool inner = n->level > 0;
+		unsigned lo = inner ? 1 : 0, hi = c;
+		while (lo < hi) { /* inner: first separator > k; leaf: first key >= k */
+			unsigned mid = (lo + hi) / 2, s = n->ord[mid] % BPT_FANOUT;
+			uint64_t w = n->kw[s];
+			uint32_t l = meta_klen(n->meta[s]);
+			if (w == k->w && k->len > 8 && l > 8)
+				return OPT_LOCK;
+			int cmp = w != k->w ? (w < k->w ? -1 : 1)
+					    : (int)(l > k->len) - (int)(l < k->len);
+			if (inner ? cmp <= 0 : cmp < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (inner) {
+			n = n->e[n->ord[lo - 1] % BPT_FANOUT].val.child;
+			if (!n)
+				return OPT_RETRY;
+			prefetch_node(n);
+			continue;
+		}
+		unsigned s = lo < c ? n->ord[lo] % BPT_FANOUT : 0;
+		bool found = lo < c && n->kw[s] == k->w && meta_klen(n->meta[s]) == k->len;
+		if (found && k->len > 8)
+			return OPT_LOCK; /* the tails decide: they live in key blocks */
+		uint32_t meta = found ? n->meta[s] : 0;
+		struct bpt_ent e = found ? n->e[s] : (struct bpt_ent){ { 0 }, NULL };
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&t->seq, memory_order_relaxed) != s0)
+			return OPT_RETRY;
+		if (!found)
+			return OPT_ABSENT;
+		size_t len = meta_vlen(meta);
+		if (cap && len) {
+			const void *src = len > 8 ? (const void *)e.val.block
+						  : (const void *)&e.val.word;
+			memcpy(val, src, len < cap ? len : cap);
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&t->seq, memory_order_relaxed) != s0)
+				return OPT_RETRY;
+		}
+		if (vlen)
+			*vlen = len;
+		return OPT_FOUND;
+	}
+	return OPT_RETRY;
 }
 
 static int bpt_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
@@ -880,6 +1033,20 @@ static int bpt_lookup(void *index, const void *key, size_t klen, void *val, size
 		return TIPS_ENOTFOUND;
 	struct bpt_key k = key_make(key, klen);
 	int rc = 0;
+
+	IDX_READ_ENTER();
+	for (unsigned attempt = 0; attempt < BPT_OPT_TRIES; attempt++) {
+		int o = lookup_optimistic(t, &k, val, cap, vlen);
+		if (o == OPT_FOUND || o == OPT_ABSENT) {
+			IDX_READ_EXIT();
+			return o == OPT_FOUND ? 0 : TIPS_ENOTFOUND;
+		}
+		if (o == OPT_LOCK)
+			break;
+		for (unsigned i = 0; i < 1u << attempt; i++)
+			cpu_relax();
+	}
+	IDX_READ_EXIT(); /* never block on the lock inside a read section */
 
 	lock_read(t);
 	const struct bpt_node *n = leaf_of(t->root, &k);
