@@ -23,45 +23,6 @@ void rng_seed(struct rng *r, uint64_t seed, uint64_t stream)
 		r->s[i] = splitmix64(&x);
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-uint64_t rng_next(struct rng *r)
-{
-	uint64_t *s = r->s;
-	uint64_t result = rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return result;
-}
-
-double rng_double(struct rng *r)
-{
-	return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-uint64_t rng_below(struct rng *r, uint64_t n)
-{
-	/* Lemire's multiply-shift with rejection of the biased low range. */
-	unsigned __int128 m = (unsigned __int128)rng_next(r) * n;
-	uint64_t low = (uint64_t)m;
-	if (low < n) {
-		uint64_t floor = -n % n;
-		while (low < floor) {
-			m = (unsigned __int128)rng_next(r) * n;
-			low = (uint64_t)m;
-		}
-	}
-	return (uint64_t)(m >> 64);
-}
-
 static const char *const dist_names[] = { "uniform", "selfsimilar", "zipfian", "latest" };
 
 int keydist_parse(const char *name, enum keydist *out)
@@ -132,7 +93,7 @@ int keygen_init(struct keygen *g, enum keydist dist, double skew, const struct z
 	return -1;
 }
 
-uint64_t keygen_next(struct keygen *g, uint64_t n)
+uint64_t keygen_next_skewed(struct keygen *g, uint64_t n)
 {
 	switch (g->dist) {
 	case KEYDIST_SELFSIMILAR: {

@@ -27,11 +27,49 @@ struct rng {
 
 /* Seeds @r for (@seed, @stream): distinct streams give independent sequences. */
 void rng_seed(struct rng *r, uint64_t seed, uint64_t stream);
-uint64_t rng_next(struct rng *r);
+
+/* The draws are inline: they sit on every measured operation's path, and a call per
+ * draw is a good part of the harness's own cost (tips-bench --index null). */
+static inline uint64_t rng_rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t rng_next(struct rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t result = rng_rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rng_rotl(s[3], 45);
+	return result;
+}
+
 /* Uniform in [0, 1). */
-double rng_double(struct rng *r);
-/* Uniform in [0, n), n > 0, without modulo bias. */
-uint64_t rng_below(struct rng *r, uint64_t n);
+static inline double rng_double(struct rng *r)
+{
+	return (double)(rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+/* Uniform in [0, n), n > 0, without modulo bias (Lemire's multiply-shift, rejecting
+ * the biased low range). */
+static inline uint64_t rng_below(struct rng *r, uint64_t n)
+{
+	unsigned __int128 m = (unsigned __int128)rng_next(r) * n;
+	uint64_t low = (uint64_t)m;
+	if (low < n) {
+		uint64_t floor = -n % n;
+		while (low < floor) {
+			m = (unsigned __int128)rng_next(r) * n;
+			low = (uint64_t)m;
+		}
+	}
+	return (uint64_t)(m >> 64);
+}
 
 enum keydist {
 	KEYDIST_UNIFORM,
@@ -74,8 +112,14 @@ struct keygen {
 int keygen_init(struct keygen *g, enum keydist dist, double skew, const struct zipf *zipf,
 		uint64_t seed, uint64_t stream);
 
+/* keygen_next() for every distribution but uniform. */
+uint64_t keygen_next_skewed(struct keygen *g, uint64_t n);
+
 /* An id in [0, n): for latest, the ids near n-1 (the newest) are the hottest. */
-uint64_t keygen_next(struct keygen *g, uint64_t n);
+static inline uint64_t keygen_next(struct keygen *g, uint64_t n)
+{
+	return g->dist == KEYDIST_UNIFORM ? rng_below(&g->rng, n) : keygen_next_skewed(g, n);
+}
 
 /* The key of record @id: a bijection, so distinct ids give distinct keys. */
 static inline uint64_t keygen_scatter(uint64_t id)

@@ -256,6 +256,20 @@ static uint64_t insert_watermark(struct bench *b)
 	return w;
 }
 
+/* Latency sampling samples each operation with probability @p, independently: the
+ * gaps between two samples are then geometric, so drawing the gap once per sample
+ * replaces a draw and a compare on every operation. The number of operations to skip
+ * before the next sample; UINT64_MAX: never. */
+static uint64_t sample_gap(struct rng *r, double p)
+{
+	if (p >= 1.0)
+		return 0;
+	if (!(p > 0.0))
+		return UINT64_MAX;
+	double gap = floor(log1p(-rng_double(r)) / log1p(-p));
+	return gap < 1e18 ? (uint64_t)gap : UINT64_MAX;
+}
+
 static enum op pick_op(const struct options *o, struct rng *r)
 {
 	double x = rng_double(r), acc = 0;
@@ -366,6 +380,7 @@ static void run_ops(struct bench *b, unsigned t)
 						  ? &b->zipf : NULL, o->seed, 1000 + t);
 	struct rng sampler;
 	rng_seed(&sampler, o->seed, 5000 + t);
+	uint64_t until_sample = sample_gap(&sampler, o->latency_sample);
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
 	struct pending pend = { 0 };
 	if (o->batch && tips_batch_new(&pend.batch)) {
@@ -382,7 +397,8 @@ static void run_ops(struct bench *b, unsigned t)
 			      !atomic_load_explicit(&b->time_up, memory_order_relaxed);
 	     i++) {
 		enum op op = pick_op(o, &g.rng);
-		bool sample = o->latency_sample > 0 && rng_double(&sampler) < o->latency_sample;
+		bool sample = until_sample == 0;
+		until_sample = sample ? sample_gap(&sampler, o->latency_sample) : until_sample - 1;
 		bool batched = o->batch && (op == OP_INSERT || op == OP_UPDATE);
 		if (o->batch && !batched)
 			pending_commit(b, t, &pend); /* the thread reads its own writes */
