@@ -327,9 +327,10 @@ int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val, siz
 		return tips_set_error(TIPS_EINVAL, "tips_lookup: database, key, vlen required");
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND; /* no such key can have been written */
-	struct thread_ctx *ctx = ctx_get(db);
-	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	int rc = 1; /* 1: not in the cache */
+	struct thread_ctx *ctx = thread_ctxs;
+	if (__builtin_expect(!ctx || ctx->db_id != db->id, 0))
+		ctx = ctx_get(db);
 	if (cache_all_applied(db->cache)) {
 		/* Nothing in the cache is newer than the index: skip it. */
 		if (ctx)
@@ -337,6 +338,7 @@ int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val, siz
 		rc = db->ops->lookup(db->index, key, klen, val, cap, vlen);
 		goto done;
 	}
+	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	cache_read_lock();
 	struct cache_entry *e = cache_find(b, key, klen);
 	if (e) {
