@@ -100,8 +100,8 @@ static void ctx_key_make(void)
 	pthread_key_create(&ctx_key, thread_exit);
 }
 
-/* The calling thread's context for @db; NULL only when DRAM ran out. */
-struct thread_ctx *ctx_get(struct tips_db *db)
+/* ctx_get()'s slow path: another database's context heads the list, or none yet. */
+static struct thread_ctx *ctx_find_or_make(struct tips_db *db)
 {
 	for (struct thread_ctx *c = thread_ctxs; c; c = c->next_in_thread)
 		if (c->db_id == db->id)
@@ -129,6 +129,17 @@ struct thread_ctx *ctx_get(struct tips_db *db)
 	pthread_mutex_unlock(&ctx_lock);
 	pthread_setspecific(ctx_key, thread_ctxs);
 	return c;
+}
+
+/* The calling thread's context for @db; NULL only when DRAM ran out. The common case
+ * (the thread's newest context is this database's) stays inline: it is on every
+ * operation's path, and a call there sits between two lookups' cache misses. */
+struct thread_ctx *ctx_get(struct tips_db *db)
+{
+	struct thread_ctx *c = thread_ctxs;
+	if (__builtin_expect(c != NULL && c->db_id == db->id, 1))
+		return c;
+	return ctx_find_or_make(db);
 }
 
 void count(_Atomic uint64_t *counter, uint64_t n)
@@ -328,9 +339,7 @@ int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val, siz
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND; /* no such key can have been written */
 	int rc = 1; /* 1: not in the cache */
-	struct thread_ctx *ctx = thread_ctxs;
-	if (__builtin_expect(!ctx || ctx->db_id != db->id, 0))
-		ctx = ctx_get(db);
+	struct thread_ctx *ctx = ctx_get(db);
 	if (cache_all_applied(db->cache)) {
 		/* Nothing in the cache is newer than the index: skip it. */
 		if (ctx)
