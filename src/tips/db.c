@@ -377,11 +377,41 @@ done:
 /* ---- scans ------------------------------------------------------------------------- */
 
 struct kv {
-	unsigned char *key, *val; /* copies, or pointers into an OLog record (overlay) */
+	unsigned char *key, *val; /* into a kv_arena, or into an OLog record (overlay) */
 	size_t klen, vlen;
 	uint64_t ts;
 	bool tombstone;
+	size_t off; /* while the arena still grows: where key and value sit in it */
 };
+
+/* The bytes of a scan's keys and values, one growing buffer per source, so a scan
+ * costs a few allocations instead of one per key. Pointers into it are taken only
+ * once it stops growing (kv_arena_fix). */
+struct kv_arena {
+	unsigned char *p;
+	size_t n, cap;
+};
+
+static bool kv_arena_put(struct kv_arena *a, struct kv *x, const void *key, const void *val)
+{
+	size_t need = x->klen + x->vlen;
+	if (a->cap - a->n < need) {
+		size_t cap = a->cap ? a->cap : 4096;
+		while (cap - a->n < need)
+			cap *= 2;
+		unsigned char *p = realloc(a->p, cap);
+		if (!p)
+			return false;
+		a->p = p;
+		a->cap = cap;
+	}
+	memcpy(a->p + a->n, key, x->klen);
+	memcpy(a->p + a->n + x->klen, val, x->vlen);
+	x->off = a->n;
+	x->key = x->val = NULL;
+	a->n += need;
+	return true;
+}
 
 struct kv_list {
 	struct kv *v;
@@ -418,6 +448,7 @@ static int kv_by_key_ts(const void *pa, const void *pb)
 
 struct index_collect {
 	struct kv_list list;
+	struct kv_arena bytes;
 	bool out_of_memory; /* the index stops when told to; this says why */
 };
 
@@ -425,26 +456,21 @@ static int collect_index(const void *key, size_t klen, const void *val, size_t v
 			 void *arg)
 {
 	struct index_collect *c = arg;
-	struct kv x = { malloc(klen + vlen + 1), NULL, klen, vlen, 0, false };
-	if (x.key) {
-		memcpy(x.key, key, klen);
-		memcpy(x.key + klen, val, vlen);
-		x.val = x.key + klen;
-		if (kv_push(&c->list, x))
-			return 0;
-		free(x.key);
-	}
+	struct kv x = { NULL, NULL, klen, vlen, 0, false, 0 };
+	if (kv_arena_put(&c->bytes, &x, key, val) && kv_push(&c->list, x))
+		return 0;
 	c->out_of_memory = true;
 	return 1;
 }
 
-static void kv_free(struct kv_list *l)
+/* Points the entries of @l that live in @a (key NULL) at their bytes. */
+static void kv_arena_fix(struct kv_list *l, const struct kv_arena *a)
 {
 	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].key);
-	free(l->v);
-	l->v = NULL;
-	l->n = l->cap = 0;
+		if (!l->v[i].key) {
+			l->v[i].key = a->p + l->v[i].off;
+			l->v[i].val = l->v[i].key + l->v[i].klen;
+		}
 }
 
 /*
@@ -467,7 +493,7 @@ static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint
 				continue;
 			struct kv x = { (unsigned char *)r->data, (unsigned char *)r->data + r->klen,
 					r->klen, r->vlen, OLOG_REC_TS(r),
-					OLOG_REC_OP(r) == OLOG_OP_DELETE };
+					OLOG_REC_OP(r) == OLOG_OP_DELETE, 0 };
 			if (!kv_push(out, x))
 				return TIPS_ENOMEM;
 		}
@@ -493,7 +519,8 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	if (count == 0)
 		return 0;
 	struct kv_list overlay = { 0 }, result = { 0 };
-	struct index_collect collected = { { 0 }, false };
+	struct kv_arena copies = { 0 }; /* the overlay's entries in the result */
+	struct index_collect collected = { { 0 }, { 0 }, false };
 	struct kv_list *index = &collected.list;
 	long rc = 0;
 	pthread_rwlock_rdlock(&db->scan_lock); /* reclamation may not move heads now */
@@ -510,45 +537,43 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		rc = got;
 	else if (collected.out_of_memory)
 		rc = TIPS_ENOMEM;
+	kv_arena_fix(index, &collected.bytes);
 	/* Merge: the overlay wins on equal keys, tombstones drop the key. */
 	for (size_t i = 0, j = 0; rc == 0 && result.n < count && (i < index->n || j < overlay.n);) {
 		int c = i == index->n ? 1 : j == overlay.n ? -1 :
 			key_cmp(index->v[i].key, index->v[i].klen, overlay.v[j].key, overlay.v[j].klen);
 		struct kv x;
 		if (c < 0) {
-			x = index->v[i];
-			index->v[i++].key = NULL; /* moved */
+			x = index->v[i++]; /* its bytes stay in collected.bytes */
 		} else {
 			if (c == 0)
 				i++;
 			struct kv *o = &overlay.v[j++];
 			if (o->tombstone)
 				continue;
-			x = (struct kv){ malloc(o->klen + o->vlen + 1), NULL, o->klen, o->vlen, 0,
-					 false };
-			if (!x.key) {
+			/* The OLog may be reclaimed once the scan lock is released: copy. */
+			x = (struct kv){ NULL, NULL, o->klen, o->vlen, 0, false, 0 };
+			if (!kv_arena_put(&copies, &x, o->key, o->val)) {
 				rc = TIPS_ENOMEM;
 				break;
 			}
-			memcpy(x.key, o->key, o->klen);
-			memcpy(x.key + o->klen, o->val, o->vlen);
-			x.val = x.key + o->klen;
 		}
-		if (!kv_push(&result, x)) {
-			free(x.key);
+		if (!kv_push(&result, x))
 			rc = TIPS_ENOMEM;
-		}
 	}
 	pthread_rwlock_unlock(&db->scan_lock);
 	free(overlay.v); /* its keys point into the OLogs */
-	kv_free(index);
+	kv_arena_fix(&result, &copies);
 	long n = 0;
 	for (size_t i = 0; rc == 0 && i < result.n; i++) {
 		n++;
 		if (fn(result.v[i].key, result.v[i].klen, result.v[i].val, result.v[i].vlen, arg))
 			break;
 	}
-	kv_free(&result);
+	free(result.v);
+	free(index->v);
+	free(collected.bytes.p);
+	free(copies.p);
 	if (rc)
 		return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM")
 					 : rc;
