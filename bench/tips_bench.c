@@ -381,6 +381,11 @@ static void run_ops(struct bench *b, unsigned t)
 	struct rng sampler;
 	rng_seed(&sampler, o->seed, 5000 + t);
 	uint64_t until_sample = sample_gap(&sampler, o->latency_sample);
+	/* A mix of one operation (C, load) needs no draw per operation. */
+	enum op only_op = NOPS;
+	for (int i = 0; i < NOPS; i++)
+		if (o->ratio[i] == 1.0)
+			only_op = (enum op)i;
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
 	struct pending pend = { 0 };
 	if (o->batch && tips_batch_new(&pend.batch)) {
@@ -396,7 +401,7 @@ static void run_ops(struct bench *b, unsigned t)
 	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
 			      !atomic_load_explicit(&b->time_up, memory_order_relaxed);
 	     i++) {
-		enum op op = pick_op(o, &g.rng);
+		enum op op = only_op != NOPS ? only_op : pick_op(o, &g.rng);
 		bool sample = until_sample == 0;
 		until_sample = sample ? sample_gap(&sampler, o->latency_sample) : until_sample - 1;
 		bool batched = o->batch && (op == OP_INSERT || op == OP_UPDATE);
