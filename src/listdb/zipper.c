@@ -202,8 +202,13 @@ void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_
 		unsigned s = atomic_fetch_add(&db->next_shard, 1);
 		if (s >= db->shards)
 			break;
-		if (t->nshard[s])
+		if (t->nshard[s]) {
+			struct tips_pm_counters c0, c1;
+			tips_pm_counters_thread(&c0);
 			merge_shard(db, t, s, m);
+			tips_pm_counters_thread(&c1);
+			atomic_fetch_add(&db->st.compaction_fences, c1.fences - c0.fences);
+		}
 		atomic_fetch_add(&db->shards_done, 1);
 	}
 	pm_drain(); /* the flushed obsolete flags */
