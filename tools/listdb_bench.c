@@ -1,6 +1,7 @@
 /*
- * listdb_bench.c - tips-listdb-bench: the three ListDB measurements tips-bench cannot
- * take through the index interface (papers/002_*, §4.2.1, §4.3, and recovery).
+ * listdb_bench.c - tips-listdb-bench: the ListDB measurements tips-bench cannot take
+ * through the index interface (papers/002_*, §4.2.1, §4.3, recovery, and what bounds a
+ * sustained put).
  *
  *   tips-listdb-bench flush-timeline [--keys N] [--memtable E] [--max-immutable M]
  *                     [--flush iul|wal | --both] [--sample-ms MS] [--pool-size BYTES]
@@ -8,6 +9,7 @@
  *                     [--layout braided|oblivious|both] [--memtable E] [--seed S]
  *   tips-listdb-bench recovery [--rates R1,R2,...] [--seconds S] [--memtable E]
  *                     [--compaction 0|1] [--no-check] [--pool-size BYTES]
+ *   tips-listdb-bench puts [--keys N] [--threads T] [--seconds S] [--memtable E]
  *   common: [--pool PATH] [--seed S]
  *
  * Keys are 8 bytes, big-endian of i * 0x9E3779B97F4A7C15 (a bijection on 64-bit
@@ -31,6 +33,11 @@
  * per MemTable; the time to free a flushed MemTable is left out) and flush_mops_busy is
  * entries_flushed over it: the flush throughput of Figure 9.
  * With --both, IUL then WAL run in one invocation, each on a fresh pool.
+ *
+ * puts (docs/listdb.md, "What bounds a put"). T writers put N keys between them on the
+ * default configuration; reported per put: the writers' thread CPU time, the rest of
+ * the process's CPU time (the background), the flush and compaction CPU time the store
+ * counts, Zipper's fences per merged element, and the write stall.
  *
  * numa (Figure 11a). D domain pools, cache_entries = second_chance_entries = 0 (no
  * lookup cache: every get walks the PMTables), count_traversals on, compaction on. T
