@@ -161,10 +161,10 @@ static bool stall_gives_up(struct tips_listdb *db, uint64_t since)
 	return atomic_load(&db->bg_failures) != since && atomic_load(&db->bg_error) != 0;
 }
 
-static bool writer_help(struct tips_listdb *db);
+static bool writer_help_compaction(struct tips_listdb *db);
 
 /* Whether a compaction under way has shards left to take (a hint, read without
- * bg_lock; checked again under the lock). */
+ * bg_lock; writer_help_compaction() checks it under the lock). */
 static bool compaction_open(struct tips_listdb *db)
 {
 	return atomic_load(&db->next_shard) < db->shards;
@@ -173,14 +173,12 @@ static bool compaction_open(struct tips_listdb *db)
 /* Seals @mt (if it is still the mutable one) and installs a new MemTable; waits while
  * too many tables await flush or merge (the write stall), or returns the background's
  * error (stall_gives_up(@since)). On failure nothing changed. A writer that has to
- * wait flushes a MemTable or merges shards of the compaction under way (writer_help)
- * instead of sleeping: on a small machine the background threads alone fall behind
- * the writers, and one busy merging holds up the flushes behind it. */
+ * wait merges shards of the compaction under way, if any is left, instead of sleeping:
+ * on a small machine the compaction threads alone fall behind the writers. */
 static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint64_t since)
 {
 	pthread_mutex_lock(&db->view_lock);
 	uint64_t t0 = 0;
-	bool try_help = true;
 	int rc = 0;
 	while (atomic_load(&db->mutable_mt) == mt && !db->stop &&
 	       (db->nimm >= db->cfg.max_immutable ||
@@ -191,14 +189,12 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 		}
 		if (!t0)
 			t0 = now_ns();
-		if (try_help) {
+		if (compaction_open(db)) {
 			pthread_mutex_unlock(&db->view_lock); /* lock order: bg_lock first */
-			bool helped = writer_help(db);
+			writer_help_compaction(db);
 			pthread_mutex_lock(&db->view_lock);
-			try_help = helped; /* else wait once before trying again: no spin */
 			continue; /* the condition is checked again: no wake-up is missed */
 		}
-		try_help = true;
 		pthread_cond_wait(&db->stall_cond, &db->view_lock);
 	}
 	if (t0) {
@@ -1114,37 +1110,16 @@ static void bg_help_compaction(struct tips_listdb *db)
 		bg_back_off(db); /* the compaction's own thread merges the rest */
 }
 
-/* Flushes the oldest immutable MemTable (the caller holds bg_lock, checked that no
- * flush runs and one awaits it, and gets bg_lock back); records the outcome. */
-static int bg_flush(struct tips_listdb *db)
-{
-	db->flushing = true;
-	pthread_mutex_unlock(&db->bg_lock);
-	uint64_t c0 = thread_cpu_ns();
-	int rc = flush_one(db);
-	atomic_fetch_add(&db->st.flush_cpu_ns, thread_cpu_ns() - c0);
-	pthread_mutex_lock(&db->bg_lock);
-	db->flushing = false;
-	bg_outcome(db, rc);
-	pthread_cond_broadcast(&db->bg_cond);
-	return rc;
-}
-
-/* A stalled writer's help (switch_memtable): flushes the oldest immutable MemTable if
- * no thread is flushing (the background threads may all be busy merging), else merges
- * shards of the compaction under way while any is left. Returns whether it did either;
- * a failed flush counts (the writer then finds the error in bg_error). */
-static bool writer_help(struct tips_listdb *db)
+/* A stalled writer's help (switch_memtable): merges shards of the compaction under
+ * way while any is left. Returns whether it took part. */
+static bool writer_help_compaction(struct tips_listdb *db)
 {
 	pthread_mutex_lock(&db->bg_lock);
-	bool flush = !db->stop && !db->flushing && atomic_load(&db->nimm) > 0;
-	bool merge = !flush && !db->stop && db->compacting.n && compaction_open(db);
-	if (flush)
-		bg_flush(db);
-	else if (merge)
+	bool open = !db->stop && db->compacting.n && compaction_open(db);
+	if (open)
 		bg_help_compaction(db);
 	pthread_mutex_unlock(&db->bg_lock);
-	return flush || merge;
+	return open;
 }
 
 static void *bg_main(void *arg)
@@ -1162,7 +1137,16 @@ static void *bg_main(void *arg)
 		}
 		int rc;
 		if (!db->flushing && atomic_load(&db->nimm) > 0) {
-			if (bg_flush(db))
+			db->flushing = true;
+			pthread_mutex_unlock(&db->bg_lock);
+			uint64_t c0 = thread_cpu_ns();
+			rc = flush_one(db);
+			atomic_fetch_add(&db->st.flush_cpu_ns, thread_cpu_ns() - c0);
+			pthread_mutex_lock(&db->bg_lock);
+			db->flushing = false;
+			bg_outcome(db, rc);
+			pthread_cond_broadcast(&db->bg_cond);
+			if (rc)
 				bg_back_off(db);
 			continue;
 		}
