@@ -1354,8 +1354,6 @@ static int recover(struct tips_listdb *db)
 	 * still be reclaimed. */
 	size_t w = 0;
 	const struct ld_entry *l1_last = NULL; /* the last entry of the merge kept in L1 */
-	struct ld_entry *finger[LD_MAX_HEIGHT]; /* the merge's entries come in key order */
-	unsigned finger_shard = ~0u;
 	for (size_t i = 0; i < r.n;) {
 		size_t j = i + 1;
 		while (j < r.n && r.v[j]->lsn == r.v[i]->lsn)
@@ -1369,13 +1367,8 @@ static int recover(struct tips_listdb *db)
 			struct ld_entry *e = r.v[x];
 			if (in_merge(&mr, e) && (atomic_load(&e->flags) & LD_F_IN_L1)) {
 				struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
-				unsigned sh = ld_shard_of(db, ld_key(e), e->klen);
-				shard_heads(db, NULL, sh, heads);
-				if (sh != finger_shard) {
-					memset(finger, 0, sizeof(finger));
-					finger_shard = sh;
-				}
-				if (ld_list_contains_next(db, heads, e, finger)) {
+				shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
+				if (ld_list_contains(db, heads, e)) {
 					keep = e;
 					in_l1 = true;
 					l1_last = e;

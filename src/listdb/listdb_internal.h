@@ -192,12 +192,6 @@ void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const 
 		   unsigned d, struct ld_entry **preds);
 /* 1 if @e is linked in the bottom layer of the list. */
 bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e);
-/* The same for elements asked in ascending order: @finger ([LD_MAX_HEIGHT], all NULL
- * for the first call and whenever @heads change) keeps each layer's position, so a run
- * of calls costs a walk of the list rather than a search each (recovery). Searches the
- * upper layers of domain 0, like ld_list_contains(). */
-bool ld_list_contains_next(struct tips_listdb *db, struct ld_entry *const *heads,
-			   const struct ld_entry *e, struct ld_entry **finger);
 
 /* ---- the database ------------------------------------------------------------------ */
 

@@ -193,31 +193,3 @@ bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, con
 	ld_list_preds(db, heads, e, 0, preds);
 	return ld_next(preds[0], 0) == e;
 }
-
-/* The one of two elements of the same list that comes later (sentinels come first). */
-static struct ld_entry *later_of(struct ld_entry *a, struct ld_entry *b)
-{
-	if (a->klen == 0)
-		return b;
-	if (b->klen == 0)
-		return a;
-	return ld_cmp_entries(a, b) >= 0 ? a : b;
-}
-
-bool ld_list_contains_next(struct tips_listdb *db, struct ld_entry *const *heads,
-			   const struct ld_entry *e, struct ld_entry **finger)
-{
-	(void)db;
-	struct ld_entry *x = NULL;
-	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
-		struct ld_entry *r = finger[l] ? finger[l] : heads[0];
-		x = !x ? r : later_of(x, r);
-		struct ld_entry *n = ld_next(x, (unsigned)l);
-		while (n && ld_cmp_entries(n, e) < 0) {
-			x = n;
-			n = ld_next(x, (unsigned)l);
-		}
-		finger[l] = x;
-	}
-	return ld_next(x, 0) == e;
-}
