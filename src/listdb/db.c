@@ -161,20 +161,9 @@ static bool stall_gives_up(struct tips_listdb *db, uint64_t since)
 	return atomic_load(&db->bg_failures) != since && atomic_load(&db->bg_error) != 0;
 }
 
-static bool writer_help_compaction(struct tips_listdb *db);
-
-/* Whether a compaction under way has shards left to take (a hint, read without
- * bg_lock; writer_help_compaction() checks it under the lock). */
-static bool compaction_open(struct tips_listdb *db)
-{
-	return atomic_load(&db->next_shard) < db->shards;
-}
-
 /* Seals @mt (if it is still the mutable one) and installs a new MemTable; waits while
  * too many tables await flush or merge (the write stall), or returns the background's
- * error (stall_gives_up(@since)). On failure nothing changed. A writer that has to
- * wait merges shards of the compaction under way, if any is left, instead of sleeping:
- * on a small machine the compaction threads alone fall behind the writers. */
+ * error (stall_gives_up(@since)). On failure nothing changed. */
 static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint64_t since)
 {
 	pthread_mutex_lock(&db->view_lock);
@@ -189,12 +178,6 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 		}
 		if (!t0)
 			t0 = now_ns();
-		if (compaction_open(db)) {
-			pthread_mutex_unlock(&db->view_lock); /* lock order: bg_lock first */
-			writer_help_compaction(db);
-			pthread_mutex_lock(&db->view_lock);
-			continue; /* the condition is checked again: no wake-up is missed */
-		}
 		pthread_cond_wait(&db->stall_cond, &db->view_lock);
 	}
 	if (t0) {
@@ -1040,24 +1023,13 @@ static int compact_one(struct tips_listdb *db)
 	return 0;
 }
 
-/* Whether the L0 tables should be merged now: once LD_MERGE_MIN of them (at most
- * max_l0) wait, so that one compaction merges several (the cost per element falls with
- * their number: docs/listdb.md, "What bounds a put"), or at once when
- * tips_listdb_flush() waits for a merge. The caller holds bg_lock. */
-static bool compaction_due(struct tips_listdb *db)
-{
-	unsigned n = atomic_load(&db->nl0);
-	unsigned min = db->cfg.max_l0 < LD_MERGE_MIN ? db->cfg.max_l0 : LD_MERGE_MIN;
-	return db->cfg.compaction && n > 0 && (n >= min || db->merge_waiters > 0);
-}
-
 static bool bg_has_work(struct tips_listdb *db)
 {
 	if (db->compacting.n && atomic_load(&db->next_shard) < db->shards)
 		return true; /* shards of a running compaction are free to take */
 	if (!db->flushing && atomic_load(&db->nimm) > 0)
 		return true;
-	if (!db->compaction_busy && compaction_due(db))
+	if (db->cfg.compaction && !db->compaction_busy && atomic_load(&db->nl0) > 0)
 		return true;
 	return db->recount_pending && !db->compaction_busy;
 }
@@ -1110,18 +1082,6 @@ static void bg_help_compaction(struct tips_listdb *db)
 		bg_back_off(db); /* the compaction's own thread merges the rest */
 }
 
-/* A stalled writer's help (switch_memtable): merges shards of the compaction under
- * way while any is left. Returns whether it took part. */
-static bool writer_help_compaction(struct tips_listdb *db)
-{
-	pthread_mutex_lock(&db->bg_lock);
-	bool open = !db->stop && db->compacting.n && compaction_open(db);
-	if (open)
-		bg_help_compaction(db);
-	pthread_mutex_unlock(&db->bg_lock);
-	return open;
-}
-
 static void *bg_main(void *arg)
 {
 	struct tips_listdb *db = arg;
@@ -1153,14 +1113,14 @@ static void *bg_main(void *arg)
 		if (db->compaction_busy)
 			continue;
 		db->compaction_busy = true;
-		bool recount = db->recount_pending, due = compaction_due(db);
+		bool recount = db->recount_pending;
 		pthread_mutex_unlock(&db->bg_lock);
 		uint64_t c0 = thread_cpu_ns();
 		pthread_mutex_lock(&db->compaction_lock);
 		rc = 0;
 		if (recount)
 			ld_gc_recount(db);
-		else if (due)
+		else if (db->cfg.compaction && atomic_load(&db->nl0) > 0)
 			rc = compact_one(db);
 		ld_gc_run(db);
 		pthread_mutex_unlock(&db->compaction_lock);
@@ -1194,10 +1154,6 @@ int tips_listdb_flush(struct tips_listdb *db, int merge)
 	}
 	int rc = 0;
 	pthread_mutex_lock(&db->bg_lock);
-	if (merge) {
-		db->merge_waiters++; /* compaction_due() at any number of L0 tables */
-		pthread_cond_broadcast(&db->bg_cond);
-	}
 	while (atomic_load(&db->nimm) > 0 || db->flushing ||
 	       (merge && (atomic_load(&db->nl0) > 0 || db->compaction_busy))) {
 		if (stall_gives_up(db, failures)) {
@@ -1206,8 +1162,6 @@ int tips_listdb_flush(struct tips_listdb *db, int merge)
 		}
 		pthread_cond_wait(&db->bg_cond, &db->bg_lock);
 	}
-	if (merge)
-		db->merge_waiters--;
 	pthread_mutex_unlock(&db->bg_lock);
 	if (rc)
 		return tips_set_error(rc, "tips_listdb_flush: a MemTable flush or compaction "
@@ -1493,7 +1447,6 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 	db->domains = cfg.domains;
 	db->braided = cfg.braided != 0;
 	db->shards = cfg.shards;
-	atomic_store(&db->next_shard, db->shards); /* no compaction has shards to take */
 	pthread_mutex_init(&db->view_lock, NULL);
 	pthread_mutex_init(&db->bg_lock, NULL);
 	pthread_mutex_init(&db->compaction_lock, NULL);

@@ -200,7 +200,6 @@ bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, con
  * at once shortens Zipper's search for each element's place in L1 (the gap between two
  * merged elements shrinks with their number), which is most of a merge's cost. */
 #define LD_MERGE_MAX 8u
-#define LD_MERGE_MIN 4u /* a compaction waits for this many L0 tables (or max_l0) */
 struct ld_merge {
 	struct ld_l0 *t[LD_MERGE_MAX];
 	unsigned n; /* 0: no compaction under way */
@@ -243,7 +242,6 @@ struct tips_listdb {
 	bool stop;               /* under bg_lock: */
 	bool flushing, compaction_busy, recount_pending;
 	unsigned helpers_in;     /* threads merging shards of db->compacting */
-	unsigned merge_waiters;  /* tips_listdb_flush() calls waiting for a merge */
 	unsigned bg_running;
 	pthread_t bg[8];
 	_Atomic int bg_error;    /* 0, or the code of the last failed flush or compaction
