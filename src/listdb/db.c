@@ -947,62 +947,42 @@ static unsigned compaction_view_cap(const struct tips_listdb *db)
 	return now > bound ? now : bound;
 }
 
-/* The oldest L0 tables, up to LD_MERGE_MAX, for one compaction; the caller holds
- * view_lock. */
-static void merge_take(struct tips_listdb *db, struct ld_merge *g)
-{
-	g->n = 0;
-	for (struct ld_l0 *t = db->l0_oldest; t && g->n < LD_MERGE_MAX; t = t->newer)
-		g->t[g->n++] = t;
-}
-
-/* Records in the MANIFEST (the micro-log) that the tables of @g are being merged:
- * compacting_last first, durable before compacting_seq names the merge. */
-static void manifest_begin(struct tips_listdb *db, const struct ld_merge *g)
-{
-	db->manifest->compacting_last = g->t[g->n - 1]->seq;
-	pm_persist(&db->manifest->compacting_last, 8);
-	db->manifest->compacting_seq = g->t[0]->seq;
-	pm_persist(&db->manifest->compacting_seq, 8);
-}
-
-/* Merges the oldest L0 tables (as many as are there, up to LD_MERGE_MAX) into L1 with
- * every idle compaction thread's help. Its DRAM (the view that ends it, this thread's
- * Zipper buffers) is taken before the MANIFEST records the compaction; without it
- * nothing is begun: TIPS_ENOMEM, and the caller tries again later. Once begun it
- * cannot fail. */
+/* Merges the oldest L0 table into L1 with every idle compaction thread's help. Its
+ * DRAM (the view that ends it, this thread's Zipper buffers) is taken before the
+ * MANIFEST records the compaction; without it nothing is begun: TIPS_ENOMEM, and the
+ * caller tries again later. Once begun it cannot fail. */
 static int compact_one(struct tips_listdb *db)
 {
-	struct ld_merge g;
 	pthread_mutex_lock(&db->view_lock);
-	merge_take(db, &g);
-	struct ld_view *v = g.n ? view_new(db, compaction_view_cap(db)) : NULL;
+	struct ld_l0 *t = db->l0_oldest;
+	struct ld_view *v = t ? view_new(db, compaction_view_cap(db)) : NULL;
 	pthread_mutex_unlock(&db->view_lock);
-	if (!g.n)
+	if (!t)
 		return 0;
-	struct ld_zipper_mem *zm = v ? ld_zipper_mem_new(db, &g) : NULL;
+	struct ld_zipper_mem *zm = v ? ld_zipper_mem_new(db, t) : NULL;
 	if (!zm) {
 		free(v);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a compaction");
 	}
-	manifest_begin(db, &g);
+	db->manifest->compacting_seq = t->seq; /* the micro-log: begin */
+	pm_persist(&db->manifest->compacting_seq, 8);
 	atomic_store(&db->next_shard, 0);
 	atomic_store(&db->shards_done, 0);
 	pthread_mutex_lock(&db->bg_lock);
-	db->compacting = g;
+	db->compacting = t;
 	pthread_cond_broadcast(&db->bg_cond);
 	pthread_mutex_unlock(&db->bg_lock);
-	ld_zipper_shards(db, &g, zm);
+	ld_zipper_shards(db, t, zm);
 	ld_zipper_mem_free(zm);
 	while (atomic_load(&db->shards_done) < db->shards)
 		sched_yield(); /* a helper is finishing its shard */
 	pthread_mutex_lock(&db->bg_lock);
-	db->compacting.n = 0;
+	db->compacting = NULL;
 	while (db->helpers_in)
 		pthread_cond_wait(&db->bg_cond, &db->bg_lock);
 	pthread_mutex_unlock(&db->bg_lock);
 	pm_drain();
-	db->manifest->merged_seq = g.t[g.n - 1]->seq + 1; /* the micro-log: done */
+	db->manifest->merged_seq = t->seq + 1; /* the micro-log: done */
 	db->manifest->compacting_seq = 0;
 	pm_persist(&db->manifest->merged_seq, 16);
 	if (db->scache) {
@@ -1011,21 +991,20 @@ static int compact_one(struct tips_listdb *db)
 		pthread_mutex_unlock(&db->scache_lock);
 	}
 	pthread_mutex_lock(&db->view_lock);
-	db->l0_oldest = g.t[g.n - 1]->newer;
-	db->nl0 -= g.n;
+	db->l0_oldest = t->newer;
+	db->nl0--;
 	view_publish(db, v, atomic_load(&db->mutable_mt));
 	pthread_cond_broadcast(&db->stall_cond);
 	pthread_mutex_unlock(&db->view_lock);
 	atomic_fetch_add(&db->st.compactions, 1);
 	grace_wait();
-	for (unsigned i = 0; i < g.n; i++)
-		ld_l0_free(g.t[i]);
+	ld_l0_free(t);
 	return 0;
 }
 
 static bool bg_has_work(struct tips_listdb *db)
 {
-	if (db->compacting.n && atomic_load(&db->next_shard) < db->shards)
+	if (db->compacting && atomic_load(&db->next_shard) < db->shards)
 		return true; /* shards of a running compaction are free to take */
 	if (!db->flushing && atomic_load(&db->nimm) > 0)
 		return true;
@@ -1066,13 +1045,13 @@ static void bg_back_off(struct tips_listdb *db)
 /* A helper of a running compaction: merges shards while any is left. */
 static void bg_help_compaction(struct tips_listdb *db)
 {
-	struct ld_merge g = db->compacting;
+	struct ld_l0 *t = db->compacting;
 	db->helpers_in++;
 	pthread_mutex_unlock(&db->bg_lock);
 	uint64_t c0 = thread_cpu_ns();
-	struct ld_zipper_mem *zm = ld_zipper_mem_new(db, &g);
+	struct ld_zipper_mem *zm = ld_zipper_mem_new(db, t);
 	if (zm)
-		ld_zipper_shards(db, &g, zm);
+		ld_zipper_shards(db, t, zm);
 	ld_zipper_mem_free(zm);
 	atomic_fetch_add(&db->st.compaction_cpu_ns, thread_cpu_ns() - c0);
 	pthread_mutex_lock(&db->bg_lock);
@@ -1091,7 +1070,7 @@ static void *bg_main(void *arg)
 			pthread_cond_wait(&db->bg_cond, &db->bg_lock);
 		if (db->stop)
 			break;
-		if (db->compacting.n && atomic_load(&db->next_shard) < db->shards) {
+		if (db->compacting && atomic_load(&db->next_shard) < db->shards) {
 			bg_help_compaction(db);
 			continue;
 		}
@@ -1228,41 +1207,11 @@ static int by_seq_then_order(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The tables of an interrupted compaction: seqs comp .. last (none when comp is 0). */
-struct merge_range {
-	uint64_t comp, last;
-};
-
-static bool in_merge(const struct merge_range *m, const struct ld_entry *e)
-{
-	uint64_t seq = LD_SEQ(e->lsn);
-	return m->comp && seq >= m->comp && seq <= m->last;
-}
-
-/* by_seq_then_order, except that the tables of the interrupted compaction @arg count as
- * one (its entries sorted by key, newest first across them, as the merge saw them). */
-static int by_seq_merged_as_one(const void *a, const void *b, void *arg)
-{
-	const struct merge_range *m = arg;
-	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
-	uint64_t sx = in_merge(m, x) ? m->comp : LD_SEQ(x->lsn);
-	uint64_t sy = in_merge(m, y) ? m->comp : LD_SEQ(y->lsn);
-	if (sx != sy)
-		return sx < sy ? -1 : 1;
-	int c = ld_cmp_entries(x, y);
-	if (c)
-		return c;
-	return (x > y) - (x < y);
-}
-
 static int recover(struct tips_listdb *db)
 {
 	uint64_t t0 = now_ns();
 	struct recovered r = { .merged = db->manifest->merged_seq };
 	uint64_t comp = db->manifest->compacting_seq;
-	struct merge_range mr = { comp, comp };
-	if (comp && db->manifest->compacting_last > comp)
-		mr.last = db->manifest->compacting_last; /* else stale, or layout 3: one table */
 	for (unsigned d = 0; d < db->domains; d++)
 		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++) {
 			struct ld_chunk *c = &db->dom[d].chunks[s];
@@ -1285,10 +1234,9 @@ static int recover(struct tips_listdb *db)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM while recovering the log");
 	}
 	if (r.n)
-		qsort_r(r.v, r.n, sizeof(*r.v), by_seq_merged_as_one, &mr);
-	/* Entries of the tables being merged that are already linked in L1 stay there (the
-	 * newest version of a key among them: the merge links no other); the rest, and
-	 * every newer table, become L0 tables again, each table its own as before. WAL mode: a copy and its log
+		qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
+	/* Entries of the table being merged that are already linked in L1 stay there; the
+	 * rest, and every newer table, become L0 tables again. WAL mode: a copy and its log
 	 * entry share an LSN (adjacent after the sort); exactly one of them is kept.
 	 * Fixes (dbg):
 	 *  - WAL twins: the dedupe used to keep the lower-addressed twin, and an in-L1 twin
@@ -1307,19 +1255,19 @@ static int recover(struct tips_listdb *db)
 	 * be set, and the parse counts nothing for seq >= merged_seq), so that the chunk can
 	 * still be reclaimed. */
 	size_t w = 0;
-	const struct ld_entry *l1_last = NULL; /* the last entry of the merge kept in L1 */
+	const struct ld_entry *l1_last = NULL; /* the last entry of table comp kept in L1 */
 	for (size_t i = 0; i < r.n;) {
 		size_t j = i + 1;
 		while (j < r.n && r.v[j]->lsn == r.v[i]->lsn)
 			j++;
 		struct ld_entry *keep = NULL;
 		bool in_l1 = false, superseded = false;
-		if (in_merge(&mr, r.v[i]) && l1_last &&
+		if (LD_SEQ(r.v[i]->lsn) == comp && l1_last &&
 		    ld_keycmp(ld_key(l1_last), l1_last->klen, ld_key(r.v[i]), r.v[i]->klen) == 0)
 			superseded = true; /* sorted newest first: l1_last is newer */
 		for (size_t x = i; x < j && !in_l1 && !superseded; x++) {
 			struct ld_entry *e = r.v[x];
-			if (in_merge(&mr, e) && (atomic_load(&e->flags) & LD_F_IN_L1)) {
+			if (LD_SEQ(e->lsn) == comp && (atomic_load(&e->flags) & LD_F_IN_L1)) {
 				struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 				shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
 				if (ld_list_contains(db, heads, e)) {
@@ -1352,8 +1300,6 @@ static int recover(struct tips_listdb *db)
 		i = j;
 	}
 	r.n = w;
-	if (r.n && mr.last > mr.comp) /* the merged tables become separate L0 tables again */
-		qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
 	struct ld_l0 **tail = &db->l0_oldest;
 	for (size_t i = 0; i < r.n;) {
 		size_t j = i;
@@ -1378,8 +1324,8 @@ static int recover(struct tips_listdb *db)
 	uint64_t next = r.max_seq + 1;
 	if (next < db->manifest->merged_seq)
 		next = db->manifest->merged_seq;
-	if (comp && next <= mr.last)
-		next = mr.last + 1;
+	if (comp && next <= comp)
+		next = comp + 1;
 	db->next_seq = next;
 	free(r.v);
 	db->recovery_ms = (double)(now_ns() - t0) / 1e6;

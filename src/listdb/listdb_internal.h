@@ -24,9 +24,8 @@
  *   - L1: an element is made durable with all its next pointers before the first durable
  *     pointer to it is written; every L1 pointer store is flushed, and compaction fences
  *     before it records a table as merged (manifest.merged_seq);
- *   - every table with seq < merged_seq is wholly in L1; the tables compacting_seq ..
- *     compacting_last (merged together) may be partly in L1 (entries flagged
- *     LD_F_IN_L1 and reachable from L1), each key by its newest version among them.
+ *   - every table with seq < merged_seq is wholly in L1; the table compacting_seq may be
+ *     partly in L1 (entries flagged LD_F_IN_L1 and reachable from L1).
  */
 #ifndef TIPS_LISTDB_INTERNAL_H
 #define TIPS_LISTDB_INTERNAL_H
@@ -42,10 +41,8 @@
 #include "listdb/lcache.h"
 
 #define LD_MAGIC 0x31424474734c6954ull /* "TiLstDB1" */
-#define LD_LAYOUT_VERSION 4u /* 2: entry checksum from hash_key (e01bf1c); 3: write
-                                batch headers in the log (entry.h); 4: compactions of
-                                several tables (compacting_last); layout 3 pools are
-                                read and upgraded at open */
+#define LD_LAYOUT_VERSION 3u /* 2: entry checksum from hash_key (e01bf1c); 3: write
+                                batch headers in the log (entry.h) */
 #define LD_CHUNK_SIZE (1u << 20)
 #define LD_MAX_CHUNKS 60000u
 #define LD_MAX_SHARDS 16u
@@ -75,11 +72,8 @@ struct ld_root {
 	uint8_t db_uuid[16]; /* uuid of the domain-0 pool: the pools belong together */
 	/* MANIFEST (domain 0 only) */
 	uint64_t merged_seq;     /* tables with seq < merged_seq are wholly in L1 */
-	uint64_t compacting_seq; /* 0, or the first table being merged (the micro-log) */
-	uint64_t compacting_last; /* layout 4: the last table of that merge, written and
-	                             persisted before compacting_seq (a value below
-	                             compacting_seq is stale: one table, layout 3) */
-	uint64_t pad2[3];
+	uint64_t compacting_seq; /* 0, or the table being merged (the micro-log) */
+	uint64_t pad2[4];
 	/* L1 sentinels: [shard][domain], each an entry of LD_MAX_HEIGHT layers, key "" */
 	unsigned char l1_heads[LD_MAX_SHARDS][TIPS_LISTDB_MAX_DOMAINS][LD_HEAD_BYTES];
 	uint64_t chunk_slots[LD_MAX_CHUNKS]; /* heap blocks of this domain's chunks */
@@ -195,16 +189,6 @@ bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, con
 
 /* ---- the database ------------------------------------------------------------------ */
 
-/* The L0 tables one compaction merges into L1 together, oldest first, consecutive seqs
- * (the MANIFEST records the range: compacting_seq .. compacting_last). Merging several
- * at once shortens Zipper's search for each element's place in L1 (the gap between two
- * merged elements shrinks with their number), which is most of a merge's cost. */
-#define LD_MERGE_MAX 8u
-struct ld_merge {
-	struct ld_l0 *t[LD_MERGE_MAX];
-	unsigned n; /* 0: no compaction under way */
-};
-
 struct ld_view {
 	struct ld_memtable *mutable_mt;
 	unsigned nimm;
@@ -250,7 +234,7 @@ struct tips_listdb {
 	_Atomic unsigned dram_faults; /* tests: ld_dram_site bits whose allocations fail */
 	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
 	/* compaction work shared by the threads */
-	struct ld_merge compacting; /* under bg_lock; n == 0: none */
+	struct ld_l0 *compacting; /* under bg_lock */
 	_Atomic unsigned next_shard;
 	_Atomic unsigned shards_done;
 
@@ -323,13 +307,13 @@ uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg);
 int ld_chunk_free(struct tips_listdb *db, struct ld_chunk *c);
 void ld_mark_obsolete(struct tips_listdb *db, struct ld_entry *e);
 
-/* zipper.c: a compaction thread's buffers for merging @g (sized by its largest shard);
+/* zipper.c: a compaction thread's buffers for merging @t (sized by its largest shard);
  * NULL when DRAM is out, before anything was changed. */
-struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_merge *g);
+struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_l0 *t);
 void ld_zipper_mem_free(struct ld_zipper_mem *m);
-/* Merges shards of db->compacting (@g) until none is left to take; run by every
+/* Merges shards of db->compacting (@t) until none is left to take; run by every
  * compaction thread of the round, each with its own @m. Cannot fail. */
-void ld_zipper_shards(struct tips_listdb *db, const struct ld_merge *g, struct ld_zipper_mem *m);
+void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_mem *m);
 /* gc.c: reclaims fully obsolete chunks; the caller holds compaction_lock. */
 void ld_gc_run(struct tips_listdb *db);
 void ld_gc_recount(struct tips_listdb *db);

@@ -127,34 +127,7 @@ static void link_upper(struct tips_listdb *db, struct push *p)
 	}
 }
 
-/* The L0 elements of shard @s of every table of a merge, in entry order (key, then
- * newest first): a k-way merge over the tables' bottom layers (k <= LD_MERGE_MAX). */
-struct l0_cursor {
-	struct ld_entry *cur[LD_MERGE_MAX];
-	unsigned n;
-};
-
-static void cursor_init(struct l0_cursor *c, const struct ld_merge *g, unsigned s)
-{
-	c->n = g->n;
-	for (unsigned i = 0; i < g->n; i++)
-		c->cur[i] = ld_next(g->t[i]->heads[s][0], 0);
-}
-
-static struct ld_entry *cursor_next(struct l0_cursor *c)
-{
-	int best = -1;
-	for (unsigned i = 0; i < c->n; i++)
-		if (c->cur[i] && (best < 0 || ld_cmp_entries(c->cur[i], c->cur[best]) < 0))
-			best = (int)i;
-	if (best < 0)
-		return NULL;
-	struct ld_entry *e = c->cur[best];
-	c->cur[best] = ld_next(e, 0);
-	return e;
-}
-
-static void merge_shard(struct tips_listdb *db, const struct ld_merge *g, unsigned s,
+static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s,
 			struct ld_zipper_mem *m)
 {
 	struct visits vis = { 0, 0 };
@@ -173,9 +146,7 @@ static void merge_shard(struct tips_listdb *db, const struct ld_merge *g, unsign
 	const struct ld_entry *prev = NULL;
 
 	/* I. scan phase, head to tail */
-	struct l0_cursor cur;
-	cursor_init(&cur, g, s);
-	for (struct ld_entry *e = cursor_next(&cur); e; e = cursor_next(&cur)) {
+	for (struct ld_entry *e = ld_next(t->heads[s][0], 0); e; e = ld_next(e, 0)) {
 		bool dup = prev && same_key(prev, e);
 		prev = e;
 		unsigned de = ld_domain_of(db, e);
@@ -244,20 +215,12 @@ static void merge_shard(struct tips_listdb *db, const struct ld_merge *g, unsign
 	}
 }
 
-static size_t shard_elements(const struct ld_merge *g, unsigned s)
-{
-	size_t n = 0;
-	for (unsigned i = 0; i < g->n; i++)
-		n += g->t[i]->nshard[s];
-	return n;
-}
-
-struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_merge *g)
+struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_l0 *t)
 {
 	size_t cap = 1;
 	for (unsigned s = 0; s < db->shards; s++)
-		if (shard_elements(g, s) > cap)
-			cap = shard_elements(g, s);
+		if (t->nshard[s] > cap)
+			cap = t->nshard[s];
 	struct ld_zipper_mem *m = ld_dram_calloc(db, LD_DRAM_ZIPPER, sizeof(*m));
 	if (!m)
 		return NULL;
@@ -279,16 +242,16 @@ void ld_zipper_mem_free(struct ld_zipper_mem *m)
 	free(m);
 }
 
-void ld_zipper_shards(struct tips_listdb *db, const struct ld_merge *g, struct ld_zipper_mem *m)
+void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_mem *m)
 {
 	for (;;) {
 		unsigned s = atomic_fetch_add(&db->next_shard, 1);
 		if (s >= db->shards)
 			break;
-		if (shard_elements(g, s)) {
+		if (t->nshard[s]) {
 			struct tips_pm_counters c0, c1;
 			tips_pm_counters_thread(&c0);
-			merge_shard(db, g, s, m);
+			merge_shard(db, t, s, m);
 			tips_pm_counters_thread(&c1);
 			atomic_fetch_add(&db->st.compaction_fences, c1.fences - c0.fences);
 		}
