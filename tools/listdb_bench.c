@@ -1,6 +1,7 @@
 /*
- * listdb_bench.c - tips-listdb-bench: the three ListDB measurements tips-bench cannot
- * take through the index interface (papers/002_*, §4.2.1, §4.3, and recovery).
+ * listdb_bench.c - tips-listdb-bench: the ListDB measurements tips-bench cannot take
+ * through the index interface (papers/002_*, §4.2.1, §4.3, recovery, and what bounds a
+ * sustained put).
  *
  *   tips-listdb-bench flush-timeline [--keys N] [--memtable E] [--max-immutable M]
  *                     [--flush iul|wal | --both] [--sample-ms MS] [--pool-size BYTES]
@@ -8,6 +9,7 @@
  *                     [--layout braided|oblivious|both] [--memtable E] [--seed S]
  *   tips-listdb-bench recovery [--rates R1,R2,...] [--seconds S] [--memtable E]
  *                     [--compaction 0|1] [--no-check] [--pool-size BYTES]
+ *   tips-listdb-bench puts [--keys N] [--threads T] [--seconds S] [--memtable E]
  *   common: [--pool PATH] [--seed S]
  *
  * Keys are 8 bytes, big-endian of i * 0x9E3779B97F4A7C15 (a bijection on 64-bit
@@ -31,6 +33,11 @@
  * per MemTable; the time to free a flushed MemTable is left out) and flush_mops_busy is
  * entries_flushed over it: the flush throughput of Figure 9.
  * With --both, IUL then WAL run in one invocation, each on a fresh pool.
+ *
+ * puts (docs/listdb.md, "What bounds a put"). T writers put N keys between them on the
+ * default configuration; reported per put: the writers' thread CPU time, the rest of
+ * the process's CPU time (the background), the flush and compaction CPU time the store
+ * counts, Zipper's fences per merged element, and the write stall.
  *
  * numa (Figure 11a). D domain pools, cache_entries = second_chance_entries = 0 (no
  * lookup cache: every get walks the PMTables), count_traversals on, compaction on. T
@@ -123,6 +130,8 @@ static void usage(FILE *f)
 		"  numa            [--keys N (2M)] [--gets N (=keys)] [--domains D (4)]\n"
 		"                  [--threads T (4)] [--layout braided|oblivious|both (both)]\n"
 		"                  [--memtable E (256K)]\n"
+		"  puts            [--keys N (10M)] [--threads T (2)] [--seconds S (no limit)]\n"
+		"                  [--memtable E (default)]: sustained blind puts, defaults\n"
 		"  recovery        [--rates R,... (100k,300k,unlimited)] [--seconds S (5)]\n"
 		"                  [--memtable E (262144)] [--compaction 0|1 (1)] [--no-check]\n"
 		"  common          [--pool PATH (/dev/shm/tips-listdb-bench-PID)] [--seed S]\n"
@@ -183,7 +192,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->threads = 4;
 	o->layout = -1;
 	o->seed = 42;
-	o->seconds = 5;
+	o->seconds = 0; /* the mode's default */
 	o->compaction = 1;
 	o->check = true;
 	o->rates[0] = 100000;
@@ -199,8 +208,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return -1;
 	}
 	o->mode = argv[1];
+	bool threads_given = false;
 	if (strcmp(o->mode, "flush-timeline") && strcmp(o->mode, "numa") &&
-	    strcmp(o->mode, "recovery")) {
+	    strcmp(o->mode, "recovery") && strcmp(o->mode, "puts")) {
 		fprintf(stderr, "unknown mode '%s'\n", o->mode);
 		return -1;
 	}
@@ -265,6 +275,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (count_arg(v, &x) || x == 0 || x > MAX_THREADS)
 				goto bad;
 			o->threads = (unsigned)x;
+			threads_given = true;
 		} else if (!strcmp(a, "--layout")) {
 			if (!strcmp(v, "braided"))
 				o->layout = 1;
@@ -300,6 +311,10 @@ bad:
 		fprintf(stderr, "bad value '%s' for %s\n", v, a);
 		return -1;
 	}
+	if (!strcmp(o->mode, "recovery") && o->seconds == 0)
+		o->seconds = 5;
+	if (!strcmp(o->mode, "puts") && !threads_given)
+		o->threads = 2;
 	return 0;
 }
 
@@ -663,6 +678,152 @@ static int run_flush_timeline(const struct options *o, int flush_mode)
 	free(imm);
 	free(stall);
 	free(tl.s);
+	return EXIT_OK;
+}
+
+/* ---- puts: what bounds sustained puts ------------------------------------------------------ */
+
+struct puts_run {
+	struct tips_listdb *db;
+	uint64_t keys;
+	unsigned threads;
+	double deadline;             /* now_s() after which writers stop (0: none) */
+	pthread_barrier_t start;
+	_Atomic uint64_t done, errors;
+	_Atomic uint64_t writer_cpu_ns;
+};
+
+struct puts_thread {
+	struct puts_run *r;
+	unsigned id;
+	pthread_t th;
+};
+
+static uint64_t cpu_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Writer @id puts keys id, id + T, id + 2T, ... (scattered by make_key) until the
+ * count or the deadline; adds its own CPU time to writer_cpu_ns. */
+static void *puts_writer(void *arg)
+{
+	struct puts_thread *t = arg;
+	struct puts_run *r = t->r;
+	pthread_barrier_wait(&r->start);
+	uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID), n = 0;
+	unsigned char k[8];
+	for (uint64_t i = t->id; i < r->keys; i += r->threads) {
+		make_key(i, k);
+		if (tips_listdb_put(r->db, k, 8, &i, 8) != 0) {
+			atomic_fetch_add(&r->errors, 1);
+			break;
+		}
+		if (++n % 4096 == 0 && r->deadline > 0 && now_s() > r->deadline)
+			break;
+	}
+	atomic_fetch_add(&r->done, n);
+	atomic_fetch_add(&r->writer_cpu_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0);
+	return NULL;
+}
+
+static int run_puts(const struct options *o)
+{
+	uint64_t keys = o->keys ? o->keys : 10000000;
+	unsigned threads = o->threads ? o->threads : 2;
+	uint64_t pool_size = o->pool_size ? o->pool_size : round_pool(keys * POOL_BYTES_PER_ENTRY +
+								      POOL_SLACK);
+	if (check_space(o->pool, pool_size, POOL_BYTES_PER_ENTRY))
+		return EXIT_FAIL;
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg); /* the defaults are what is measured */
+	cfg.flags = TIPS_LISTDB_CREATE;
+	cfg.pool_size = pool_size;
+	cfg.expected_keys = keys;
+	if (o->memtable)
+		cfg.memtable_entries = o->memtable;
+	struct puts_run r = { .keys = keys, .threads = threads };
+	int rc = tips_listdb_open(o->pool, &cfg, &r.db);
+	if (rc) {
+		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", o->pool, tips_strerror(rc),
+			tips_errormsg());
+		tips_listdb_destroy(o->pool);
+		return EXIT_FAIL;
+	}
+	struct puts_thread th[MAX_THREADS];
+	pthread_barrier_init(&r.start, NULL, threads + 1);
+	for (unsigned i = 0; i < threads; i++) {
+		th[i] = (struct puts_thread){ .r = &r, .id = i };
+		if (pthread_create(&th[i].th, NULL, puts_writer, &th[i]) != 0) {
+			fprintf(stderr, "cannot start writer %u\n", i);
+			exit(EXIT_FAIL);
+		}
+	}
+	struct tips_pm_counters pm0, pm1;
+	struct tips_listdb_stats s0, s1;
+	tips_listdb_stats(r.db, &s0);
+	tips_pm_counters_total(&pm0);
+	uint64_t proc0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+	double t0 = now_s();
+	r.deadline = o->seconds > 0 ? t0 + o->seconds : 0;
+	pthread_barrier_wait(&r.start);
+	for (unsigned i = 0; i < threads; i++)
+		pthread_join(th[i].th, NULL);
+	double t1 = now_s();
+	uint64_t proc1 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+	tips_pm_counters_total(&pm1);
+	tips_listdb_stats(r.db, &s1);
+	pthread_barrier_destroy(&r.start);
+	tips_listdb_close(&r.db);
+	tips_listdb_destroy(o->pool);
+	uint64_t n = atomic_load(&r.done);
+	if (atomic_load(&r.errors) || n == 0) {
+		fprintf(stderr, "puts: a put failed after %" PRIu64 " puts\n", n);
+		return EXIT_FAIL;
+	}
+	double secs = t1 - t0, dn = (double)n;
+	uint64_t wcpu = atomic_load(&r.writer_cpu_ns), pcpu = proc1 - proc0;
+	uint64_t bcpu = pcpu > wcpu ? pcpu - wcpu : 0;
+	uint64_t merged = s1.entries_merged - s0.entries_merged;
+	uint64_t cfences = s1.compaction_fences - s0.compaction_fences;
+	double stall_s = (double)(s1.write_stall_ns - s0.write_stall_ns) / 1e9;
+	j_open();
+	j_str("mode", "puts");
+	j_u64("keys", keys);
+	j_u64("threads", threads);
+	j_u64("memtable_entries", cfg.memtable_entries);
+	j_u64("max_l0", cfg.max_l0);
+	j_u64("compaction_threads", cfg.compaction_threads);
+	j_str("flush_instruction", tips_flush_instruction());
+	j_u64("puts", n);
+	j_num("seconds", secs);
+	j_num("put_mops", dn / secs / 1e6);
+	j_num("writer_cpu_ns_per_put", (double)wcpu / dn);
+	j_num("background_cpu_ns_per_put", (double)bcpu / dn);
+	j_num("flush_cpu_ns_per_put", (double)(s1.flush_cpu_ns - s0.flush_cpu_ns) / dn);
+	j_num("compaction_cpu_ns_per_put",
+	      (double)(s1.compaction_cpu_ns - s0.compaction_cpu_ns) / dn);
+	j_num("compaction_cpu_ns_per_merged", merged ? (double)(s1.compaction_cpu_ns -
+							       s0.compaction_cpu_ns) / (double)merged : 0);
+	j_u64("entries_merged", merged);
+	j_u64("compactions", s1.compactions - s0.compactions);
+	j_num("fences_per_merged_element", merged ? (double)cfences / (double)merged : 0);
+	j_num("fences_per_put_all_threads", (double)(pm1.fences - pm0.fences) / dn);
+	j_num("write_stall_s", stall_s);
+	j_num("stall_share", stall_s / secs / threads);
+	j_u64("write_stalls", s1.write_stalls - s0.write_stalls);
+	j_u64("l0_at_end", s1.l0_now);
+	j_close();
+	fprintf(stderr, "puts: %" PRIu64 " puts by %u threads in %.2f s (%.3f Mops/s); CPU per "
+		"put: writer %.0f ns + background %.0f ns (flush %.0f, compaction %.0f); "
+		"%.2f fences per merged element (%" PRIu64 " merged); writers stalled %.2f s "
+		"(%.1f%% of their time)\n", n, threads, secs, dn / secs / 1e6, (double)wcpu / dn,
+		(double)bcpu / dn, (double)(s1.flush_cpu_ns - s0.flush_cpu_ns) / dn,
+		(double)(s1.compaction_cpu_ns - s0.compaction_cpu_ns) / dn,
+		merged ? (double)cfences / (double)merged : 0, merged, stall_s,
+		100.0 * stall_s / secs / threads);
 	return EXIT_OK;
 }
 
@@ -1190,6 +1351,8 @@ int main(int argc, char **argv)
 				"Zipper %.2f (1/D = %.2f)\n", b.share_get / ob.share_get,
 				ob.share_put > 0 ? b.share_put / ob.share_put : 0.0,
 				1.0 / o.domains);
+	} else if (!strcmp(o.mode, "puts")) {
+		rc = run_puts(&o);
 	} else {
 		rc = run_recovery(&o);
 	}

@@ -224,6 +224,13 @@ struct tips_listdb_stats {
 	double recovery_ms;           /* time open spent recovering (0 after a clean close) */
 	uint64_t recovered_entries;   /* log entries recovery put back into L0 */
 	int recovered;                /* 1 if open found an unclean shutdown */
+	/* What bounds sustained puts (docs/listdb.md, "What bounds a put"): */
+	uint64_t compaction_fences;   /* fences issued by Zipper's merges (per merged
+	                                 element: compaction_fences / entries_merged) */
+	uint64_t flush_cpu_ns;        /* thread CPU time spent flushing MemTables */
+	uint64_t compaction_cpu_ns;   /* thread CPU time spent merging into L1 (and
+	                                 reclaiming chunks), writers' help included */
+	uint64_t write_stalls;        /* times a writer had to wait (write_stall_ns) */
 };
 /** tips_listdb_stats_sized() - fill the first @size bytes of @out (a longer tail is
  * zeroed). New counters are appended to struct tips_listdb_stats. */

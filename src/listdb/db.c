@@ -42,6 +42,14 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time of the calling thread (the flush and compaction CPU counters). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void config_defaults(struct tips_listdb_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -180,8 +188,10 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 			t0 = now_ns();
 		pthread_cond_wait(&db->stall_cond, &db->view_lock);
 	}
-	if (t0)
+	if (t0) {
 		atomic_fetch_add(&db->st.write_stall_ns, now_ns() - t0);
+		atomic_fetch_add(&db->st.write_stalls, 1);
+	}
 	if (rc || atomic_load(&db->mutable_mt) != mt) {
 		pthread_mutex_unlock(&db->view_lock);
 		return rc;
@@ -1046,10 +1056,12 @@ static void bg_help_compaction(struct tips_listdb *db)
 	struct ld_l0 *t = db->compacting;
 	db->helpers_in++;
 	pthread_mutex_unlock(&db->bg_lock);
+	uint64_t c0 = thread_cpu_ns();
 	struct ld_zipper_mem *zm = ld_zipper_mem_new(db, t);
 	if (zm)
 		ld_zipper_shards(db, t, zm);
 	ld_zipper_mem_free(zm);
+	atomic_fetch_add(&db->st.compaction_cpu_ns, thread_cpu_ns() - c0);
 	pthread_mutex_lock(&db->bg_lock);
 	db->helpers_in--;
 	pthread_cond_broadcast(&db->bg_cond);
@@ -1074,7 +1086,9 @@ static void *bg_main(void *arg)
 		if (!db->flushing && atomic_load(&db->nimm) > 0) {
 			db->flushing = true;
 			pthread_mutex_unlock(&db->bg_lock);
+			uint64_t c0 = thread_cpu_ns();
 			rc = flush_one(db);
+			atomic_fetch_add(&db->st.flush_cpu_ns, thread_cpu_ns() - c0);
 			pthread_mutex_lock(&db->bg_lock);
 			db->flushing = false;
 			bg_outcome(db, rc);
@@ -1088,6 +1102,7 @@ static void *bg_main(void *arg)
 		db->compaction_busy = true;
 		bool recount = db->recount_pending;
 		pthread_mutex_unlock(&db->bg_lock);
+		uint64_t c0 = thread_cpu_ns();
 		pthread_mutex_lock(&db->compaction_lock);
 		rc = 0;
 		if (recount)
@@ -1096,6 +1111,7 @@ static void *bg_main(void *arg)
 			rc = compact_one(db);
 		ld_gc_run(db);
 		pthread_mutex_unlock(&db->compaction_lock);
+		atomic_fetch_add(&db->st.compaction_cpu_ns, thread_cpu_ns() - c0);
 		pthread_mutex_lock(&db->bg_lock);
 		if (recount)
 			db->recount_pending = false;
@@ -1509,6 +1525,10 @@ static void stats_fill(struct tips_listdb *db, struct tips_listdb_stats *o)
 	o->recovery_ms = db->recovery_ms;
 	o->recovered_entries = db->recovered_entries;
 	o->recovered = db->recovered;
+	o->compaction_fences = atomic_load(&db->st.compaction_fences);
+	o->flush_cpu_ns = atomic_load(&db->st.flush_cpu_ns);
+	o->compaction_cpu_ns = atomic_load(&db->st.compaction_cpu_ns);
+	o->write_stalls = atomic_load(&db->st.write_stalls);
 }
 
 void tips_listdb_stats_sized(struct tips_listdb *db, struct tips_listdb_stats *out, size_t size)

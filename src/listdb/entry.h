@@ -86,9 +86,22 @@ static inline bool ld_obsolete(const struct ld_entry *e)
 	return atomic_load_explicit(&e->flags, memory_order_acquire) & LD_F_OBSOLETE;
 }
 
-/* memcmp order, shorter first on a common prefix. */
+/* memcmp order, shorter first on a common prefix. The first 8 bytes are compared as
+ * big-endian words when both keys have them (most keys differ there; memcmp is a call). */
 static inline int ld_keycmp(const void *a, size_t al, const void *b, size_t bl)
 {
+	if (al >= 8 && bl >= 8) {
+		uint64_t x, y;
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y) {
+			x = __builtin_bswap64(x);
+			y = __builtin_bswap64(y);
+			return x < y ? -1 : 1;
+		}
+		if (al == 8 && bl == 8)
+			return 0;
+	}
 	int c = memcmp(a, b, al < bl ? al : bl);
 	if (c)
 		return c;

@@ -251,8 +251,10 @@ struct tips_listdb {
 		_Atomic uint64_t memtables_flushed, entries_flushed;
 		_Atomic uint64_t compactions, entries_merged;
 		_Atomic uint64_t obsolete_marked, chunks_reclaimed;
-		_Atomic uint64_t write_stall_ns;
+		_Atomic uint64_t write_stall_ns, write_stalls;
 		_Atomic uint64_t ctrav, ccross;
+		_Atomic uint64_t compaction_fences; /* by Zipper's merges */
+		_Atomic uint64_t flush_cpu_ns, compaction_cpu_ns; /* thread CPU time */
 	} st;
 	double recovery_ms;
 	uint64_t recovered_entries;

@@ -10,6 +10,8 @@ invariants the measurements rest on hold:
                   about (D-1)/D of its visits in another domain, a braided one fewer;
   recovery        every acknowledged key is found after SIGKILL (recovered = 1) and after a
                   clean close (recovered = 0); a paced writer keeps to its rate;
+  puts            every put done, something merged, Zipper's fences per merged element
+                  near 1 (1.08 expected), CPU per put counted for writers and background;
 and that a pool path that exists is refused (exit 2).
 Usage: listdb_bench_smoke.py PATH-TO-tips-listdb-bench
 """
@@ -135,6 +137,25 @@ def main():
         paced = objs[0]
         check(paced["rate_achieved"] <= 20000 * 1.05,
               "paced writer ran at %.0f ops/s (target 20000)" % paced["rate_achieved"])
+
+    # puts: two writers on the default configuration (small MemTables so that flushes
+    # and compactions run); Zipper fences once per merged element plus once per upper
+    # layer beyond the first (1 + 1/12 on average): a return to 2 + 1 per upper layer
+    # (2.33) fails here.
+    keys = 200000
+    rc, objs = run(tool, ["puts", "--keys", str(keys), "--threads", "2", "--memtable", "4096",
+                          "--pool-size", "128M"], pool)
+    check(rc == 0 and len(objs) == 1, "puts exit %d, %d objects" % (rc, len(objs)))
+    for o in objs:
+        check(o["puts"] == keys, "puts: %d of %d" % (o["puts"], keys))
+        check(o["entries_merged"] > 0 and o["compactions"] > 0, "puts: nothing merged")
+        check(1.0 <= o["fences_per_merged_element"] <= 1.3,
+              "puts: %.3f fences per merged element" % o["fences_per_merged_element"])
+        check(o["writer_cpu_ns_per_put"] > 0 and o["background_cpu_ns_per_put"] > 0,
+              "puts: CPU per put")
+        check(o["compaction_cpu_ns_per_put"] > 0 and o["flush_cpu_ns_per_put"] > 0,
+              "puts: flush and compaction CPU")
+        check(0 <= o["stall_share"] <= 1, "puts: stall share %.3f" % o["stall_share"])
 
     # An existing pool is refused, not overwritten.
     with open(pool, "w") as f:
