@@ -363,6 +363,20 @@ static uint64_t round_pool(uint64_t bytes)
 	return (bytes + TIPS_POOL_ALIGN - 1) & ~(TIPS_POOL_ALIGN - 1);
 }
 
+/* Opens the store at @pool (created fresh by the caller's config); on failure says why
+ * on stderr, removes what the open left, and returns nonzero. */
+static int open_fresh(const char *pool, const struct tips_listdb_config *cfg,
+		      struct tips_listdb **db)
+{
+	int rc = tips_listdb_open(pool, cfg, db);
+	if (rc) {
+		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", pool, tips_strerror(rc),
+			tips_errormsg());
+		tips_listdb_destroy(pool);
+	}
+	return rc;
+}
+
 /* Fails (with a message naming what fits) if @need bytes do not fit in the file system of
  * @path with a 512 MiB margin. */
 static int check_space(const char *path, uint64_t need, uint64_t bytes_per_key)
@@ -539,13 +553,8 @@ static int run_flush_timeline(const struct options *o, int flush_mode)
 	cfg.compaction_threads = 1;
 	cfg.compaction = 0;
 	struct tips_listdb *db = NULL;
-	int rc = tips_listdb_open(o->pool, &cfg, &db);
-	if (rc) {
-		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", o->pool, tips_strerror(rc),
-			tips_errormsg());
-		tips_listdb_destroy(o->pool);
+	if (open_fresh(o->pool, &cfg, &db))
 		return EXIT_FAIL;
-	}
 	struct tips_pm_counters pm0, pm1, pmw0, pmw1;
 	tips_pm_counters_total(&pm0);
 	tips_pm_counters_thread(&pmw0);
@@ -745,13 +754,8 @@ static int run_puts(const struct options *o)
 	if (o->memtable)
 		cfg.memtable_entries = o->memtable;
 	struct puts_run r = { .keys = keys, .threads = threads };
-	int rc = tips_listdb_open(o->pool, &cfg, &r.db);
-	if (rc) {
-		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", o->pool, tips_strerror(rc),
-			tips_errormsg());
-		tips_listdb_destroy(o->pool);
+	if (open_fresh(o->pool, &cfg, &r.db))
 		return EXIT_FAIL;
-	}
 	struct puts_thread th[MAX_THREADS];
 	pthread_barrier_init(&r.start, NULL, threads + 1);
 	for (unsigned i = 0; i < threads; i++) {
@@ -935,13 +939,8 @@ static int run_numa(const struct options *o, int braided, struct numa_result *re
 	cfg.second_chance_entries = 0;
 	cfg.compaction = 1;
 	struct numa_run r = { .o = o, .keys = keys, .gets = gets };
-	int rc = tips_listdb_open(o->pool, &cfg, &r.db);
-	if (rc) {
-		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", o->pool, tips_strerror(rc),
-			tips_errormsg());
-		tips_listdb_destroy(o->pool);
+	if (open_fresh(o->pool, &cfg, &r.db))
 		return EXIT_FAIL;
-	}
 	double put_s = numa_phase(&r, numa_writer);
 	uint64_t put_errors = atomic_load(&r.errors);
 	double t0 = now_s();
