@@ -1,5 +1,5 @@
 /*
- * keygen.h - the key generators of tips-bench (PiBench semantics, papers/004 §4; the
+ * keygen.h - the key generators of tips-bench (PiBench semantics, VLDB'19, §4; the
  * distributions of Gray et al., "Quickly generating billion-record synthetic
  * databases", SIGMOD'94).
  *

@@ -1,6 +1,6 @@
 /*
- * tips_bench.c - `tips-bench`: the PiBench-style harness (papers/004 §4; YCSB as in
- * papers/000 §7, Table 1). A load phase inserts N records with T threads; a run phase
+ * tips_bench.c - `tips-bench`: the PiBench-style harness (PiBench, VLDB'19, §4; YCSB as in
+ * TIPS, ATC'21, §7, Table 1). A load phase inserts N records with T threads; a run phase
  * executes M operations with T threads in a mix of reads, inserts, updates, removes
  * and scans, drawing keys from a distribution (bench/keygen.h). Both are reported.
  *

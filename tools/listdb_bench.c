@@ -1,6 +1,6 @@
 /*
  * listdb_bench.c - tips-listdb-bench: the ListDB measurements tips-bench cannot take
- * through the index interface (papers/002_*, §4.2.1, §4.3, recovery, and what bounds a
+ * through the index interface (ListDB, OSDI'22, §4.2.1, §4.3, recovery, and what bounds a
  * sustained put).
  *
  *   tips-listdb-bench flush-timeline [--keys N] [--memtable E] [--max-immutable M]

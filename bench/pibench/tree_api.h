@@ -1,5 +1,5 @@
 /*
- * tree_api.h - the plug-in boundary of the PiBench harness (VLDB'19, papers/004), as
+ * tree_api.h - the plug-in boundary of the PiBench harness (VLDB'19), as
  * our own C++ declaration of each layout PiBench's branches use: PiBench dlopen()s an
  * index library (RTLD_NOW), looks up create_tree() and drives the tree_api object it
  * returns through its vtable.

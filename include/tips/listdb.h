@@ -1,5 +1,5 @@
 /*
- * tips/listdb.h - ListDB: a write-optimized persistent key-value store (papers/002_*).
+ * tips/listdb.h - ListDB: a write-optimized persistent key-value store (ListDB, OSDI'22).
  *
  * Three levels. Writes go to a MemTable (a lock-free skiplist in DRAM) whose elements
  * point at their log entries in PM. A full MemTable becomes immutable and a background

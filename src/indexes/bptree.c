@@ -36,7 +36,7 @@
  *
  * Locks. One pthread rwlock taken spin-then-block (lock_read/lock_write), in the DRAM
  * handle made by open(): no lock word lives in PM, so a lock held when the process died
- * reads as free because it no longer exists (DESIGN.md, "Locks inside PM"). Writers
+ * reads as free because it no longer exists (design decision "Locks inside PM"). Writers
  * hold it exclusive, scan shared; those readers therefore never see a half-updated
  * node, a torn value or a value/length mismatch. Lookup is optimistic first (a
  * sequence lock, see lookup_optimistic): writers make a counter odd around their stores

@@ -25,7 +25,7 @@
  * than a treap of 2^40 keys needs in expectation) and grow on the heap if ever needed.
  *
  * Lock. One pthread rwlock in the DRAM handle made by open(), never in PM: a lock held
- * when the process died reads as free because it no longer exists (DESIGN.md, "Locks
+ * when the process died reads as free because it no longer exists (design decision "Locks
  * inside PM"). Writers (insert, update, remove) store only while holding it
  * exclusively; readers (lookup, scan) share it, so a reader never sees a half-done
  * rotation, a torn value or a freed node, and no access is racy (no atomics needed).

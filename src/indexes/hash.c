@@ -13,7 +13,7 @@
  *
  * Locks. A pthread rwlock per stripe, bucket b using stripe b % HASH_STRIPES. The locks
  * live in the DRAM handle made by open(), never in the persistent root: a lock held
- * when the process died reads as free because it no longer exists (DESIGN.md, "Locks
+ * when the process died reads as free because it no longer exists (design decision "Locks
  * inside PM"). Writers take the stripe's write lock, readers (lookup, scan) its read
  * lock, so a reader never sees a half-linked node or a freed one.
  *

@@ -1,7 +1,7 @@
 /*
  * idx_hooks.h - the three hooks every index in src/indexes/ is written against.
  *
- * DESIGN.md, "One source, two builds": an index is one .c file compiled twice
+ * design decision "One source, two builds": an index is one .c file compiled twice
  * (root CMakeLists.txt, TIPS_INDEXES):
  *
  *   -DIDX_PREFIX=dram_NAME               dram-NAME: malloc (through idx_dram_alloc(),

@@ -1,6 +1,6 @@
 /*
  * entry.h - the Index-Unified Log entry: one record that is both a write-ahead log entry
- * and a PMTable skiplist element (papers/002_*, Figure 4), and the key order on them.
+ * and a PMTable skiplist element (ListDB, OSDI'22, Figure 4), and the key order on them.
  *
  * Layout (8-byte aligned, packed one after another in a log chunk):
  *   lsn      table seq << 32 | slot in that MemTable: unique, increasing per writer

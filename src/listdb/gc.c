@@ -1,5 +1,5 @@
 /*
- * gc.c - reclamation of obsolete log chunks (papers/002_*, §3.4.5).
+ * gc.c - reclamation of obsolete log chunks (ListDB, OSDI'22, §3.4.5).
  *
  * A chunk is reclaimed when it is retired (no writer appends to it), every table it
  * holds entries of is merged (max_seq < merged_seq), and every entry in it is obsolete.

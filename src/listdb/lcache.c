@@ -1,5 +1,5 @@
 /*
- * lcache.c - ListDB's two DRAM lookup caches (papers/002_*, §3.5, Algorithm 4).
+ * lcache.c - ListDB's two DRAM lookup caches (ListDB, OSDI'22, §3.5, Algorithm 4).
  *
  * Hash cache: one atomic slot per bucket holding the PM address of a log entry, at
  * slot hash(key) % slots. Insert is a release store that overwrites whatever was there

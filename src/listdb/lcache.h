@@ -1,5 +1,5 @@
 /*
- * lcache.h - ListDB's two lookup caches in DRAM (papers/002_*, §3.5, Algorithm 4).
+ * lcache.h - ListDB's two lookup caches in DRAM (ListDB, OSDI'22, §3.5, Algorithm 4).
  *
  * The hash cache is a fixed-size table of PM addresses of log entries, one per slot,
  * indexed by a hash of the key. Flushing a MemTable inserts the newest entry of each key;

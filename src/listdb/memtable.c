@@ -1,6 +1,6 @@
 /*
  * memtable.c - the MemTable: an insert-only lock-free skiplist in DRAM whose nodes point
- * at log entries in PM (papers/002_*, Algorithm 1, line 11).
+ * at log entries in PM (ListDB, OSDI'22, Algorithm 1, line 11).
  *
  * Nodes are ordered like entries (key ascending, LSN descending), so a search meets the
  * newest version of a key first. A node keeps the first 8 key bytes (big-endian, zero

@@ -1,5 +1,5 @@
 /*
- * pmtable.c - PMTables: skiplists of log entries in PM (papers/002_*, §3.2-3.3).
+ * pmtable.c - PMTables: skiplists of log entries in PM (ListDB, OSDI'22, §3.2-3.3).
  *
  * A PMTable is one list per key shard. Each list has one sentinel per domain; the bottom
  * layer starts at domain 0's sentinel and links every element in (key, LSN desc) order;

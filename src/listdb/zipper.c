@@ -1,5 +1,5 @@
 /*
- * zipper.c - Zipper compaction (papers/002_*, §3.4, Algorithm 3): merges one shard of
+ * zipper.c - Zipper compaction (ListDB, OSDI'22, §3.4, Algorithm 3): merges one shard of
  * an L0 table into the same shard of L1 in place, by pointer updates only.
  *
  * Scan phase, head to tail: for each L0 element, find its predecessor in L1 at every

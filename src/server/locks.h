@@ -2,7 +2,7 @@
  * locks.h - the per-key striped locks of tips-server, and the one lock over the keyspace.
  *
  * Every command that names keys runs with the stripes of its keys held, so it is atomic
- * to every other client, as in Redis (DESIGN.md, "Write batches and the server"). A key
+ * to every other client, as in Redis (design decision "Write batches and the server"). A key
  * maps to one of LOCK_STRIPES mutexes by a hash of its bytes; a command collects the
  * stripes of all its keys into a lockset (a bitmap, so duplicates vanish) and takes them
  * in ascending stripe order. Because every thread takes stripes in that one order, two

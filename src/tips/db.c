@@ -2,7 +2,7 @@
  * db.c - the TIPS facade (TIPS §3.2.6, §4.1): open/close, the write path, lookups,
  * scans, statistics, and the per-thread state behind them.
  *
- * Write path (DESIGN.md, "Data flow"): with the key's cache bucket locked, decide the
+ * Write path (design decision "Data flow"): with the key's cache bucket locked, decide the
  * outcome (insert: key absent; update, delete: key present; from the cache's newest
  * entry, else from the index), take a commit stamp, append the record to the thread's
  * OLog and persist it (two fences: the durability point), then publish the cache entry

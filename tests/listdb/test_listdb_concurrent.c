@@ -1,6 +1,6 @@
 /*
  * test_listdb_concurrent.c - readers never miss a committed write while MemTables are
- * flushed and L0 is zipped into L1 (papers/002_*, §3.4.3, Theorem 1).
+ * flushed and L0 is zipped into L1 (ListDB, OSDI'22, §3.4.3, Theorem 1).
  *
  *   test_listdb_concurrent [--ops N]   (N writes per writer and round; default 12000)
  *
