@@ -12,6 +12,9 @@ how to update the document, when the document says something else:
                    configuration, so it is compared only in the reference one (every
                    index, the benchmarks, no sanitizer, redis-cli found); elsewhere the
                    check exits 77 and CTest reports it as skipped.
+  references       no tracked file points at files that are not in the repository
+                   (the design notes and papers the project was built from live
+                   outside it: cite them by name and venue instead).
 
 usage: docs_check.py CHECK SOURCE_DIR BUILD_DIR CTEST [reference=0|1]
 """
@@ -92,6 +95,31 @@ def test_count(src, build, ctest, reference):
     return 0
 
 
+# Built from pieces so that this file does not match itself.
+OUTSIDE = [re.compile(p) for p in (r"DESIGN" r"\.md", r"\bpapers" r"/", r"\.\./shared" r"/")]
+
+
+def references(src, build, ctest):
+    files = subprocess.run(["git", "-C", str(src), "ls-files"], capture_output=True,
+                           text=True)
+    if files.returncode != 0:
+        print("references: SKIPPED: %s is not a git checkout" % src)
+        return SKIPPED
+    bad = []
+    for name in files.stdout.split():
+        try:
+            text = (src / name).read_text()
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        for no, line in enumerate(text.splitlines(), 1):
+            if any(p.search(line) for p in OUTSIDE):
+                bad.append("%s:%d: %s" % (name, no, line.strip()))
+    if bad:
+        return fail("references to files outside the repository:\n" + "\n".join(bad))
+    print("ok: no tracked file refers to files outside the repository")
+    return 0
+
+
 def main():
     if len(sys.argv) < 5:
         print(__doc__, file=sys.stderr)
@@ -104,6 +132,8 @@ def main():
         return campaigns(src, build, ctest)
     if check == "test-count":
         return test_count(src, build, ctest, reference)
+    if check == "references":
+        return references(src, build, ctest)
     print("docs_check.py: unknown check %r" % check, file=sys.stderr)
     return 2
 
