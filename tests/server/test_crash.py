@@ -293,6 +293,13 @@ def run_round(srv, writers, rng, tally, rnd, sim=None):
     while (counter[0] < target and time.monotonic() < deadline and any(t.is_alive() for t in threads)
            and srv.proc.poll() is None):
         time.sleep(0.001)    # polling the acknowledged count until the random kill point
+    if counter[0] < target and srv.proc.poll() is None and not any(t.is_alive() for t in threads):
+        # The writers saw their connections close: the server is exiting (an armed power
+        # failure exits with SIM_EXIT) but may not be reaped yet. Wait for its status.
+        try:
+            srv.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
     code = srv.proc.poll()
     how = "simulated power failure" if code == SIM_EXIT else "kill -9"
     if code is not None and code != SIM_EXIT:
