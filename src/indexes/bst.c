@@ -27,28 +27,34 @@
  * Lock. One pthread rwlock in the DRAM handle made by open(), never in PM: a lock held
  * when the process died reads as free because it no longer exists (design decision "Locks
  * inside PM"). Writers (insert, update, remove) store only while holding it
- * exclusively; readers (lookup, scan) share it, so a reader never sees a half-done
- * rotation, a torn value or a freed node, and no access is racy (no atomics needed).
- * A writer first descends under the read lock, noting the handle's version (a count
- * of structural changes, bumped under the write lock by every link store); then takes
- * the write lock and, if the version moved, descends again. Unchanged, every node and
- * link it found is still in the tree (none was unlinked, so none was freed). So the
- * descent, a cache miss per level, overlaps lookups, and the write lock covers little
- * more than the stores (an 8-byte in-place update: one log and one copy). The lock is
- * glibc's default kind, which lets readers in while a writer waits, on purpose: a
- * writer-preferring lock queued every lookup behind the stream of replayed writes of
- * the tips build (a tenth of the read rate while replay drained a backlog). The price:
- * a writer can wait while reads keep overlapping; the framework's replay then lags and
- * its writers get back-pressure.
+ * exclusively; scans share it. Lookups are optimistic first (lookup_optimistic): a
+ * sequence counter in the handle is odd while a writer stores, a lookup descends with
+ * no lock and keeps its answer only if the counter was even and unchanged, and falls
+ * back to the read lock after BST_OPT_TRIES tries. A writer collects the stores its
+ * operation makes into the tree, logs them all, and only then makes the counter odd
+ * around the stores (bst_commit), so lookups retry for tens of nanoseconds, not for the
+ * writer's logging. A writer first descends under the read lock, noting the handle's
+ * version (a count of structural changes, bumped under the write lock by every link
+ * store); then takes the write lock and, if the version moved, descends again.
+ * Unchanged, every node and link it found is still in the tree (none was unlinked, so
+ * none was freed). So the descent, a cache miss per level, overlaps lookups, and the
+ * write lock covers little more than the stores (an 8-byte in-place update: one log
+ * and one copy). The lock is glibc's default kind, which lets readers in while a
+ * writer waits, on purpose: a writer-preferring lock queued every scan and locked
+ * lookup behind the stream of replayed writes of the tips build. The price: a writer
+ * can wait while reads keep overlapping; the framework's replay then lags and its
+ * writers get back-pressure.
  *
  * Invariant (what makes the tips build crash consistent): every store to memory that
  * existed before the current operation is preceded by IDX_LOG of exactly the bytes it
- * stores. Every pointer store into a pre-existing node or the root goes through
- * link_set(), which logs it; stores into the node allocated by the same operation need
+ * stores. Every pointer store into a pre-existing node or the root is collected as a
+ * pending (link, value) pair and applied by bst_commit(), which logs all of them
+ * before the first store; stores into the node allocated by the same operation need
  * no log. Update of a value of the same length overwrites it in place (log the value
- * bytes, copy: under the write lock, so no reader sees it half-written); a different
- * length gets a replacement node that takes over the old node's children and its place
- * (same key, so same priority: the heap order holds), and the old node is freed.
+ * bytes, copy: under the write lock and inside store_begin/store_end, so no reader
+ * keeps a half-written value); a different length gets a replacement node that takes
+ * over the old node's children and its place (same key, so same priority: the heap
+ * order holds), and the old node is freed.
  * Remove never stores into the node it removes (its changing children are tracked in
  * locals), so each downward rotation costs one logged store, not three. The code never
  * flushes or fences: the framework makes the stores durable.
@@ -56,7 +62,7 @@
  * Conversion cost: 7 hook sites - IDX_ALLOC 2 (root, node), IDX_FREE 3 (replaced node
  * in update, removed node in remove, and insert's new node, allocated before the write
  * lock, when a changed tree shows the key present after all: dram builds only, as
- * the framework never writes one key twice at once), IDX_LOG 2 (link_set(), which
+ * the framework never writes one key twice at once), IDX_LOG 2 (bst_commit(), which
  * every pointer store goes through, and the in-place value). An insert makes one
  * IDX_ALLOC and at most 1 + r IDX_LOG calls for r rotations (fewer than 2 expected); a
  * remove 1 + r; an update of the same length 1.
@@ -76,6 +82,7 @@
 #include "indexes/indexes.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,6 +91,8 @@
 #define BST_MAGIC 0x3174736273706974ull /* "tipsbst1": layout version 1 */
 #define BST_STACK 128                   /* inline stack entries before growing */
 #define BST_BATCH 8192                  /* bytes of pairs a scan copies per lock hold */
+#define BST_OPT_TRIES 4u                /* lookup: optimistic tries before the read lock */
+#define BST_OPT_DEPTH 4096u             /* lookup: a longer optimistic descent retries */
 
 /* ---- persistent layout (in PM in the tips build) ---------------------------------- */
 
@@ -108,6 +117,7 @@ struct bst_index {
 	_Alignas(64) pthread_rwlock_t lock; /* writers exclusive, readers shared */
 	struct bst_root *root;
 	uint64_t version; /* structural changes (link stores); written under the write lock */
+	_Alignas(64) _Atomic uint64_t seq; /* odd while a writer stores (lookup_optimistic) */
 };
 
 /* ---- keys and priorities -------------------------------------------------------------- */
@@ -227,12 +237,49 @@ static inline void stack_free(struct bst_stack *s)
 
 /* ---- walks and stores (stores with the write lock held) ----------------------------- */
 
-/* Stores @to into @link, a pointer that existed before this operation (the root's tree
- * or a child pointer of an old node): log it first. Every such store goes through here. */
-static inline void link_set(struct bst_node **link, struct bst_node *to)
+/*
+ * A writer's stores into memory that existed before its operation (the root's tree
+ * and child pointers of linked nodes) are collected first, as (link, value) pairs on a
+ * bst_stack, while the writer only reads; then bst_commit() logs every one (IDX_LOG,
+ * undo before store), makes seq odd, stores them all, and makes seq even again. So
+ * the window in which an optimistic lookup must retry covers the few stores, not the
+ * logging (in the tips build each IDX_LOG is a ULog record and a fence). Collecting is
+ * sound because no writer reads back a slot it has already decided to store into:
+ * each slot is written at most once per operation and read, if at all, before.
+ */
+static inline bool pending_add(struct bst_stack *st, struct bst_node **link,
+			       struct bst_node *to)
 {
-	IDX_LOG(link, sizeof(*link));
-	*link = to;
+	return stack_push(st, link) && stack_push(st, to);
+}
+
+/*
+ * store_begin/store_end bracket a writer's stores to reachable memory (write lock
+ * held): seq is odd from before the first store to after the last, so an optimistic
+ * lookup that saw seq even and unchanged around its reads read none of them.
+ */
+static inline void store_begin(struct bst_index *t)
+{
+	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release); /* seq odd before any store that follows */
+}
+
+static inline void store_end(struct bst_index *t)
+{
+	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
+			      memory_order_release); /* after every store that preceded */
+}
+
+/* Logs, then stores, every pending (link, value) pair of @st (see pending_add). */
+static void bst_commit(struct bst_index *t, const struct bst_stack *st)
+{
+	for (size_t i = 0; i < st->n; i += 2)
+		IDX_LOG(st->v[i], sizeof(struct bst_node *));
+	store_begin(t);
+	for (size_t i = 0; i < st->n; i += 2)
+		*(struct bst_node **)st->v[i] = st->v[i + 1];
+	store_end(t);
 }
 
 /* A new node holding @key/@val with the given children; fresh memory, so no logging. */
@@ -332,6 +379,7 @@ static int bst_open(void *rootv, void **indexp)
 	}
 	t->root = root;
 	t->version = 0;
+	atomic_init(&t->seq, 0);
 	*indexp = t;
 	return 0;
 }
@@ -394,6 +442,8 @@ static int bst_insert(void *index, const void *key, size_t klen, const void *val
 		rc = TIPS_ENOMEM;
 		goto done;
 	}
+	struct bst_stack pend; /* stores into linked memory, applied by bst_commit */
+	stack_init(&pend);
 	pthread_rwlock_wrlock(&t->lock);
 	if (t->version != v) { /* the tree changed shape: walk again */
 		path.n = 0;
@@ -401,11 +451,8 @@ static int bst_insert(void *index, const void *key, size_t klen, const void *val
 			rc = TIPS_ENOMEM; /* nothing stored yet */
 		else if (*link)
 			rc = TIPS_EKEYEXISTS;
-		if (rc) {
-			pthread_rwlock_unlock(&t->lock);
-			IDX_FREE(x); /* never linked */
-			goto done;
-		}
+		if (rc)
+			goto unlock;
 	}
 	/*
 	 * Lift x while it outranks its parent p (hanging from plink): one rotation each.
@@ -430,13 +477,23 @@ static int bst_insert(void *index, const void *key, size_t klen, const void *val
 			moved = x->left;
 			x->left = p;
 		}
-		if (*link != moved)
-			link_set(link, moved);
+		if (*link != moved && !pending_add(&pend, link, moved)) {
+			rc = TIPS_ENOMEM; /* nothing stored into the tree yet */
+			goto unlock;
+		}
 		link = plink;
 	}
-	link_set(link, x);
+	if (!pending_add(&pend, link, x)) {
+		rc = TIPS_ENOMEM;
+		goto unlock;
+	}
+	bst_commit(t, &pend);
 	t->version++;
+unlock:
 	pthread_rwlock_unlock(&t->lock);
+	if (rc)
+		IDX_FREE(x); /* never linked */
+	stack_free(&pend);
 done:
 	stack_free(&path);
 	return rc;
@@ -467,13 +524,18 @@ static int bst_update(void *index, const void *key, size_t klen, const void *val
 	} else if (old->vlen == vlen) {
 		if (vlen) { /* same length: overwrite in place */
 			IDX_LOG(node_value(old), vlen);
+			store_begin(t);
 			memcpy(node_value(old), val, vlen);
+			store_end(t);
 		}
 	} else { /* a replacement in the old node's place: same key, same priority */
 		struct bst_node *n = node_new(key, (uint32_t)klen, val, (uint32_t)vlen,
 					      old->left, old->right);
 		if (n) {
-			link_set(link, n);
+			struct bst_stack pend; /* one pair: fits the inline stack */
+			stack_init(&pend);
+			(void)pending_add(&pend, link, n);
+			bst_commit(t, &pend);
 			IDX_FREE(old);
 			t->version++;
 		} else {
@@ -515,29 +577,93 @@ static int bst_remove(void *index, const void *key, size_t klen)
 	 * *link; d would become l's right child with l's old right subtree as its left.
 	 */
 	struct bst_node *l = d->left, *r = d->right;
-	for (;;) {
+	struct bst_stack pend; /* stores into linked memory, applied by bst_commit */
+	stack_init(&pend);
+	bool ok_pend = true;
+	while (ok_pend) {
 		if (!l) {
-			link_set(link, r);
+			ok_pend = pending_add(&pend, link, r);
 			break;
 		}
 		if (!r) {
-			link_set(link, l);
+			ok_pend = pending_add(&pend, link, l);
 			break;
 		}
 		if (node_prio(l) > node_prio(r)) {
-			link_set(link, l);
+			ok_pend = pending_add(&pend, link, l);
 			link = &l->right;
 			l = l->right;
 		} else {
-			link_set(link, r);
+			ok_pend = pending_add(&pend, link, r);
 			link = &r->left;
 			r = r->left;
 		}
 	}
-	IDX_FREE(d);
-	t->version++;
+	if (ok_pend) {
+		bst_commit(t, &pend);
+		IDX_FREE(d);
+		t->version++;
+	}
 	pthread_rwlock_unlock(&t->lock);
-	return 0;
+	stack_free(&pend);
+	return ok_pend ? 0 : TIPS_ENOMEM; /* ENOMEM: nothing was stored */
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/*
+ * Optimistic lookup (a sequence lock): descends without the lock between two reads of
+ * seq and keeps the answer only if seq was even and unchanged, i.e. no writer stored
+ * meanwhile (bst_commit, store_begin). TIPS decides each write's outcome with a lookup
+ * from the application thread; under the rwlock alone such a lookup that met replay
+ * holding the write lock slept on a futex (a context switch per handoff on a busy
+ * machine: the tips-bptree outlier of docs/framework.md, which tips-bst showed too).
+ *
+ * Memory safety: the whole descent runs in a read section (IDX_READ_ENTER), and every
+ * node it can reach was reachable at some moment of the section (an unlinked node is
+ * never written again, so its links still point at nodes reachable when it was
+ * unlinked), so IDX_FREE's deferral keeps each one allocated. A node's klen and vlen
+ * never change while it is allocated (a new length gets a new node), so the key
+ * compare and the value copy stay inside the node; the values copied are validated by
+ * a second read of seq. A torn view can make the descent long (a rotation seen half
+ * done): BST_OPT_DEPTH bounds it. Not instrumented by ThreadSanitizer: the racing
+ * reads are the algorithm, and their result is discarded unless validated.
+ */
+enum { OPT_FOUND, OPT_ABSENT, OPT_RETRY };
+
+__attribute__((no_sanitize_thread)) static int
+lookup_optimistic(struct bst_index *t, const struct bst_key *k, void *val, size_t cap,
+		  size_t *vlen)
+{
+	uint64_t s0 = atomic_load_explicit(&t->seq, memory_order_acquire);
+	if (s0 & 1)
+		return OPT_RETRY;
+	struct bst_node *n = *(struct bst_node *volatile *)&t->root->tree;
+	for (unsigned d = 0; n; d++) {
+		if (d == BST_OPT_DEPTH)
+			return OPT_RETRY;
+		int c = key_cmp(k, n);
+		if (c == 0)
+			break;
+		n = c < 0 ? *(struct bst_node *volatile *)&n->left
+			  : *(struct bst_node *volatile *)&n->right;
+	}
+	size_t len = n ? n->vlen : 0;
+	if (n && cap && len)
+		memcpy(val, node_value(n), len < cap ? len : cap);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&t->seq, memory_order_relaxed) != s0)
+		return OPT_RETRY;
+	if (!n)
+		return OPT_ABSENT;
+	if (vlen)
+		*vlen = len;
+	return OPT_FOUND;
 }
 
 static int bst_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
@@ -550,8 +676,20 @@ static int bst_lookup(void *index, const void *key, size_t klen, void *val, size
 		return TIPS_ENOTFOUND;
 	struct bst_key k;
 	key_init(&k, key, klen);
-	int rc = TIPS_ENOTFOUND;
 
+	IDX_READ_ENTER();
+	for (unsigned attempt = 0; attempt < BST_OPT_TRIES; attempt++) {
+		int o = lookup_optimistic(t, &k, val, cap, vlen);
+		if (o != OPT_RETRY) {
+			IDX_READ_EXIT();
+			return o == OPT_FOUND ? 0 : TIPS_ENOTFOUND;
+		}
+		for (unsigned i = 0; i < 1u << attempt; i++)
+			cpu_relax();
+	}
+	IDX_READ_EXIT(); /* never block on the lock inside a read section */
+
+	int rc = TIPS_ENOTFOUND;
 	pthread_rwlock_rdlock(&t->lock);
 	struct bst_node *n = t->root->tree;
 	while (n) {
@@ -723,9 +861,11 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.name = IDX_NAME,
 #ifdef IDX_TIPS
 	.concurrency = "TIPS: lock-free cache reads, per-bucket spinlock writes; "
-		       "replay on one readers-writer lock (treap: balanced in expectation)",
+		       "replay on one readers-writer lock, optimistic lookups "
+		       "(treap: balanced in expectation)",
 #else
-	.concurrency = "one readers-writer lock (treap: balanced in expectation)",
+	.concurrency = "one readers-writer lock, optimistic lookups "
+		       "(treap: balanced in expectation)",
 #endif
 	.create = bst_create,
 	.open = bst_open,
