@@ -111,6 +111,8 @@
 #include <tips/listdb.h>
 #include <tips/tips.h>
 
+#include "size_arg.h"
+
 #ifdef TIPS_HAVE_PMDK_HASH
 #include "baselines/pmdk_hash.h"
 #endif
@@ -187,7 +189,7 @@ static const char usage_text[] =
 	"  --keys K               keys 0..K-1 (2000)\n"
 	"  --ops M                operations per child run (3000)\n"
 	"  --threads T            writer threads in the child (2)\n"
-	"  --pool-size BYTES      pool size, K/M/G suffixes allowed (64M; listdb: of each\n"
+	"  --pool-size BYTES      pool size (64M; listdb: of each\n"
 	"                         domain pool, 128M)\n"
 	"  --recovery-crash-share F  share of crashes whose recovery is crashed too (0.25)\n"
 	"  --fresh                remove PATH first if it exists (else it must not exist;\n"
@@ -206,7 +208,8 @@ static const char usage_text[] =
 	"\n"
 	"  prints: crashes=N lost=L phantom=P leaked=X double_free=D max_recovery_ms=R\n"
 	"          torn=T (with --batch)\n"
-	"  exit codes: 0 no violation, 1 violations or failure, 2 usage error\n";
+	"  exit codes: 0 no violation, 1 violations or failure, 2 usage error\n"
+	SIZE_ARG_RULE;
 
 static int usage(int code)
 {
@@ -214,44 +217,15 @@ static int usage(int code)
 	return code;
 }
 
+/* A count, a seed or a size (bench/kit/size_arg.h). */
 static bool parse_u64(const char *s, uint64_t *out)
 {
-	char *end;
-	if (!s || !*s || *s == '-')
-		return false;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || *end)
-		return false;
-	*out = v;
-	return true;
+	return size_arg_count(s, out) == 0;
 }
 
-/* A number with an optional K, M, G or T suffix (powers of 1024). */
 static bool parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	if (!s || !*s || *s == '-')
-		return false;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return false;
-	unsigned shift = 0;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': shift = 10; break;
-	case 'm': case 'M': shift = 20; break;
-	case 'g': case 'G': shift = 30; break;
-	case 't': case 'T': shift = 40; break;
-	default: return false;
-	}
-	if (*end && end[1])
-		return false;
-	if (shift && v > (UINT64_MAX >> shift))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
+	return size_arg_bytes(s, out) == 0;
 }
 
 static bool parse_share(const char *s, double *out)
