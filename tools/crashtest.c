@@ -111,11 +111,9 @@
 #include <tips/listdb.h>
 #include <tips/tips.h>
 
+#include "bench_index.h"
 #include "size_arg.h"
 
-#ifdef TIPS_HAVE_PMDK_HASH
-#include "baselines/pmdk_hash.h"
-#endif
 
 enum { EXIT_OK = 0, EXIT_VIOLATION = 1, EXIT_USAGE = 2 };
 
@@ -147,8 +145,6 @@ enum {
 
 /* ---- options ------------------------------------------------------------------------ */
 
-struct store_kind;
-
 struct options {
 	const char *index_name;
 	const char *pool;
@@ -168,7 +164,7 @@ struct options {
 	bool verbose;
 	bool keep_crashed; /* copy the pool after each crash to PATH.crashed */
 	unsigned batch;    /* --batch: operations per batch commit (0: single writes) */
-	const struct store_kind *store; /* how children reach the index (from --index) */
+	enum bench_kind kind; /* the store --index names (bench_index_kind) */
 };
 
 static const char usage_text[] =
@@ -479,420 +475,36 @@ struct shared {
 	struct found_key found[]; /* [keys] */
 };
 
-/* ---- the store: how a child reaches the index ------------------------------------------ */
-
-/* What a store's ownership check found (tips_db_check, or pmdk_hash_check). */
-struct store_report {
-	uint64_t allocated, owned; /* blocks allocated in the heap / owned by the index */
-	uint64_t heap_errors;      /* the heap's own inconsistencies */
-	char first_error[200];     /* the first of them ("" if none) */
-};
-
-/* One problem block (@block: an address or a pool offset, stable while the pool is). */
-typedef void (*store_problem_fn)(enum tips_block_problem what, uint64_t block,
-				 size_t size, void *arg);
-
-/*
- * A store kind: the TIPS facade over a tips-* index, or pmdk-hash. Codes as the
- * facade's; open creates with @create and opens SIM media with @popts (facade only).
- */
-struct store_kind {
-	const char *name;  /* for messages */
-	const char *background; /* what stats() counts as background work (plural noun) */
-	bool sim_capable;  /* its persistence goes through libtips's pool layer */
-	int (*open)(const struct options *o, bool create, const struct tips_pool_options *popts,
-		    void **s);
-	int (*close)(void **s);
-	int (*insert)(void *s, const void *k, size_t kl, const void *v, size_t vl);
-	int (*update)(void *s, const void *k, size_t kl, const void *v, size_t vl);
-	int (*put)(void *s, const void *k, size_t kl, const void *v, size_t vl);
-	int (*remove)(void *s, const void *k, size_t kl);
-	int (*lookup)(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl);
-	long (*scan)(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
-		     void *arg);
-	/* Commits a write batch (NULL: the store has none; --batch is refused). */
-	int (*batch)(void *s, struct tips_batch *b);
-	/* background work so far (reclamations; listdb: Zipper compactions), the recovery
-	 * time its open measured, whether it recovered */
-	void (*stats)(void *s, uint64_t *background, double *recovery_ms, int *recovered);
-	/* Ownership: every allocated block owned once. 0, TIPS_ECORRUPT (problems found,
-	 * each passed to @fn), or another code. */
-	int (*check)(void *s, store_problem_fn fn, void *arg, struct store_report *rep);
-	/* After close (NULL: nothing): the closed pool's own consistency check; 0 or a
-	 * code, message in tips_errormsg(). */
-	int (*check_closed)(const struct options *o);
-};
-
-static void config_for(const struct options *o, struct tips_config *cfg,
-		       const struct tips_pool_options *popts)
-{
-	tips_config_init(cfg);
-	cfg->pool_size = o->pool_size;
-	cfg->expected_keys = o->keys;
-	cfg->pool = popts;
-}
-
-static int facade_open(const struct options *o, bool create,
-		       const struct tips_pool_options *popts, void **s)
-{
-	struct tips_config cfg;
-	config_for(o, &cfg, popts);
-	if (create)
-		cfg.flags = TIPS_CREATE;
-	struct tips_db *db = NULL;
-	int rc = tips_open(o->pool, &cfg, tips_index_find(o->index_name), &db);
-	*s = db;
-	return rc;
-}
-
-static int facade_close(void **s)
-{
-	struct tips_db *db = *s;
-	int rc = tips_close(&db);
-	*s = db;
-	return rc;
-}
-
-static int facade_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return tips_insert(s, k, kl, v, vl);
-}
-
-static int facade_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return tips_update(s, k, kl, v, vl);
-}
-
-static int facade_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return tips_put(s, k, kl, v, vl);
-}
-
-static int facade_remove(void *s, const void *k, size_t kl)
-{
-	return tips_delete(s, k, kl);
-}
-
-static int facade_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
-{
-	return tips_lookup(s, k, kl, v, cap, vl);
-}
-
-static int facade_batch(void *s, struct tips_batch *b)
-{
-	return tips_batch_commit(s, b);
-}
-
-static long facade_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
-			void *arg)
-{
-	return tips_scan(s, start, kl, count, fn, arg);
-}
-
-static void facade_stats(void *s, uint64_t *reclamations, double *recovery_ms, int *recovered)
-{
-	struct tips_stats st;
-	tips_stats(s, &st);
-	*reclamations = st.reclamations;
-	*recovery_ms = st.recovery_ms;
-	*recovered = st.recovered;
-}
-
-struct problem_relay {
-	store_problem_fn fn;
-	void *arg;
-};
-
-static void facade_problem(enum tips_block_problem what, const void *block, size_t size,
-			   void *arg)
-{
-	struct problem_relay *r = arg;
-	r->fn(what, (uint64_t)(uintptr_t)block, size, r->arg);
-}
-
-static int facade_check(void *s, store_problem_fn fn, void *arg, struct store_report *rep)
-{
-	struct tips_db_report dr;
-	struct problem_relay relay = { fn, arg };
-	memset(&dr, 0, sizeof(dr));
-	int rc = tips_db_check(s, facade_problem, &relay, &dr);
-	memset(rep, 0, sizeof(*rep));
-	rep->allocated = dr.blocks_allocated;
-	rep->owned = dr.blocks_owned;
-	rep->heap_errors = dr.heap.errors;
-	snprintf(rep->first_error, sizeof(rep->first_error), "%s", dr.heap.first_error);
-	return rc;
-}
-
-static const struct store_kind facade_store = {
-	.name = "the TIPS facade",
-	.background = "reclamations",
-	.sim_capable = true,
-	.open = facade_open,
-	.close = facade_close,
-	.insert = facade_insert,
-	.update = facade_update,
-	.put = facade_put,
-	.remove = facade_remove,
-	.lookup = facade_lookup,
-	.scan = facade_scan,
-	.batch = facade_batch,
-	.stats = facade_stats,
-	.check = facade_check,
-	.check_closed = NULL,
-};
-
-#ifdef TIPS_HAVE_PMDK_HASH
-static int pmdk_open(const struct options *o, bool create,
-		     const struct tips_pool_options *popts, void **s)
-{
-	(void)popts; /* never SIM: refused by main */
-	struct pmdk_hash_config cfg = { create ? PMDK_HASH_CREATE : 0, o->pool_size, o->keys };
-	struct pmdk_hash *h = NULL;
-	int rc = pmdk_hash_open(o->pool, &cfg, &h);
-	*s = h;
-	return rc;
-}
-
-static int pmdk_close(void **s)
-{
-	struct pmdk_hash *h = *s;
-	pmdk_hash_close(&h); /* every write is durable already */
-	*s = NULL;
-	return 0;
-}
-
-static int pmdk_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return pmdk_hash_insert(s, k, kl, v, vl);
-}
-
-static int pmdk_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return pmdk_hash_update(s, k, kl, v, vl);
-}
-
-static int pmdk_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return pmdk_hash_put(s, k, kl, v, vl);
-}
-
-static int pmdk_remove(void *s, const void *k, size_t kl)
-{
-	return pmdk_hash_remove(s, k, kl);
-}
-
-static int pmdk_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
-{
-	return pmdk_hash_lookup(s, k, kl, v, cap, vl);
-}
-
-static long pmdk_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
-		      void *arg)
-{
-	return pmdk_hash_scan(s, start, kl, count, fn, arg);
-}
-
-static void pmdk_stats(void *s, uint64_t *reclamations, double *recovery_ms, int *recovered)
-{
-	(void)s; /* libpmemobj recovers inside pmemobj_open and says nothing of it */
-	*reclamations = 0;
-	*recovery_ms = 0;
-	*recovered = -1;
-}
-
-static int pmdk_check(void *s, store_problem_fn fn, void *arg, struct store_report *rep)
-{
-	struct pmdk_hash_report pr;
-	memset(&pr, 0, sizeof(pr));
-	int rc = pmdk_hash_check(s, fn, arg, &pr);
-	memset(rep, 0, sizeof(*rep));
-	rep->allocated = pr.objects;
-	rep->owned = pr.reachable;
-	return rc;
-}
-
-static int pmdk_check_closed(const struct options *o)
-{
-	return pmdk_hash_check_file(o->pool); /* libpmemobj's pmemobj_check */
-}
-
-static const struct store_kind pmdk_store = {
-	.name = "pmdk-hash (libpmemobj)",
-	.background = "reclamations",
-	.sim_capable = false,
-	.open = pmdk_open,
-	.close = pmdk_close,
-	.insert = pmdk_insert,
-	.update = pmdk_update,
-	.put = pmdk_put,
-	.remove = pmdk_remove,
-	.lookup = pmdk_lookup,
-	.scan = pmdk_scan,
-	.stats = pmdk_stats,
-	.check = pmdk_check,
-	.check_closed = pmdk_check_closed,
-};
-#endif
-
-/*
- * listdb (tips/listdb.h). The workload's insert, update and delete go to the checked
- * calls (tips_listdb_insert/update/remove: a lookup and the write under a per-key lock,
- * returning TIPS_EKEYEXISTS / TIPS_ENOTFOUND as the facade does, which the model
- * checks), put to the blind tips_listdb_put. Every child opens with --listdb-memtable
- * (default 256 entries: a run of 3000 operations seals about a dozen MemTables, which
- * the background thread flushes into L0 tables and Zipper-merges into L1 while the
- * writers go on), so crashes land in flushes, compactions and chunk reclamation, and a
- * crashed recovery in Algorithm 5 itself.
- * SIM media (cfg.pool) applies to every domain pool; each pool counts its own persist
- * events, and the power fails when the first of them reaches the armed event (the
- * calibration counts the events of all pools, so with D domains about 1/D of the runs
- * crash). The other pools then keep exactly what was flushed and fenced in them (no
- * eviction): a legal failure, if a narrower one.
- * Ownership: tips_listdb_check() verifies that every list of L1 and L0 is sorted at every
- * layer and braided right, that every element lies in a live chunk with a valid
- * checksum, and that the heap of every domain pool holds exactly the chunks the root
- * slots own (log chunks are the only blocks ListDB allocates). It reports counts, not
- * blocks: allocated = heap_blocks (allocated blocks of all domain pools), owned =
- * chunks (blocks owned by chunk slots); on success the two are equal. A problem is
- * TIPS_ECORRUPT with one message and no block (and no counts), so it cannot be told
- * apart as a leak or a double ownership here: it counts as one heap error, which the
- * caller adds to double_free (this tool's count for every inconsistency of the heap or
- * of ownership), with the message printed. The problem callback is never called.
- * Recovery leaves the recovered tables in L0 (and redoes an interrupted compaction);
- * the background thread merges them at once. The check first waits with
- * tips_listdb_flush(db, 1) until every table is merged into L1 and chunk reclamation is
- * done, so that it, and every lookup and the scan after it, judge the recovered
- * database after the whole merge of what recovery rebuilt (a fixed point, rather than
- * wherever the background thread happens to be; tips_listdb_check() itself holds the
- * compaction lock, so it would be safe at any point).
- */
-static int ldb_open(const struct options *o, bool create, const struct tips_pool_options *popts,
-		    void **s)
-{
-	struct tips_listdb_config cfg;
-	tips_listdb_config_init(&cfg);
-	cfg.flags = create ? TIPS_LISTDB_CREATE : 0;
-	cfg.pool_size = o->pool_size;
-	cfg.expected_keys = o->keys;
-	cfg.domains = o->listdb_domains;
-	cfg.memtable_entries = o->listdb_memtable;
-	cfg.pool = popts;
-	struct tips_listdb *db = NULL;
-	int rc = tips_listdb_open(o->pool, &cfg, &db);
-	*s = db;
-	return rc;
-}
-
-static int ldb_close(void **s)
-{
-	struct tips_listdb *db = *s;
-	int rc = tips_listdb_close(&db);
-	*s = db;
-	return rc;
-}
-
-static int ldb_insert(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return tips_listdb_insert(s, k, kl, v, vl);
-}
-
-static int ldb_update(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return tips_listdb_update(s, k, kl, v, vl);
-}
-
-static int ldb_put(void *s, const void *k, size_t kl, const void *v, size_t vl)
-{
-	return tips_listdb_put(s, k, kl, v, vl);
-}
-
-static int ldb_remove(void *s, const void *k, size_t kl)
-{
-	return tips_listdb_remove(s, k, kl);
-}
-
-static int ldb_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
-{
-	return tips_listdb_get(s, k, kl, v, cap, vl);
-}
-
-static int ldb_batch(void *s, struct tips_batch *b)
-{
-	return tips_listdb_batch_commit(s, b);
-}
-
-static long ldb_scan(void *s, const void *start, size_t kl, size_t count, tips_scan_fn fn,
-		     void *arg)
-{
-	return tips_listdb_scan(s, start, kl, count, fn, arg);
-}
-
-static void ldb_stats(void *s, uint64_t *background, double *recovery_ms, int *recovered)
-{
-	struct tips_listdb_stats st;
-	tips_listdb_stats(s, &st);
-	*background = st.compactions;
-	*recovery_ms = st.recovery_ms;
-	*recovered = st.recovered;
-}
-
-static int ldb_check(void *s, store_problem_fn fn, void *arg, struct store_report *rep)
-{
-	(void)fn, (void)arg; /* tips_listdb_check() names no block (see above) */
-	memset(rep, 0, sizeof(*rep));
-	int rc = tips_listdb_flush(s, 1); /* everything recovered merged into L1 (see above) */
-	if (rc)
-		return rc;
-	struct tips_listdb_report lr;
-	memset(&lr, 0, sizeof(lr));
-	rc = tips_listdb_check(s, &lr);
-	rep->allocated = lr.heap_blocks;
-	rep->owned = lr.chunks;
-	if (rc == TIPS_ECORRUPT) {
-		rep->heap_errors = 1;
-		snprintf(rep->first_error, sizeof(rep->first_error), "tips_listdb_check: %s",
-			 tips_errormsg());
-		return 0; /* counted as a heap error, not a failure of the check itself */
-	}
-	return rc;
-}
-
-static const struct store_kind listdb_store = {
-	.name = "listdb",
-	.background = "Zipper compactions",
-	.sim_capable = true,
-	.open = ldb_open,
-	.close = ldb_close,
-	.insert = ldb_insert,
-	.update = ldb_update,
-	.put = ldb_put,
-	.remove = ldb_remove,
-	.lookup = ldb_lookup,
-	.scan = ldb_scan,
-	.batch = ldb_batch,
-	.stats = ldb_stats,
-	.check = ldb_check,
-	.check_closed = NULL,
-};
-
 /* ---- opening in a child ---------------------------------------------------------------- */
 
 #define LOCK_WAIT_MS 5000u /* how long a child waits for a dead child's pool lock */
 
 /*
- * Opens the store as st->open does, but waits up to LOCK_WAIT_MS while the pool is
- * locked (TIPS_ELOCKED). Only the previous child, already reaped, can hold it: its
+ * Opens the store through the bench adapter (bench/kit/bench_index.h: the same calls
+ * tips-bench makes), never creating it unless @create, with SIM media @popts (NULL:
+ * the default media), and waits up to LOCK_WAIT_MS while the pool is locked
+ * (TIPS_ELOCKED). Only the previous child, already reaped, can hold it: its
  * flock lives as long as the open file, which its mapping of the pool keeps open, and
  * the kernel may drop that mapping after the process is gone (whoever else holds the
  * address space a moment, such as a `ps` reading /proc/PID/cmdline, puts it last). A
  * lock still held after the wait is reported.
  */
-static int store_open(const struct store_kind *st, const struct options *o, bool create,
-		      const struct tips_pool_options *popts, void **db)
+static int store_open(const struct options *o, bool create,
+		      const struct tips_pool_options *popts, struct bench_index *db)
 {
+	if (o->kind == BENCH_LISTDB) {
+		struct tips_listdb_config cfg;
+		tips_listdb_config_init(&cfg);
+		cfg.domains = o->listdb_domains;
+		cfg.memtable_entries = o->listdb_memtable;
+		bench_listdb_configure(&cfg);
+	}
+	struct bench_open_how how = {
+		.pool_path = o->pool, .pool_size = o->pool_size, .expected_keys = o->keys,
+		.keep = 1, .existing = !create, .pool = popts,
+	};
 	for (unsigned waited = 0;; waited += 10) {
-		int rc = st->open(o, create, popts, db);
+		int rc = bench_index_open_with(db, o->index_name, &how);
 		if (rc != TIPS_ELOCKED || waited >= LOCK_WAIT_MS)
 			return rc;
 		struct timespec ts = { 0, 10 * 1000000 };
@@ -903,8 +515,7 @@ static int store_open(const struct store_kind *st, const struct options *o, bool
 /* ---- the workload child -------------------------------------------------------------- */
 
 struct worker {
-	const struct store_kind *st;
-	void *db;
+	struct bench_index *db;
 	int fd;
 	unsigned t, nthreads;
 	uint64_t keys, nops, seq_base, rng;
@@ -962,7 +573,7 @@ static void worker_batches(struct worker *w)
 			if (rc)
 				_exit(CHILD_OP_FAILED);
 		}
-		int rc = w->st->batch(w->db, b);
+		int rc = bench_batch_commit(w->db, b);
 		struct msg a = { .kind = MSG_ACK, .thread = w->t, .rc = rc };
 		msg_send(w->fd, &a);
 		if (rc != 0) {
@@ -990,10 +601,10 @@ static void *worker_main(void *arg)
 		uint32_t vlen = intent(w, op, key, j, k, v);
 		int rc;
 		switch (op) {
-		case OP_INSERT: rc = w->st->insert(w->db, k, 8, v, vlen); break;
-		case OP_UPDATE: rc = w->st->update(w->db, k, 8, v, vlen); break;
-		case OP_PUT: rc = w->st->put(w->db, k, 8, v, vlen); break;
-		default: rc = w->st->remove(w->db, k, 8); break;
+		case OP_INSERT: rc = bench_insert(w->db, k, 8, v, vlen); break;
+		case OP_UPDATE: rc = bench_update(w->db, k, 8, v, vlen); break;
+		case OP_PUT: rc = bench_put(w->db, k, 8, v, vlen); break;
+		default: rc = bench_remove(w->db, k, 8); break;
 		}
 		struct msg a = { .kind = MSG_ACK, .thread = w->t, .rc = rc };
 		msg_send(w->fd, &a);
@@ -1024,9 +635,8 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 {
 	struct tips_pool_options popts;
 	sim_options(&popts, crash_at, o->evict, sim_seed);
-	const struct store_kind *st = o->store;
-	void *db;
-	int rc = store_open(st, o, false, sim ? &popts : NULL, &db);
+	struct bench_index db;
+	int rc = store_open(o, false, sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
@@ -1035,7 +645,7 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 	struct worker w[MAX_THREADS];
 	pthread_t tid[MAX_THREADS];
 	for (unsigned t = 0; t < o->threads; t++) {
-		w[t] = (struct worker){ st, db, fd, t, o->threads, o->keys,
+		w[t] = (struct worker){ &db, fd, t, o->threads, o->keys,
 					o->ops / o->threads + (t < o->ops % o->threads), seq_base,
 					rng_seed ^ (0x100000001b3ull * (t + 1)), o->batch };
 		if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0)
@@ -1043,13 +653,11 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 	}
 	for (unsigned t = 0; t < o->threads; t++)
 		pthread_join(tid[t], NULL);
-	uint64_t reclamations;
-	double recovery_ms;
-	int recovered;
-	st->stats(db, &reclamations, &recovery_ms, &recovered);
-	if (st->close(&db) != 0)
+	struct bench_index_stats stats;
+	bench_index_stats(&db, &stats);
+	if (bench_index_close(&db) != 0)
 		_exit(CHILD_CLOSE_FAILED);
-	struct msg d = { .kind = MSG_DONE, .key = reclamations,
+	struct msg d = { .kind = MSG_DONE, .key = stats.background,
 			 .seq = tips_pm_persist_events() };
 	msg_send(fd, &d);
 	_exit(CHILD_OK);
@@ -1058,14 +666,14 @@ static void child_workload(const struct options *o, int fd, bool sim, uint64_t c
 /* Creates the pool and the index; never returns. */
 static void child_create(const struct options *o)
 {
-	void *db;
-	int rc = store_open(o->store, o, true, NULL, &db);
+	struct bench_index db;
+	int rc = store_open(o, true, NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: create %s: %s (%s)\n", o->pool, tips_strerror(rc),
 			tips_errormsg());
 		_exit(CHILD_OPEN_FAILED);
 	}
-	_exit(o->store->close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+	_exit(bench_index_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
 }
 
 /* A recovery that is crashed (sim: armed at @crash_at); never returns. */
@@ -1074,15 +682,15 @@ static void child_recovery(const struct options *o, struct shared *sh, uint64_t 
 {
 	struct tips_pool_options popts;
 	sim_options(&popts, crash_at, o->evict, sim_seed);
-	void *db;
-	int rc = store_open(o->store, o, false, o->sim ? &popts : NULL, &db);
+	struct bench_index db;
+	int rc = store_open(o, false, o->sim ? &popts : NULL, &db);
 	if (rc) {
 		fprintf(stderr, "tips-crashtest: recovery child: open %s: %s (%s)\n", o->pool,
 			tips_strerror(rc), tips_errormsg());
 		_exit(CHILD_OPEN_FAILED);
 	}
 	sh->recovery_events = tips_pm_persist_events();
-	_exit(o->store->close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
+	_exit(bench_index_close(&db) == 0 ? CHILD_OK : CHILD_CLOSE_FAILED);
 }
 
 /* ---- the verifier child ---------------------------------------------------------------- */
@@ -1168,12 +776,12 @@ static void ownership_problem(enum tips_block_problem what, uint64_t a, size_t s
 }
 
 /* Heap blocks against owned blocks, and the heap's own check; counts into @sh. */
-static void check_ownership(const struct store_kind *st, void *db, struct shared *sh,
+static void check_ownership(struct bench_index *db, struct shared *sh,
 			    uint64_t crash, const struct known_bad *known)
 {
 	struct ownership_check c = { sh, crash, known, 0 };
-	struct store_report rep;
-	int rc = st->check(db, ownership_problem, &c, &rep);
+	struct bench_check_report rep;
+	int rc = bench_index_check(db, ownership_problem, &c, &rep);
 	if (rc && rc != TIPS_ECORRUPT) {
 		fprintf(stderr, "crash %llu: ownership check: %s\n", (unsigned long long)crash,
 			tips_errormsg());
@@ -1235,10 +843,9 @@ static int scan_visit(const void *key, size_t klen, const void *val, size_t vlen
 static void child_verify(const struct options *o, struct shared *sh, uint64_t crash,
 			 const struct known_bad *known)
 {
-	const struct store_kind *st = o->store;
-	void *db;
+	struct bench_index db;
 	double t0 = now_ms();
-	int rc = store_open(st, o, false, NULL, &db);
+	int rc = store_open(o, false, NULL, &db);
 	sh->open_ms = now_ms() - t0;
 	sh->open_rc = rc;
 	if (rc) {
@@ -1246,18 +853,20 @@ static void child_verify(const struct options *o, struct shared *sh, uint64_t cr
 			(unsigned long long)crash, o->pool, tips_strerror(rc), tips_errormsg());
 		_exit(CHILD_OPEN_FAILED);
 	}
-	uint64_t reclamations;
-	st->stats(db, &reclamations, &sh->stats_recovery_ms, &sh->recovered);
-	check_ownership(st, db, sh, crash, known); /* before anything else touches the index */
+	struct bench_index_stats stats;
+	bench_index_stats(&db, &stats);
+	sh->stats_recovery_ms = stats.recovery_ms;
+	sh->recovered = stats.recovered;
+	check_ownership(&db, sh, crash, known); /* before anything else touches the index */
 	for (uint64_t k = 0; k < o->keys; k++) {
 		unsigned char kb[8];
 		key_encode(k, kb);
 		struct found_key *f = &sh->found[k];
 		size_t vlen = 0;
 		unsigned char buf[TIPS_MAX_VALUE < 4096 ? TIPS_MAX_VALUE : 4096];
-		f->rc = st->lookup(db, kb, 8, buf, sizeof(buf), &vlen);
-		if (f->rc == TIPS_ESIZE)
-			f->rc = 0; /* longer than the buffer: still a (wrong) value */
+		/* a value longer than the buffer is found (0, vlen its length): still a
+		 * (wrong) value */
+		f->rc = bench_lookup(&db, kb, 8, buf, sizeof(buf), &vlen);
 		f->vlen = f->rc == 0 ? (uint32_t)vlen : 0;
 		memset(f->val, 0, VAL_MAX);
 		if (f->rc == 0)
@@ -1266,7 +875,7 @@ static void child_verify(const struct options *o, struct shared *sh, uint64_t cr
 	struct scan_state s = { sh, o->keys, crash, 0, calloc(o->keys, 1), 0 };
 	if (!s.returned)
 		_exit(CHILD_CHECK_FAILED);
-	long n = st->scan(db, NULL, 0, (size_t)o->keys * 2 + 1024, scan_visit, &s);
+	long n = bench_scan_each(&db, NULL, 0, (size_t)o->keys * 2 + 1024, scan_visit, &s);
 	if (n < 0) {
 		fprintf(stderr, "crash %llu: scan: %s (%s)\n", (unsigned long long)crash,
 			tips_strerror((int)n), tips_errormsg());
@@ -1281,9 +890,9 @@ static void child_verify(const struct options *o, struct shared *sh, uint64_t cr
 			sh->scan_lost++;
 		}
 	free(s.returned);
-	if (st->close(&db) != 0)
+	if (bench_index_close(&db) != 0)
 		_exit(CHILD_CLOSE_FAILED);
-	if (st->check_closed && (rc = st->check_closed(o)) != 0) {
+	if ((rc = bench_index_check_closed(&db)) != 0) {
 		if (rc != TIPS_ECORRUPT) {
 			fprintf(stderr, "crash %llu: pool check: %s\n", (unsigned long long)crash,
 				tips_errormsg());
@@ -1791,7 +1400,7 @@ static void store_file(const char *base, unsigned d, char *out, size_t cap)
 
 static unsigned store_files(const struct options *o)
 {
-	return o->store == &listdb_store ? o->listdb_domains : 1;
+	return o->kind == BENCH_LISTDB ? o->listdb_domains : 1;
 }
 
 /* Copies @from to @to (replaced); false on an error (printed). */
@@ -1921,42 +1530,31 @@ int main(int argc, char **argv)
 	int rc = parse_options(argc, argv, &c.o);
 	if (rc)
 		return rc == PARSE_HELP ? EXIT_OK : rc;
-	if (tips_index_find(c.o.index_name))
-		c.o.store = &facade_store;
-	else if (strcmp(c.o.index_name, "listdb") == 0)
-		c.o.store = &listdb_store;
-#ifdef TIPS_HAVE_PMDK_HASH
-	else if (strcmp(c.o.index_name, PMDK_HASH_NAME) == 0)
-		c.o.store = &pmdk_store;
-#endif
-	if (!c.o.store) {
-		fprintf(stderr, "tips-crashtest: no index named '%s'; built in:",
+	c.o.kind = bench_index_kind(c.o.index_name);
+	if (c.o.kind == BENCH_NONE || c.o.kind == BENCH_DRAM) {
+		fprintf(stderr, "tips-crashtest: no persistent index named '%s'; built in:",
 			c.o.index_name);
-		for (const char *const *n = tips_index_names(); *n; n++)
-			fprintf(stderr, " %s", *n);
-#ifdef TIPS_HAVE_PMDK_HASH
-		fprintf(stderr, " %s", PMDK_HASH_NAME);
-#endif
-		fprintf(stderr, " listdb\n");
+		for (const char *const *n = bench_index_names(); *n; n++)
+			if (bench_index_kind(*n) != BENCH_DRAM)
+				fprintf(stderr, " %s", *n);
+		fputc('\n', stderr);
 		return EXIT_USAGE;
 	}
-	if (c.o.batch && !c.o.store->batch) {
+	if (c.o.batch && c.o.kind == BENCH_PMDK) {
 		fprintf(stderr, "tips-crashtest: --batch needs a store with write batches "
 			"(tips-* indexes, listdb), not %s\n", c.o.index_name);
 		return EXIT_USAGE;
 	}
-	if (c.o.sim && !c.o.store->sim_capable) {
+	if (c.o.sim && !bench_kind_persists_in_pools(c.o.kind)) {
 		fprintf(stderr, "tips-crashtest: --mode sim does not apply to %s: it simulates "
 			"power failure inside libtips's pool layer (dropping unflushed lines), "
 			"which %s does not use (libpmemobj maps and flushes its pool itself); use "
-			"--mode sigkill\n", c.o.index_name, c.o.store->name);
+			"--mode sigkill\n", c.o.index_name, "pmdk-hash (libpmemobj)");
 		return EXIT_USAGE;
 	}
-#ifdef TIPS_HAVE_PMDK_HASH
-	if (c.o.store == &pmdk_store)
-		pmdk_hash_force_flushes(); /* cache-line flushes, not msync, as on tips pools */
-#endif
-	bool listdb = c.o.store == &listdb_store;
+	/* pmdk-hash: bench_index_open_with sets PMEM_IS_PMEM_FORCE=1 (cache-line flushes,
+	 * not msync, as on tips pools) in every child. */
+	bool listdb = c.o.kind == BENCH_LISTDB;
 	if (listdb && !c.o.pool_size_set)
 		c.o.pool_size = TIPS_LISTDB_POOL_SIZE;
 	/* The files of the store: PATH, and for listdb its domain pools PATH.d1 ... */
@@ -2004,7 +1602,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "tips-crashtest: %llu runs (%llu finished without a crash, with %llu "
 		"%s before close), %llu acks, %llu recoveries crashed, %.1f s; "
 		"seed=%llu\n", (unsigned long long)c.runs, (unsigned long long)c.finished_runs,
-		(unsigned long long)c.reclamations, c.o.store->background,
+		(unsigned long long)c.reclamations, bench_kind_background(c.o.kind),
 		(unsigned long long)c.acks,
 		(unsigned long long)c.recovery_crashes, (now_ms() - t0) / 1e3,
 		(unsigned long long)c.o.seed);
