@@ -327,7 +327,7 @@ int bench_index_close(struct bench_index *b)
 	return rc;
 }
 
-void bench_index_stats(struct bench_index *b, struct bench_index_stats *out)
+void bench_index_stats(struct bench_index *b, struct bench_store_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->recovered = -1; /* pmdk-hash: libpmemobj recovers inside pmemobj_open and

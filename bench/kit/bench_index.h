@@ -132,13 +132,13 @@ int bench_index_close(struct bench_index *b);
 int bench_kind_persists_in_pools(enum bench_kind kind);
 
 /* What the store says of itself after open. */
-struct bench_index_stats {
+struct bench_store_stats {
 	uint64_t background; /* background work so far: tips-* reclamations, listdb
 			      * Zipper compactions (bench_kind_background), else 0 */
 	double recovery_ms;  /* the recovery its open ran (0: none, or unknown) */
 	int recovered;       /* 1 recovered, 0 clean, -1 unknown (pmdk-hash, dram) */
 };
-void bench_index_stats(struct bench_index *b, struct bench_index_stats *out);
+void bench_index_stats(struct bench_index *b, struct bench_store_stats *out);
 /* What bench_index_stats() counts as background work, as a plural noun. */
 const char *bench_kind_background(enum bench_kind kind);
 

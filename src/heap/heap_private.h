@@ -50,7 +50,8 @@ static const uint32_t class_slot[] = {
 #define NCLASSES ((int)(sizeof(class_slot) / sizeof(class_slot[0])))
 _Static_assert(sizeof(struct heap_record) == HEAP_RECORD_BYTES, "heap_internal.h says 32");
 _Static_assert(HEAP_CHUNK_SIZE == HEAP_CHUNK_BYTES, "heap_internal.h names the chunk size");
-_Static_assert(sizeof(struct heap_header) <= HEAP_GROW_PLAN_BYTES, "heap_grow_plan reads it all");
+_Static_assert(sizeof(struct heap_header) <= HEAP_GROW_PLAN_BYTES,
+		"heap_grow_plan reads it all");
 
 /* How many times an allocation that found the heap full retries after making room. */
 #define MAKE_ROOM_ATTEMPTS 4
@@ -274,13 +275,15 @@ struct line_filter {
 };
 
 /* Defined in heap_alloc.c (hidden, as every internal symbol): locating blocks, chunks, runs. */
-bool block_find(const struct tips_heap *h, const void *addr, bool exact, struct block_ref *ref);
+bool block_find(const struct tips_heap *h, const void *addr, bool exact,
+		struct block_ref *ref);
 void chunk_mark_free(struct tips_heap *h, uint64_t idx, uint64_t n, bool free);
 void chunk_release_locked(struct tips_heap *h, uint64_t idx, uint64_t n);
 void class_list_push(struct tips_heap *h, int cls, uint64_t run);
 void class_list_remove(struct tips_heap *h, int cls, uint64_t run);
 int run_state_init(struct tips_heap *h, uint64_t idx, int cls);
-void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size_t size, uint64_t gen);
+void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size_t size,
+		uint64_t gen);
 void block_set_bits(struct tips_heap *h, const struct block_ref *ref, size_t size);
 bool block_mark_pending(struct tips_heap *h, const struct block_ref *ref);
 
@@ -289,8 +292,10 @@ int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback);
 void lanes_lock_all(struct tips_heap *h);
 void lanes_unlock_all(struct tips_heap *h);
 void pending_clear(struct tips_heap *h, const struct block_ref *ref);
-void record_block(const struct tips_heap *h, const struct heap_record *r, struct block_ref *ref, uint64_t *extent_n);
-void flush_record_effects(struct tips_heap *h, const struct heap_record *r, bool contents, struct line_filter *f);
+void record_block(const struct tips_heap *h, const struct heap_record *r,
+		struct block_ref *ref, uint64_t *extent_n);
+void flush_record_effects(struct tips_heap *h, const struct heap_record *r, bool contents,
+		struct line_filter *f);
 
 /* Defined in heap_open.c: record and header validation. */
 bool record_sane(const struct tips_heap *h, const struct heap_record *r);
