@@ -2,7 +2,7 @@
  * tips_bench.c - `tips-bench`: the PiBench-style harness (PiBench, VLDB'19, §4; YCSB as in
  * TIPS, ATC'21, §7, Table 1). A load phase inserts N records with T threads; a run phase
  * executes M operations with T threads in a mix of reads, inserts, updates, removes
- * and scans, drawing keys from a distribution (bench/keygen.h). Both are reported.
+ * and scans, drawing keys from a distribution (bench/kit/keygen.h). Both are reported.
  *
  * Key bookkeeping (exact with any number of threads):
  *  - record ids 0..N-1 are loaded; a key is keygen_scatter(id), big-endian, after an
