@@ -71,8 +71,7 @@ static const char usage_text[] =
 	"into persistent slots, on fresh pools, in the same run.\n"
 	"\n"
 	"  --threads LIST    thread counts, comma-separated (default 1,2)\n"
-	"  --sizes LIST      allocation sizes in bytes, comma-separated, K/M suffixes\n"
-	"                    allowed (default 64,256)\n"
+	"  --sizes LIST      allocation sizes in bytes, comma-separated (default 64,256)\n"
 	"  --ops N           allocations (and frees) per thread per run (default 300000)\n"
 	"  --slots W         persistent slots per thread (default 1024)\n"
 	"  --repeat R        runs of each allocator per configuration (default 5)\n"
@@ -81,6 +80,7 @@ static const char usage_text[] =
 	"  --json FILE       also write every sample and median as JSON to FILE\n"
 	"  --help            print this text\n"
 	"\n"
+	SIZE_ARG_RULE
 	"exit codes: 0 done, 2 usage error, 3 a library or system call failed\n";
 
 /* ---- options ------------------------------------------------------------------- */
@@ -114,21 +114,17 @@ static void options_default(struct options *o)
 	o->dir = "/dev/shm";
 }
 
-/* A plain decimal count in [min, max]; 0 on success, -1 otherwise. */
+/* A count (size_arg.h) in [min, max]; 0 on success, -1 otherwise. */
 static int count_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end != '\0' || v < min || v > max)
+	uint64_t v;
+	if (size_arg_count(s, &v) || v < min || v > max)
 		return -1;
 	*out = v;
 	return 0;
 }
 
-/* A comma-separated list; sizes (@sizes) may carry K/M/G suffixes. Each in [min, max]. */
+/* A comma-separated list of sizes in bytes (@sizes) or of counts. Each in [min, max]. */
 static int list_parse(const char *s, bool sizes, uint64_t min, uint64_t max, uint64_t *out,
 		      size_t *n)
 {
@@ -140,7 +136,7 @@ static int list_parse(const char *s, bool sizes, uint64_t min, uint64_t max, uin
 	char *save = NULL;
 	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		uint64_t v;
-		int rc = sizes ? size_arg_parse(tok, &v) : count_parse(tok, min, max, &v);
+		int rc = sizes ? size_arg_bytes(tok, &v) : count_parse(tok, min, max, &v);
 		if (rc || v < min || v > max || *n == MAX_LIST)
 			return -1;
 		out[(*n)++] = v;
@@ -186,7 +182,7 @@ static int options_parse(int argc, char **argv, struct options *o)
 		case 'n': bad = count_parse(optarg, 1, UINT64_MAX >> 8, &o->ops); break;
 		case 'w': bad = count_parse(optarg, 1, 1ull << 24, &o->slots); break;
 		case 'r': bad = count_parse(optarg, 1, 1000, &o->repeat); break;
-		case 'p': bad = size_arg_parse(optarg, &o->pool_size) || o->pool_size == 0; break;
+		case 'p': bad = size_arg_bytes(optarg, &o->pool_size) || o->pool_size == 0; break;
 		case 'd': o->dir = optarg; break;
 		case 'j': o->json = optarg; break;
 		case 'h': fputs(usage_text, stdout); return -1;

@@ -436,12 +436,13 @@ static void usage(FILE *f)
 		   "                    [--crash-recovery]\n"
 		   "  defaults: --index hash --keys 4M --ops 4M --threads 2 --repeat 3 --dir /dev/shm\n"
 		   "  --crash-recovery: writers run until one finds its OLog full, the process is\n"
-		   "  killed (SIGKILL), and the recovering tips_open is timed\n");
+		   "  killed (SIGKILL), and the recovering tips_open is timed\n"
+		   SIZE_ARG_RULE);
 }
 
 int main(int argc, char **argv)
 {
-	struct options o = { "hash", 4ull << 20, 4ull << 20, 2, 3, 0, "/dev/shm", NULL, false };
+	struct options o = { "hash", 4000000, 4000000, 2, 3, 0, "/dev/shm", NULL, false };
 	static const struct option longopts[] = {
 		{ "index", required_argument, NULL, 'i' }, { "keys", required_argument, NULL, 'k' },
 		{ "ops", required_argument, NULL, 'n' },   { "threads", required_argument, NULL, 't' },
@@ -455,11 +456,11 @@ int main(int argc, char **argv)
 		uint64_t v = 0;
 		switch (c) {
 		case 'i': o.index = optarg; break;
-		case 'k': if (size_arg_parse(optarg, &v) || !v) goto bad; o.keys = v; break;
-		case 'n': if (size_arg_parse(optarg, &v) || !v) goto bad; o.ops = v; break;
+		case 'k': if (size_arg_count(optarg, &v) || !v) goto bad; o.keys = v; break;
+		case 'n': if (size_arg_count(optarg, &v) || !v) goto bad; o.ops = v; break;
 		case 't': o.threads = (unsigned)atoi(optarg); if (o.threads < 1 || o.threads > 256) goto bad; break;
 		case 'r': o.repeat = (unsigned)atoi(optarg); if (o.repeat < 1 || o.repeat > MAX_REPEAT) goto bad; break;
-		case 'p': if (size_arg_parse(optarg, &v)) goto bad; o.pool_size = v; break;
+		case 'p': if (size_arg_bytes(optarg, &v)) goto bad; o.pool_size = v; break;
 		case 'd': o.dir = optarg; break;
 		case 'j': o.json = optarg; break;
 		case 'c': o.crash_recovery = true; break;

@@ -2,7 +2,7 @@
  * tips_bench.c - `tips-bench`: the PiBench-style harness (PiBench, VLDB'19, §4; YCSB as in
  * TIPS, ATC'21, §7, Table 1). A load phase inserts N records with T threads; a run phase
  * executes M operations with T threads in a mix of reads, inserts, updates, removes
- * and scans, drawing keys from a distribution (bench/keygen.h). Both are reported.
+ * and scans, drawing keys from a distribution (bench/kit/keygen.h). Both are reported.
  *
  * Key bookkeeping (exact with any number of threads):
  *  - record ids 0..N-1 are loaded; a key is keygen_scatter(id), big-endian, after an
@@ -1069,6 +1069,7 @@ static void usage(FILE *f)
 		"  --repeat R         runs of each configuration (default 3); medians reported\n"
 		"  --baseline B       twin (default: tips-X and pmdk-X against dram-X) or an index\n"
 		"                     name\n"
+		SIZE_ARG_RULE
 		"exit codes: 0 ok, 1 an operation failed (e.g. a loaded key not found), 2 usage,\n"
 		"3 setup failed\n", (unsigned long long)ldb_defaults.memtable_entries);
 }
@@ -1103,11 +1104,11 @@ static int parse_threads(const char *arg, struct options *o, bool compare)
 	return 0;
 }
 
-/* An unsigned number in [lo, hi] (K/M/G suffixes allowed): 0 or -1. */
+/* An unsigned count in [lo, hi] (K/M/G suffixes: size_arg.h): 0 or -1. */
 static int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
 {
 	uint64_t v;
-	if (size_arg_parse(arg, &v) || v < lo || v > hi)
+	if (size_arg_count(arg, &v) || v < lo || v > hi)
 		return -1;
 	*out = v;
 	return 0;
@@ -1157,8 +1158,8 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		}
 		switch (c) {
 		case 'i': o->index = optarg; break;
-		case 'N': if (size_arg_parse(optarg, &v) || !v) return -1; o->records = v; break;
-		case 'M': if (size_arg_parse(optarg, &v)) return -1; o->ops = v; o->ops_set = true;
+		case 'N': if (size_arg_count(optarg, &v) || !v) return -1; o->records = v; break;
+		case 'M': if (size_arg_count(optarg, &v)) return -1; o->ops = v; o->ops_set = true;
 			break;
 		case 'T': if (parse_threads(optarg, o, compare)) return -1; break;
 		case OPT_SECONDS: o->seconds = strtod(optarg, &end);
@@ -1203,7 +1204,7 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 			if (*end || o->max_seconds < 0) return -1;
 			break;
 		case 'p': o->pool = optarg; break;
-		case 'z': if (size_arg_parse(optarg, &v)) return -1; o->pool_size = v; break;
+		case 'z': if (size_arg_bytes(optarg, &v)) return -1; o->pool_size = v; break;
 		case 'e': o->keep = true; break;
 		case 'j': o->json = optarg; break;
 		case 'x': *list = true; break;
@@ -1471,7 +1472,7 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 
 int main(int argc, char **argv)
 {
-	struct options o = { .records = 1 << 20, .ops = 1 << 20, .threads = 2, .key_size = 8,
+	struct options o = { .records = 1000000, .ops = 1000000, .threads = 2, .key_size = 8,
 			     .value_size = 8, .scan_len = 100, .seed = 1, .sample_ms = 100,
 			     .latency_sample = 0.01, .dist = KEYDIST_UNIFORM, .repeat = 3 };
 	bench_set_workload(&o, "a");

@@ -36,7 +36,7 @@ for t in ${threads//,/ }; do
 		[ "$b" = 0 ] || batch=(--batch "$b")
 		echo "batch-bench: threads $t, batch ${b/#0/single writes}" >&2
 		"$bench" compare --indexes "$indexes" --workloads load --upsert "${batch[@]}" \
-			--records 100K --ops "$ops" --threads "$t" --repeat "$repeat" \
+			--records 100Ki --ops "$ops" --threads "$t" --repeat "$repeat" \
 			--baseline "${indexes%%,*}" --json "$out/t$t-b$b.json" >/dev/null
 	done
 done

@@ -136,29 +136,7 @@ static void usage(FILE *f)
 		"                  [--memtable E (262144)] [--compaction 0|1 (1)] [--no-check]\n"
 		"  common          [--pool PATH (/dev/shm/tips-listdb-bench-PID)] [--seed S]\n"
 		"                  [--pool-size BYTES (per domain pool; default from N)]\n"
-		"Counts take decimal suffixes (20M = 20000000), sizes binary ones (4G).\n");
-}
-
-/* A count: digits with an optional k, M or G (powers of 1000). */
-static int count_arg(const char *s, uint64_t *out)
-{
-	char *end;
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || v < 0)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': v *= 1e3; end++; break;
-	case 'm': case 'M': v *= 1e6; end++; break;
-	case 'g': case 'G': v *= 1e9; end++; break;
-	default: break;
-	}
-	if (*end || v > 1e15)
-		return -1;
-	*out = (uint64_t)(v + 0.5);
-	return 0;
+		SIZE_ARG_RULE);
 }
 
 static int parse_rates(const char *s, struct options *o)
@@ -175,7 +153,7 @@ static int parse_rates(const char *s, struct options *o)
 		uint64_t r;
 		if (!strcmp(tok, "unlimited") || !strcmp(tok, "0"))
 			r = 0;
-		else if (count_arg(tok, &r) || r == 0)
+		else if (size_arg_count(tok, &r) || r == 0)
 			return -1;
 		o->rates[o->nrates++] = (double)r;
 	}
@@ -236,24 +214,24 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			snprintf(o->pool, sizeof(o->pool), "%s", v);
 		} else if (!strcmp(a, "--keys")) {
-			if (count_arg(v, &o->keys) || o->keys == 0)
+			if (size_arg_count(v, &o->keys) || o->keys == 0)
 				goto bad;
 		} else if (!strcmp(a, "--gets")) {
-			if (count_arg(v, &o->gets))
+			if (size_arg_count(v, &o->gets))
 				goto bad;
 		} else if (!strcmp(a, "--memtable")) {
-			if (count_arg(v, &o->memtable) && size_arg_parse(v, &o->memtable))
+			if (size_arg_count(v, &o->memtable))
 				goto bad;
 			if (o->memtable == 0)
 				goto bad;
 		} else if (!strcmp(a, "--pool-size")) {
-			if (size_arg_parse(v, &o->pool_size) || o->pool_size % TIPS_POOL_ALIGN ||
+			if (size_arg_bytes(v, &o->pool_size) || o->pool_size % TIPS_POOL_ALIGN ||
 			    o->pool_size < TIPS_POOL_MIN_SIZE) {
 				fprintf(stderr, "--pool-size: a multiple of 2 MiB, at least 8 MiB\n");
 				return -1;
 			}
 		} else if (!strcmp(a, "--max-immutable")) {
-			if (count_arg(v, &x) || x == 0 || x > 30)
+			if (size_arg_count(v, &x) || x == 0 || x > 30)
 				goto bad;
 			o->max_immutable = (unsigned)x;
 		} else if (!strcmp(a, "--flush")) {
@@ -264,15 +242,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 			else
 				goto bad;
 		} else if (!strcmp(a, "--sample-ms")) {
-			if (count_arg(v, &x) || x == 0 || x > 60000)
+			if (size_arg_count(v, &x) || x == 0 || x > 60000)
 				goto bad;
 			o->sample_ms = (unsigned)x;
 		} else if (!strcmp(a, "--domains")) {
-			if (count_arg(v, &x) || x == 0 || x > TIPS_LISTDB_MAX_DOMAINS)
+			if (size_arg_count(v, &x) || x == 0 || x > TIPS_LISTDB_MAX_DOMAINS)
 				goto bad;
 			o->domains = (unsigned)x;
 		} else if (!strcmp(a, "--threads")) {
-			if (count_arg(v, &x) || x == 0 || x > MAX_THREADS)
+			if (size_arg_count(v, &x) || x == 0 || x > MAX_THREADS)
 				goto bad;
 			o->threads = (unsigned)x;
 			threads_given = true;
@@ -286,7 +264,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			else
 				goto bad;
 		} else if (!strcmp(a, "--seed")) {
-			if (count_arg(v, &o->seed))
+			if (size_arg_count(v, &o->seed))
 				goto bad;
 		} else if (!strcmp(a, "--seconds")) {
 			char *end;

@@ -28,8 +28,8 @@ static const char usage_text[] =
 	"       tips pool check PATH [--index NAME]\n"
 	"       tips pool grow PATH --size SIZE\n"
 	"\n"
-	"  create  make a new pool file (SIZE: bytes or with K/M/G/T; a multiple of 2 MiB,\n"
-	"          at least 8 MiB). The file must not exist; its directory must.\n"
+	"  create  make a new pool file (SIZE: a multiple of 2 MiB, at least 8 MiB; ADDR:\n"
+	"          0x and hexadecimal digits). The file must not exist; its directory must.\n"
 	"  info    print the header and the media the pool is (or would be) mapped with:\n"
 	"          pmem (DAX), shm (tmpfs, emulated PM), file (msync), and why.\n"
 	"  check   open the pool (recovering it if it was not closed cleanly) and verify\n"
@@ -44,6 +44,7 @@ static const char usage_text[] =
 	"          an interruption leaves the old or the grown pool. A pool that crashed\n"
 	"          can be grown; its next open recovers it as usual.\n"
 	"\n"
+	SIZE_ARG_RULE
 	"exit codes: 0 ok, 1 check found an inconsistency or damage (the message names the\n"
 	"region, the offset or address, and what was expected), 2 usage error, 3 failure\n";
 
@@ -98,7 +99,7 @@ static int cmd_create(int argc, char **argv)
 				argv[i]);
 			return usage(stderr, EXIT_USAGE);
 		}
-		if (size_arg_parse(argv[++i], dst) != 0) {
+		if (size_arg_bytes(argv[++i], dst) != 0) {
 			fprintf(stderr, "tips: pool create: '%s' is not a size\n", argv[i]);
 			return EXIT_USAGE;
 		}
@@ -261,7 +262,7 @@ static int cmd_grow(int argc, char **argv)
 	uint64_t size = 0;
 	if (argc != 3 || strcmp(argv[1], "--size") != 0)
 		return usage(stderr, EXIT_USAGE);
-	if (size_arg_parse(argv[2], &size) != 0) {
+	if (size_arg_bytes(argv[2], &size) != 0) {
 		fprintf(stderr, "tips: pool grow: '%s' is not a size\n", argv[2]);
 		return EXIT_USAGE;
 	}

@@ -54,7 +54,7 @@ extern "C" {
 namespace {
 
 const char default_index[] = "tips-hash";
-const uint64_t default_expected_keys = 1ull << 20;
+const uint64_t default_expected_keys = 1000000;
 std::atomic<unsigned> temp_pools_made{0};
 
 /* A key as the index sees it: 8-byte keys big-endian, other sizes unchanged. */
@@ -94,17 +94,18 @@ void copy_field(char *to, size_t width, const void *from, size_t n)
 	std::memset(to + k, 0, width - k);
 }
 
-/* The size of an environment variable such as "64M"; @fallback if unset. */
-bool env_size(const char *name, uint64_t fallback, uint64_t *out)
+/* The number in an environment variable such as "64M" (@bytes: a size in bytes, else
+ * a count; size_arg.h); @fallback if unset. */
+bool env_number(const char *name, bool bytes, uint64_t fallback, uint64_t *out)
 {
 	const char *s = std::getenv(name);
 	*out = fallback;
 	if (!s || !*s)
 		return true;
-	if (size_arg_parse(s, out) == 0 && *out > 0)
+	if ((bytes ? size_arg_bytes(s, out) : size_arg_count(s, out)) == 0 && *out > 0)
 		return true;
-	std::fprintf(stderr, "tips_pibench: %s=%s is not a size (a number, optionally "
-		     "with K, M, G or T)\n", name, s);
+	std::fprintf(stderr, "tips_pibench: %s=%s is not a number (%s)\n%s", name, s,
+		     bytes ? "a size in bytes" : "a count", SIZE_ARG_RULE);
 	return false;
 }
 
@@ -261,8 +262,9 @@ tips_tree *tips_tree::make(const tree_options_t &options)
 	if (!chosen_index(&name, &defaulted))
 		return nullptr;
 	uint64_t expected_keys, pool_size;
-	if (!env_size("TIPS_PIBENCH_EXPECTED_KEYS", default_expected_keys, &expected_keys) ||
-	    !env_size("TIPS_PIBENCH_POOL_SIZE", 0, &pool_size))
+	if (!env_number("TIPS_PIBENCH_EXPECTED_KEYS", false, default_expected_keys,
+			&expected_keys) ||
+	    !env_number("TIPS_PIBENCH_POOL_SIZE", true, 0, &pool_size))
 		return nullptr;
 	if (options.pool_size)
 		pool_size = options.pool_size;

@@ -1,6 +1,6 @@
 /*
  * test_index_conformance.c - the conformance suite every index passes, in every build,
- * through the benchmark's index interface (bench/bench_index.h): dram-NAME through its
+ * through the benchmark's index interface (bench/kit/bench_index.h): dram-NAME through its
  * ops table, tips-NAME through the TIPS facade on a /dev/shm pool, pmdk-hash (the
  * libpmemobj baseline) on its own pool, listdb (tips/listdb.h) on its pools.
  *

@@ -184,26 +184,58 @@ void bench_listdb_configure(const struct tips_listdb_config *cfg)
 		listdb_knobs = *cfg;
 }
 
-static int listdb_open_at(struct bench_index *b, uint64_t pool_size, uint64_t expected_keys)
+static int listdb_open_at(struct bench_index *b, const struct bench_open_how *how)
 {
 	struct tips_listdb_config cfg;
 	if (listdb_knobs_set)
 		cfg = listdb_knobs;
 	else
 		tips_listdb_config_init(&cfg);
-	cfg.flags |= TIPS_LISTDB_CREATE;
-	cfg.expected_keys = expected_keys;
-	cfg.pool_size = pool_size ? pool_size : bench_listdb_pool_size(expected_keys);
+	if (how->existing)
+		cfg.flags &= ~(unsigned)TIPS_LISTDB_CREATE;
+	else
+		cfg.flags |= TIPS_LISTDB_CREATE;
+	cfg.expected_keys = how->expected_keys;
+	cfg.pool_size = how->pool_size ? how->pool_size : bench_listdb_pool_size(how->expected_keys);
+	if (how->pool)
+		cfg.pool = how->pool;
 	return tips_listdb_open(b->pool, &cfg, &b->ldb);
+}
+
+enum bench_kind bench_index_kind(const char *name)
+{
+	if (is_listdb(name))
+		return BENCH_LISTDB;
+	if (is_pmdk(name))
+		return BENCH_PMDK;
+	const struct tips_index_ops *ops = ops_named(name);
+	if (!ops)
+		return BENCH_NONE;
+	return is_tips(ops) ? BENCH_TIPS : BENCH_DRAM;
+}
+
+int bench_kind_persists_in_pools(enum bench_kind kind)
+{
+	return kind == BENCH_TIPS || kind == BENCH_LISTDB;
 }
 
 int bench_index_open(struct bench_index *b, const char *name, const char *pool_path,
 		     uint64_t pool_size, uint64_t expected_keys, int keep)
 {
+	struct bench_open_how how = { pool_path, pool_size, expected_keys, keep, 0, NULL };
+	return bench_index_open_with(b, name, &how);
+}
+
+int bench_index_open_with(struct bench_index *b, const char *name,
+			  const struct bench_open_how *how)
+{
+	const char *pool_path = how->pool_path;
+	uint64_t pool_size = how->pool_size, expected_keys = how->expected_keys;
 	memset(b, 0, sizeof(*b));
 	b->name = name;
+	b->kind = bench_index_kind(name);
 	b->ops = ops_named(name);
-	if (!b->ops && !is_pmdk(name) && !is_listdb(name)) {
+	if (b->kind == BENCH_NONE) {
 		fprintf(stderr, "tips-bench: no index named '%s' (see --list)\n", name);
 		return TIPS_EINVAL;
 	}
@@ -218,18 +250,18 @@ int bench_index_open(struct bench_index *b, const char *name, const char *pool_p
 	else
 		snprintf(b->pool, sizeof(b->pool), "/dev/shm/tips-bench-%s%d.pool",
 			 b->ops ? "" : is_listdb(name) ? "listdb-" : "pmdk-", (int)getpid());
-	b->remove_pool = !keep;
+	b->remove_pool = !how->keep;
 	if (is_listdb(name)) {
 		if (!pool_path)
 			tips_listdb_destroy(b->pool); /* a leftover of an earlier run with this pid */
-		return listdb_open_at(b, pool_size, expected_keys);
+		return listdb_open_at(b, how);
 	}
 	if (!pool_path)
 		unlink(b->pool); /* a leftover of an earlier run with the same pid */
 #ifdef TIPS_HAVE_PMDK_HASH
 	if (!b->ops) {
 		pmdk_hash_force_flushes();
-		struct pmdk_hash_config pc = { PMDK_HASH_CREATE,
+		struct pmdk_hash_config pc = { how->existing ? 0 : PMDK_HASH_CREATE,
 					       pool_size ? pool_size
 							 : pmdk_hash_pool_size(expected_keys),
 					       expected_keys };
@@ -238,9 +270,10 @@ int bench_index_open(struct bench_index *b, const char *name, const char *pool_p
 #endif
 	struct tips_config cfg;
 	tips_config_init(&cfg);
-	cfg.flags = TIPS_CREATE;
+	cfg.flags = how->existing ? 0 : TIPS_CREATE;
 	cfg.expected_keys = expected_keys;
 	cfg.pool_size = pool_size ? pool_size : bench_pool_size(expected_keys);
+	cfg.pool = how->pool;
 	return tips_open(b->pool, &cfg, b->ops, &b->db);
 }
 
@@ -264,14 +297,15 @@ static int collect_block(const void *block, void *arg)
 	return 0;
 }
 
-void bench_index_close(struct bench_index *b)
+int bench_index_close(struct bench_index *b)
 {
+	int rc = 0;
 	if (b->ldb) {
-		tips_listdb_close(&b->ldb);
+		rc = tips_listdb_close(&b->ldb);
 		if (b->remove_pool)
 			tips_listdb_destroy(b->pool);
 	} else if (b->db) {
-		tips_close(&b->db);
+		rc = tips_close(&b->db);
 		if (b->remove_pool)
 			unlink(b->pool);
 #ifdef TIPS_HAVE_PMDK_HASH
@@ -283,13 +317,106 @@ void bench_index_close(struct bench_index *b)
 	} else if (b->handle) {
 		/* A volatile index has no destroy: free the blocks its walk reports. */
 		struct block_list l = { 0 };
-		int rc = b->ops->walk(b->handle, collect_block, &l);
+		int walked = b->ops->walk(b->handle, collect_block, &l);
 		b->ops->close(b->handle);
-		for (size_t i = 0; rc == 0 && i < l.n; i++)
+		for (size_t i = 0; walked == 0 && i < l.n; i++)
 			free(l.v[i]);
 		free(l.v);
 	}
 	b->handle = NULL;
+	return rc;
+}
+
+void bench_index_stats(struct bench_index *b, struct bench_store_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->recovered = -1; /* pmdk-hash: libpmemobj recovers inside pmemobj_open and
+			      * says nothing of it; dram: nothing to recover */
+	if (b->db) {
+		struct tips_stats st;
+		tips_stats(b->db, &st);
+		out->background = st.reclamations;
+		out->recovery_ms = st.recovery_ms;
+		out->recovered = st.recovered;
+	} else if (b->ldb) {
+		struct tips_listdb_stats st;
+		tips_listdb_stats(b->ldb, &st);
+		out->background = st.compactions;
+		out->recovery_ms = st.recovery_ms;
+		out->recovered = st.recovered;
+	}
+}
+
+const char *bench_kind_background(enum bench_kind kind)
+{
+	return kind == BENCH_LISTDB ? "Zipper compactions" : "reclamations";
+}
+
+struct problem_relay {
+	bench_problem_fn fn;
+	void *arg;
+};
+
+static void relay_problem(enum tips_block_problem what, const void *block, size_t size,
+			  void *arg)
+{
+	struct problem_relay *r = arg;
+	r->fn(what, (uint64_t)(uintptr_t)block, size, r->arg);
+}
+
+int bench_index_check(struct bench_index *b, bench_problem_fn fn, void *arg,
+		      struct bench_check_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	if (b->db) {
+		struct tips_db_report dr;
+		struct problem_relay relay = { fn, arg };
+		memset(&dr, 0, sizeof(dr));
+		int rc = tips_db_check(b->db, fn ? relay_problem : NULL, &relay, &dr);
+		rep->allocated = dr.blocks_allocated;
+		rep->owned = dr.blocks_owned;
+		rep->heap_errors = dr.heap.errors;
+		snprintf(rep->first_error, sizeof(rep->first_error), "%s", dr.heap.first_error);
+		return rc;
+	}
+	if (b->ldb) {
+		int rc = tips_listdb_flush(b->ldb, 1); /* the fixed point (see the header) */
+		if (rc)
+			return rc;
+		struct tips_listdb_report lr;
+		memset(&lr, 0, sizeof(lr));
+		rc = tips_listdb_check(b->ldb, &lr);
+		rep->allocated = lr.heap_blocks;
+		rep->owned = lr.chunks;
+		if (rc == TIPS_ECORRUPT) {
+			rep->heap_errors = 1;
+			snprintf(rep->first_error, sizeof(rep->first_error),
+				 "tips_listdb_check: %s", tips_errormsg());
+			return 0; /* a heap error, not a failure of the check itself */
+		}
+		return rc;
+	}
+#ifdef TIPS_HAVE_PMDK_HASH
+	if (b->pmdk) {
+		struct pmdk_hash_report pr;
+		memset(&pr, 0, sizeof(pr));
+		int rc = pmdk_hash_check(b->pmdk, fn, arg, &pr);
+		rep->allocated = pr.objects;
+		rep->owned = pr.reachable;
+		return rc;
+	}
+#endif
+	return TIPS_EINVAL;
+}
+
+int bench_index_check_closed(const struct bench_index *b)
+{
+#ifdef TIPS_HAVE_PMDK_HASH
+	if (b->kind == BENCH_PMDK)
+		return pmdk_hash_check_file(b->pool); /* libpmemobj's pmemobj_check */
+#endif
+	(void)b;
+	return 0;
 }
 
 #ifdef TIPS_HAVE_PMDK_HASH

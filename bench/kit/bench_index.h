@@ -4,9 +4,16 @@
  * index through the TIPS facade on a pool, pmdk-hash (the baseline of
  * src/baselines/pmdk_hash.h: hash.c's table on libpmemobj transactions, in a
  * libpmemobj pool; offered when built with it, TIPS_HAVE_PMDK_HASH), and listdb (the
- * ListDB key-value store of tips/listdb.h, on its own pools: one per NUMA domain). The
- * benchmark never reaches further in. All calls but open/close are thread-safe, as the
- * index's own calls are.
+ * ListDB key-value store of tips/listdb.h, on its own pools: one per NUMA domain).
+ * tips-bench, tips-fwbench, the PiBench plug-ins, the conformance tests and
+ * tips-crashtest (which also reopens pools after crashes, with simulated power-failure
+ * media, and checks block ownership) never reach further in. All calls but open, close
+ * and the checks are thread-safe, as the index's own calls are.
+ *
+ * Invariant: each call maps to the store's own call of the same meaning (insert,
+ * update and remove are the checked ones, returning TIPS_EKEYEXISTS / TIPS_ENOTFOUND;
+ * put is blind), with the store's return code unchanged but for a lookup whose value
+ * is longer than the buffer (found: 0, *vl the full length).
  */
 #ifndef TIPS_BENCH_INDEX_H
 #define TIPS_BENCH_INDEX_H
@@ -27,7 +34,17 @@ struct tips_listdb_config;
  * costs per operation (its ceiling). Built like a dram-* index. */
 #define BENCH_NULL_NAME "null"
 
+/* What kind of store an index name opens. */
+enum bench_kind {
+	BENCH_NONE = 0, /* no index of that name */
+	BENCH_DRAM,     /* dram-* and null: volatile, malloc */
+	BENCH_TIPS,     /* tips-*: the TIPS facade on a libtips pool */
+	BENCH_PMDK,     /* pmdk-hash: libpmemobj (built with TIPS_HAVE_PMDK_HASH) */
+	BENCH_LISTDB,   /* listdb: libtips pools, one per domain */
+};
+
 struct bench_index {
+	enum bench_kind kind;
 	const struct tips_index_ops *ops; /* dram, tips: the ops table; pmdk: NULL */
 	const char *name;    /* the index's name, as listed */
 	void *handle;        /* dram: the index's open handle */
@@ -75,6 +92,9 @@ uint64_t bench_listdb_pool_size(uint64_t expected_keys);
  * Not thread-safe: call before opening. */
 void bench_listdb_configure(const struct tips_listdb_config *cfg);
 
+/* The kind of index @name (BENCH_NONE if bench_index_open() knows no such name). */
+enum bench_kind bench_index_kind(const char *name);
+
 /* Opens @name. tips-*, pmdk-hash, listdb: @pool_path (NULL: a fresh file under
  * /dev/shm, removed at close unless @keep; listdb's domain pools are @pool_path.d1 ...
  * .d(D-1), removed with it), @pool_size (0: the default rule of the kind; listdb: per
@@ -83,7 +103,70 @@ void bench_listdb_configure(const struct tips_listdb_config *cfg);
  * Returns 0 or a TIPS_E* code (message in tips_errormsg()). */
 int bench_index_open(struct bench_index *b, const char *name, const char *pool_path,
 		     uint64_t pool_size, uint64_t expected_keys, int keep);
-void bench_index_close(struct bench_index *b);
+
+/* How bench_index_open_with() opens a store; zero fields are bench_index_open()'s. */
+struct bench_open_how {
+	const char *pool_path;  /* NULL: a fresh file under /dev/shm */
+	uint64_t pool_size;     /* 0: the default rule of the kind */
+	uint64_t expected_keys;
+	int keep;               /* keep the pool file(s) at close */
+	/* Open the pool(s) at pool_path as they are, recovering them, and never create
+	 * (tips_open / tips_listdb_open / pmdk_hash_open without their CREATE flag): a
+	 * missing pool is an error. 0: create them if absent (bench_index_open). */
+	int existing;
+	/* tips-* and listdb: the media and failure simulation of the pool(s)
+	 * (tips_config.pool, tips_listdb_config.pool); NULL: the default. */
+	const struct tips_pool_options *pool;
+};
+
+/* bench_index_open() with every choice of @how. */
+int bench_index_open_with(struct bench_index *b, const char *name,
+			  const struct bench_open_how *how);
+
+/* Closes the store; the pool files stay unless opened without keep. Returns the code
+ * of the store's close (tips_close, tips_listdb_close; 0 for the others). */
+int bench_index_close(struct bench_index *b);
+
+/* 1 if the store of @name persists through libtips's pool layer (tips-*, listdb), so
+ * that simulated power failure (TIPS_MEDIA_SIM) applies to it. */
+int bench_kind_persists_in_pools(enum bench_kind kind);
+
+/* What the store says of itself after open. */
+struct bench_store_stats {
+	uint64_t background; /* background work so far: tips-* reclamations, listdb
+			      * Zipper compactions (bench_kind_background), else 0 */
+	double recovery_ms;  /* the recovery its open ran (0: none, or unknown) */
+	int recovered;       /* 1 recovered, 0 clean, -1 unknown (pmdk-hash, dram) */
+};
+void bench_index_stats(struct bench_index *b, struct bench_store_stats *out);
+/* What bench_index_stats() counts as background work, as a plural noun. */
+const char *bench_kind_background(enum bench_kind kind);
+
+/* What bench_index_check() found. */
+struct bench_check_report {
+	uint64_t allocated, owned; /* blocks allocated in the heap(s) / owned by the index */
+	uint64_t heap_errors;      /* the heap's own inconsistencies (and listdb's) */
+	char first_error[200];     /* the first of them ("" if none) */
+};
+/* One problem block: @block an address (tips-*) or a pool offset (pmdk-hash). */
+typedef void (*bench_problem_fn)(enum tips_block_problem what, uint64_t block, size_t size,
+				 void *arg);
+/*
+ * Ownership: every block allocated in the store's heap owned exactly once, and the
+ * heap's own check. tips-*: tips_db_check; pmdk-hash: pmdk_hash_check (objects of the
+ * pool against those reachable from the root). listdb: first tips_listdb_flush(db, 1),
+ * so that everything recovery rebuilt is merged into L1 and reclaimed (a fixed point),
+ * then tips_listdb_check, which verifies lists, chunks and that the heaps hold exactly
+ * the chunks the root slots own; it names no block, so a problem it finds is one
+ * heap_errors with its message (allocated = heap blocks, owned = chunks). Returns 0,
+ * TIPS_ECORRUPT (problem blocks found, each passed to @fn), or another code; TIPS_EINVAL
+ * for a volatile index. No write may run meanwhile.
+ */
+int bench_index_check(struct bench_index *b, bench_problem_fn fn, void *arg,
+		      struct bench_check_report *rep);
+/* After bench_index_close(): the closed pool's own consistency check where the store
+ * has one (pmdk-hash: pmemobj_check), else 0. 0, TIPS_ECORRUPT or another code. */
+int bench_index_check_closed(const struct bench_index *b);
 
 int bench_insert(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
 int bench_update(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
