@@ -30,7 +30,7 @@
 
 #include "test_util.h"
 #include "pm/pool_layout.h"
-#include "tips/fw_layout.h"
+#include "framework/fw_layout.h"
 
 #define NKEYS 2000u
 #define CHILD_SECONDS 30u

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 
 static uint64_t pool_size = 16ull << 20; /* argv[2] MiB: 64 in the campaign */
 #define MAX_VALUE 1000u

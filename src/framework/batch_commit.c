@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/batch_internal.h"
 #include "util/errors_internal.h"
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 
 /* The smallest root object an index can have: a magic word and one more. */
