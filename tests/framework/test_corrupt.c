@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 
 #include "test_util.h"
-#include "pm/pool_layout.h"
+#include "pool/pool_layout.h"
 #include "framework/fw_layout.h"
 
 #define NKEYS 2000u
