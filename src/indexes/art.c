@@ -96,9 +96,9 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "art"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "util/errors_internal.h"
+#include "util/kv.h"
 
 #include <sched.h>
 #include <stdatomic.h>

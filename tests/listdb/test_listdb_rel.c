@@ -31,7 +31,7 @@
 #include <sys/wait.h>
 
 #include "listdb/listdb_internal.h"
-#include "indexes/idx_util.h" /* mix64 */
+#include "util/kv.h" /* mix64 */
 
 #ifndef LISTDB_HEADER
 #error "LISTDB_HEADER (the path of include/tips/listdb.h) must be defined by the build"

@@ -140,6 +140,22 @@ fi
 cmp -s "$WORK/exports" "$WORK/static_globals" &&
 	pass "libtips.a and libtips.so offer the same tips_* symbols" ||
 	fail "libtips.a and libtips.so differ: $(diff "$WORK/exports" "$WORK/static_globals" | grep '^[<>]' | head -5 | tr '\n' ' ')"
+# No symbol is ever removed: every one that 0.3 exported is still there, under TIPS_0.3.
+gone=
+while read -r f; do
+	[[ -z $f || $f == \#* ]] && continue
+	grep -qxF "$f@@TIPS_0.3" <(awk 'NF >= 3 { print $3 }' "$WORK/exports.raw") || gone+=" $f"
+done <"$SOURCE_DIR/tests/tools/abi_0.3.txt"
+[[ -z $gone ]] && pass "every symbol of 0.3 is still exported under TIPS_0.3 (tests/tools/abi_0.3.txt)" ||
+	fail "symbols of 0.3 missing or under another node:$gone"
+# Each symbol a later node of cmake/libtips.map names is exported under that node.
+misplaced=
+while read -r f node; do
+	grep -qxF "$f@@$node" <(awk 'NF >= 3 { print $3 }' "$WORK/exports.raw") || misplaced+=" $f@@$node"
+done < <(awk '/^TIPS_[0-9.]+ \{/ { node = $1 } node != "TIPS_0.3" && $1 ~ /^tips_[a-z0-9_]+;$/ {
+	sub(/;$/, "", $1); print $1, node }' "$SOURCE_DIR/cmake/libtips.map")
+[[ -z $misplaced ]] && pass "the symbols named by later nodes of libtips.map are exported under them" ||
+	fail "not exported as the version script says:$misplaced"
 # Every TIPS_API function of the installed headers must be exported.
 missing=
 for f in $(sed -nE 's/^TIPS_API[^(]*[ *](tips_[a-z0-9_]+)\(.*/\1/p' "$PREFIX"/include/tips/*.h); do
