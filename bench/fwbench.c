@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <tips/tips.h>
+#include <tips/plugin.h>
 #include <unistd.h>
 
 enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_FAILED = 3 };

@@ -20,7 +20,9 @@
  *
  * Keys are byte strings of 1..TIPS_MAX_KEY bytes ordered by memcmp (shorter first on a
  * tie); values are 0..TIPS_MAX_VALUE bytes. Arguments are checked as by the TIPS facade
- * (tips.h): the same codes for the same mistakes.
+ * (tips.h): the same codes for the same mistakes. This header includes what ListDB's
+ * calls take (keys and callbacks, batches, pool options, errors, the version), not the
+ * TIPS framework: a program using both stores includes tips/tips.h too, or <libtips.h>.
  *
  * Running out of room. A full pool refuses puts with TIPS_ENOMEM; deletes still work,
  * from a spare 1 MiB log chunk each domain keeps for tombstones, so a user can make
@@ -36,9 +38,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <tips/base.h>
+#include <tips/batch.h>
 #include <tips/errors.h>
 #include <tips/pool.h>
-#include <tips/tips.h>
+#include <tips/version.h>
 
 #ifdef __cplusplus
 extern "C" {

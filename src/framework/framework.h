@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
 #include "framework/fw_layout.h"
 

@@ -55,7 +55,7 @@
 #ifndef TIPS_IDX_HOOKS_H
 #define TIPS_IDX_HOOKS_H
 
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
 #include <stdarg.h>
 #include <stdio.h>

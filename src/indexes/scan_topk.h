@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
 struct topk_copy;
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <tips/tips.h>
+#include <tips/base.h>
 
 /* 8 bytes at @p, any alignment, in host order. */
 static inline uint64_t load64(const void *p)

@@ -29,6 +29,9 @@
 #include <sys/wait.h>
 
 #include "test_util.h"
+
+#include <tips/plugin.h>
+
 #include "pool/pool_layout.h"
 #include "framework/fw_layout.h"
 

@@ -14,6 +14,8 @@
 
 #include "test_util.h"
 
+#include <tips/plugin.h>
+
 static char path[256];
 static const struct tips_index_ops *ops;
 

@@ -31,6 +31,9 @@
  */
 #define _GNU_SOURCE
 #include "test_util.h"
+
+#include <tips/plugin.h>
+
 #include "util/kv.h" /* mix64 */
 
 #include "indexes/idx_alloc.h"
