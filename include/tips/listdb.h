@@ -149,7 +149,7 @@ TIPS_API int tips_listdb_put(struct tips_listdb *db, const void *key, size_t kle
 			size_t vlen);
 TIPS_API int tips_listdb_delete(struct tips_listdb *db, const void *key, size_t klen);
 /* Checked writes (a lookup and the write under a per-key lock), as tips_insert(),
- * tips_update() and tips_delete(): also TIPS_EKEYEXISTS for an insert of a present key,
+ * tips_update() and tips_remove(): also TIPS_EKEYEXISTS for an insert of a present key,
  * TIPS_ENOTFOUND for an update or remove of an absent one. */
 TIPS_API int tips_listdb_insert(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			   size_t vlen);
@@ -179,7 +179,7 @@ TIPS_API int tips_listdb_batch_commit(struct tips_listdb *db, struct tips_batch 
 TIPS_API void tips_listdb_batch_limit(struct tips_listdb *db, size_t *max_ops,
 				      size_t *max_bytes);
 
-/** tips_listdb_get() - as tips_lookup(): copy the value of @key into @val (up to @cap
+/** tips_listdb_get() - as tips_get(): copy the value of @key into @val (up to @cap
  * bytes) and its length into *@vlen. Thread-safe, no fence, never blocked by writers.
  * Return: 0; TIPS_ENOTFOUND (absent, or @klen > TIPS_MAX_KEY); TIPS_ESIZE (value
  * longer than @cap: nothing copied, *@vlen says how long); TIPS_EINVAL (NULL @db, @key

@@ -112,12 +112,15 @@ TIPS_API int tips_open(const char *path, const struct tips_config *cfg,
 TIPS_API int tips_close(struct tips_db **db);
 
 /*
- * Writes. Each is durable when it returns 0 (two fences) and visible to every later
- * lookup. Any thread may call them at any time, without registering.
+ * Writes. The verbs mean the same in TIPS, ListDB and write batches (the table in
+ * README.md, "One vocabulary"): put = insert or overwrite; insert = only if absent;
+ * update = only if present; remove = delete, only if present. Each is durable when it
+ * returns 0 (two fences) and visible to every later get. Any thread may call them at
+ * any time, without registering.
  * Return: 0; TIPS_EKEYEXISTS (insert of a present key); TIPS_ENOTFOUND (update or
- * delete of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL;
+ * remove of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL;
  * TIPS_ENOSPC: the pool's heap cannot promise replay the room to apply the write (see
- * "Full pools" in docs/framework.md): nothing was written; reads, and deletes, which
+ * "Full pools" in docs/framework.md): nothing was written; reads, and removes, which
  * make room, still work; TIPS_ENOMEM: out of DRAM.
  */
 TIPS_API int tips_insert(struct tips_db *db, const void *key, size_t klen, const void *val,
@@ -125,8 +128,8 @@ TIPS_API int tips_insert(struct tips_db *db, const void *key, size_t klen, const
 TIPS_API int tips_update(struct tips_db *db, const void *key, size_t klen, const void *val,
 			 size_t vlen);
 TIPS_API int tips_put(struct tips_db *db, const void *key, size_t klen, const void *val,
-		      size_t vlen); /* insert or overwrite */
-TIPS_API int tips_delete(struct tips_db *db, const void *key, size_t klen);
+		      size_t vlen);
+TIPS_API int tips_remove(struct tips_db *db, const void *key, size_t klen);
 
 /**
  * tips_batch_commit() - apply every operation of @b (tips/batch.h) as one atomic,
@@ -153,12 +156,12 @@ TIPS_API int tips_batch_commit(struct tips_db *db, struct tips_batch *b);
 TIPS_API void tips_batch_limit(struct tips_db *db, size_t *max_ops, size_t *max_bytes);
 
 /**
- * tips_lookup() - copy the value of @key into @val (at most @cap bytes); its full
+ * tips_get() - copy the value of @key into @val (at most @cap bytes); its full
  * length goes to *@vlen. No fence, no lock on the cache.
  * Return: 0, TIPS_ENOTFOUND, TIPS_ESIZE (value longer than @cap; *@vlen says how long).
  */
-TIPS_API int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val,
-			 size_t cap, size_t *vlen);
+TIPS_API int tips_get(struct tips_db *db, const void *key, size_t klen, void *val,
+		      size_t cap, size_t *vlen);
 
 /**
  * tips_scan() - call @fn with up to @count key/value pairs, keys >= @start in order
@@ -253,6 +256,26 @@ TIPS_API int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *a
 
 /** tips_db_pool() - the pool under @db (for tips_pm_counters_*, tips_pool_info). */
 TIPS_API struct tips_pool *tips_db_pool(struct tips_db *db);
+
+/* ==== Deprecated names ================================================================
+ * The names of 0.3 and earlier, kept so that programs still compile and link (the
+ * library still exports them: cmake/libtips.map). New code uses the names above. */
+
+/** tips_lookup() - deprecated: the old name of tips_get(); the same call. */
+static inline int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val,
+			      size_t cap, size_t *vlen)
+{
+	return tips_get(db, key, klen, val, cap, vlen);
+}
+
+/** tips_delete() - deprecated: the old name of tips_remove(); the same call, a checked
+ * delete (TIPS_ENOTFOUND if the key is absent). Beware: "delete" now names the blind
+ * delete (tips_listdb_delete(), tips_batch_delete(): an absent key is not an error);
+ * this old name keeps its old, checked meaning. */
+static inline int tips_delete(struct tips_db *db, const void *key, size_t klen)
+{
+	return tips_remove(db, key, klen);
+}
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,10 @@
 /*
  * test_framework.c - unit tests of the TIPS framework through its facade, on the tips-*
  * index named by argv[1] (default tips-hash):
- * write semantics, the two-fence write and fence-free read, persistence across a clean
- * close, scans merging unapplied OLog records, OLog slots reused by short-lived
- * threads, selective undo logging, reclamation, and adaptive scaling down to zero
- * workers under reads.
+ * write semantics (and the deprecated names of 0.3), the two-fence write and
+ * fence-free read, persistence across a clean close, scans merging unapplied OLog
+ * records, OLog slots reused by short-lived threads, selective undo logging,
+ * reclamation, and adaptive scaling down to zero workers under reads.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "test_util.h"
+#include "abi03_calls.h"
 
 #include <tips/plugin.h>
 
@@ -47,7 +48,7 @@ static uint64_t get_u64(struct tips_db *db, uint64_t k, int *rc)
 	uint64_t v = 0;
 	size_t vlen = 0;
 	key_of(k, key);
-	*rc = tips_lookup(db, key, 8, &v, sizeof(v), &vlen);
+	*rc = tips_get(db, key, 8, &v, sizeof(v), &vlen);
 	if (*rc == 0 && vlen != 8)
 		*rc = -1;
 	return v;
@@ -68,26 +69,26 @@ static void test_semantics(void)
 	size_t vlen;
 	key_of(1, k);
 	CHECK_RC(tips_update(db, k, 8, &v, 8), TIPS_ENOTFOUND);
-	CHECK_RC(tips_delete(db, k, 8), TIPS_ENOTFOUND);
+	CHECK_RC(tips_remove(db, k, 8), TIPS_ENOTFOUND);
 	CHECK_RC(tips_insert(db, k, 8, &v, 8), 0);
 	CHECK_RC(tips_insert(db, k, 8, &v, 8), TIPS_EKEYEXISTS);
 	v = 8;
 	CHECK_RC(tips_update(db, k, 8, &v, 8), 0);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), 0);
+	CHECK_RC(tips_get(db, k, 8, &got, 8, &vlen), 0);
 	CHECK(got == 8 && vlen == 8);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 4, &vlen), TIPS_ESIZE);
+	CHECK_RC(tips_get(db, k, 8, &got, 4, &vlen), TIPS_ESIZE);
 	CHECK(vlen == 8);
-	CHECK_RC(tips_delete(db, k, 8), 0);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), TIPS_ENOTFOUND);
+	CHECK_RC(tips_remove(db, k, 8), 0);
+	CHECK_RC(tips_get(db, k, 8, &got, 8, &vlen), TIPS_ENOTFOUND);
 	CHECK_RC(tips_update(db, k, 8, &v, 8), TIPS_ENOTFOUND);
 	CHECK_RC(tips_insert(db, k, 8, &v, 8), 0);
 	/* Byte-string keys of other lengths, and an empty value. */
 	CHECK_RC(tips_put(db, "a", 1, "xyz", 3), 0);
 	CHECK_RC(tips_put(db, "abcdefghijklmnopqrstuvwxyz", 26, "", 0), 0);
 	char buf[8];
-	CHECK_RC(tips_lookup(db, "a", 1, buf, sizeof(buf), &vlen), 0);
+	CHECK_RC(tips_get(db, "a", 1, buf, sizeof(buf), &vlen), 0);
 	CHECK(vlen == 3 && memcmp(buf, "xyz", 3) == 0);
-	CHECK_RC(tips_lookup(db, "abcdefghijklmnopqrstuvwxyz", 26, buf, sizeof(buf), &vlen), 0);
+	CHECK_RC(tips_get(db, "abcdefghijklmnopqrstuvwxyz", 26, buf, sizeof(buf), &vlen), 0);
 	CHECK(vlen == 0);
 	/* Bad input. */
 	static char big[TIPS_MAX_KEY + 1];
@@ -97,9 +98,9 @@ static void test_semantics(void)
 
 	/* Everything survives a clean close, and reopening replays nothing. */
 	db = open_db(2);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), 0);
+	CHECK_RC(tips_get(db, k, 8, &got, 8, &vlen), 0);
 	CHECK(got == 8);
-	CHECK_RC(tips_lookup(db, "a", 1, buf, sizeof(buf), &vlen), 0);
+	CHECK_RC(tips_get(db, "a", 1, buf, sizeof(buf), &vlen), 0);
 	struct tips_stats st;
 	tips_stats(db, &st);
 	CHECK(st.recovered == 0 && st.replayed == 0);
@@ -111,6 +112,32 @@ static void test_semantics(void)
 	struct tips_config cfg;
 	tips_config_init(&cfg);
 	CHECK_RC(tips_open(path, &cfg, &other, &db), TIPS_EMISMATCH);
+	unlink(path);
+}
+
+/* The names of 0.3: the header's deprecated aliases (tips_lookup, tips_delete) and the
+ * symbols the library still exports under those names for programs built against the
+ * 0.3 headers behave as tips_get() and tips_remove() (tips_delete stays checked). */
+static void test_old_names(void)
+{
+	struct tips_db *db = open_db(2);
+	char buf[8];
+	size_t vlen = 0;
+	CHECK_RC(tips_put(db, "old", 3, "v1", 2), 0);
+	CHECK_RC(tips_lookup(db, "old", 3, buf, sizeof(buf), &vlen), 0);
+	CHECK(vlen == 2 && memcmp(buf, "v1", 2) == 0);
+	vlen = 0;
+	CHECK_RC(abi03_lookup(db, "old", 3, buf, sizeof(buf), &vlen), 0);
+	CHECK(vlen == 2 && memcmp(buf, "v1", 2) == 0);
+	CHECK_RC(abi03_lookup(db, "old", 3, buf, 1, &vlen), TIPS_ESIZE);
+	CHECK_RC(tips_delete(db, "old", 3), 0);
+	CHECK_RC(tips_delete(db, "old", 3), TIPS_ENOTFOUND);
+	CHECK_RC(tips_put(db, "old", 3, "v2", 2), 0);
+	CHECK_RC(abi03_delete(db, "old", 3), 0);
+	CHECK_RC(abi03_delete(db, "old", 3), TIPS_ENOTFOUND);
+	CHECK_RC(tips_get(db, "old", 3, buf, sizeof(buf), &vlen), TIPS_ENOTFOUND);
+	CHECK_RC(abi03_lookup(db, "old", 3, buf, sizeof(buf), &vlen), TIPS_ENOTFOUND);
+	CHECK_RC(tips_close(&db), 0);
 	unlink(path);
 }
 
@@ -132,7 +159,7 @@ static void test_fences(void)
 	tips_pm_counters_thread(&a);
 	for (uint64_t i = 0; i < 400; i++) {
 		key_of(i % 250, k);
-		int rc = tips_lookup(db, k, 8, &got, 8, &vlen);
+		int rc = tips_get(db, k, 8, &got, 8, &vlen);
 		CHECK(i % 250 < 200 ? rc == 0 && got == i % 250 : rc == TIPS_ENOTFOUND);
 	}
 	tips_pm_counters_thread(&b);
@@ -193,7 +220,7 @@ static void test_scan(void)
 			key_of(k, key);
 			if (rand_r(&seed) % 4 == 0) {
 				if (model[k]) {
-					CHECK_RC(tips_delete(db, key, 8), 0);
+					CHECK_RC(tips_remove(db, key, 8), 0);
 					model[k] = 0;
 				}
 			} else {
@@ -424,7 +451,7 @@ static void test_hot_key(void)
 		pthread_join(t[i], NULL);
 	char val[16];
 	size_t vlen;
-	CHECK_RC(tips_lookup(db, "hot", 3, val, sizeof(val), &vlen), 0);
+	CHECK_RC(tips_get(db, "hot", 3, val, sizeof(val), &vlen), 0);
 	CHECK(vlen == 8 || vlen == 16);
 	CHECK_RC(tips_close(&db), 0);
 	unlink(path);
@@ -449,7 +476,7 @@ static void test_db_check(void)
 	for (uint64_t i = 0; i < 3000; i += 3) {
 		unsigned char k[8];
 		key_of(i, k);
-		CHECK_RC(tips_delete(db, k, 8), 0);
+		CHECK_RC(tips_remove(db, k, 8), 0);
 	}
 	CHECK_RC(tips_close(&db), 0);
 	db = open_db(2);
@@ -495,6 +522,7 @@ int main(int argc, char **argv)
 	REQUIRE(ops != NULL);
 	test_path(path, sizeof(path), "/dev/shm", "framework");
 	test_semantics();
+	test_old_names();
 	test_fences();
 	test_scan();
 	test_thread_slots();

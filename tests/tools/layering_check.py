@@ -5,7 +5,7 @@ The library is built in layers, each using only those below it:
 
   util  ->  pm (flush, fence, map, sim)  ->  heap  ->  pool  ->  framework, listdb
   util  ->  indexes (the plug-ins: public headers and util only)  ->  baselines
-  server: the public headers only (<tips/...>) and its own folder
+  server, compat: the public headers only (<tips/...>) and their own folder
 
 A quoted include "DIR/file.h" in src/FOLDER/ must name FOLDER itself or a folder that
 ALLOWED lists for it; a quoted include without a folder must be a file of the same
@@ -29,6 +29,7 @@ ALLOWED = {
     "indexes": {"indexes", "util"},
     "baselines": {"baselines", "indexes", "util"},
     "server": {"server"},
+    "compat": {"compat"},  # old exported names over the public API: public headers only
 }
 GENERATED = {"indexes_list.h"}  # written by CMakeLists.txt into the build tree
 QUOTED = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

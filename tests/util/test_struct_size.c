@@ -124,7 +124,7 @@ static void test_tips_open(void)
 	CHECK(ops_old == ops_full && bytes_old == bytes_full && bytes_full > 0);
 	char v[4];
 	size_t vlen = 0;
-	CHECK_RC(tips_lookup(db, "k", 1, v, sizeof(v), &vlen), 0);
+	CHECK_RC(tips_get(db, "k", 1, v, sizeof(v), &vlen), 0);
 	CHECK_RC(tips_close(&db), 0);
 
 	/* A newer config: zero tail accepted, a set unknown field refused. */
