@@ -246,14 +246,23 @@ static inline void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_
 	tips_listdb_stats_sized(db, out, sizeof(*out));
 }
 
-/** Ownership check (tests): every L1 element lies in a live log chunk, keys are in
- * order, every chunk is an allocated heap block owned by its slot. Not concurrent with
- * writes. Return: 0, TIPS_ECORRUPT (first problem in tips_errormsg()), TIPS_EINVAL (NULL
- * @db). */
+/** What tips_listdb_check() counted. New fields are appended; the check fills only the
+ * caller's sizeof (zeroing any newer tail). */
 struct tips_listdb_report {
 	uint64_t l1_elements, l0_elements, chunks, heap_blocks;
 };
-TIPS_API int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep);
+/** tips_listdb_check_sized() - tips_listdb_check() into the first @size bytes of @rep. */
+TIPS_API int tips_listdb_check_sized(struct tips_listdb *db, struct tips_listdb_report *rep,
+				     size_t size);
+/** tips_listdb_check() - ownership check (tests): every L1 element lies in a live log
+ * chunk, keys are in order, every chunk is an allocated heap block owned by its slot.
+ * Not concurrent with writes. The counts go to *@rep if it is not NULL and the check
+ * passed. Return: 0, TIPS_ECORRUPT (first problem in tips_errormsg()), TIPS_EINVAL (NULL
+ * @db). */
+static inline int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
+{
+	return tips_listdb_check_sized(db, rep, sizeof(*rep));
+}
 
 #ifdef __cplusplus
 }

@@ -236,7 +236,8 @@ enum tips_block_problem {
 typedef void (*tips_block_problem_fn)(enum tips_block_problem what, const void *block,
 				      size_t size, void *arg);
 
-/** What tips_db_check() found. */
+/** What tips_db_check() found. New fields are appended; the check fills only the
+ * caller's sizeof (zeroing any newer tail). */
 struct tips_db_report {
 	struct tips_heap_report heap;     /* tips_heap_check() of the pool's heap */
 	uint64_t blocks_allocated;        /* blocks the heap holds allocated */
@@ -244,15 +245,22 @@ struct tips_db_report {
 	uint64_t leaked, free_but_owned, owned_twice;
 };
 
+/** tips_db_check_sized() - tips_db_check() into the first @size bytes of @out. */
+TIPS_API int tips_db_check_sized(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+				 struct tips_db_report *out, size_t size);
 /**
  * tips_db_check() - verify the heap (tips_heap_check) and that the blocks it holds
  * allocated are exactly the blocks the database owns (tips_db_walk). @fn, if not NULL,
  * is called for each problem block. Only while no write is in flight (e.g. right after
  * tips_open, which has recovered and reclaimed).
- * Return: 0 if consistent, TIPS_ECORRUPT if anything was found, TIPS_ENOMEM.
+ * Return: 0 if consistent, TIPS_ECORRUPT if anything was found, TIPS_ENOMEM,
+ * TIPS_EINVAL (NULL @db or @out).
  */
-TIPS_API int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
-			   struct tips_db_report *out);
+static inline int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+				struct tips_db_report *out)
+{
+	return tips_db_check_sized(db, fn, arg, out, sizeof(*out));
+}
 
 /** tips_db_pool() - the pool under @db (for tips_pm_counters_*, tips_pool_info). */
 TIPS_API struct tips_pool *tips_db_pool(struct tips_db *db);

@@ -10,6 +10,7 @@
  * C name is the header's static inline wrapper; this file never calls those wrappers,
  * so no local copy of them is emitted beside the global symbol.
  */
+#include <tips/listdb.h>
 #include <tips/tips.h>
 
 /* tips_lookup (0.3): now tips_get(). */
@@ -27,4 +28,30 @@ TIPS_API int abi03_tips_delete(struct tips_db *db, const void *key, size_t klen)
 int abi03_tips_delete(struct tips_db *db, const void *key, size_t klen)
 {
 	return tips_remove(db, key, klen);
+}
+
+/* tips_heap_check (0.3): now a wrapper of tips_heap_check_sized(); a 0.3 program's
+ * report is this release's struct, unchanged since. */
+TIPS_API int abi03_tips_heap_check(struct tips_heap *heap, struct tips_heap_report *report)
+	__asm__("tips_heap_check");
+int abi03_tips_heap_check(struct tips_heap *heap, struct tips_heap_report *report)
+{
+	return tips_heap_check_sized(heap, report, sizeof(*report));
+}
+
+/* tips_db_check (0.3): now a wrapper of tips_db_check_sized(). */
+TIPS_API int abi03_tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+				 struct tips_db_report *out) __asm__("tips_db_check");
+int abi03_tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+			struct tips_db_report *out)
+{
+	return tips_db_check_sized(db, fn, arg, out, sizeof(*out));
+}
+
+/* tips_listdb_check (0.3): now a wrapper of tips_listdb_check_sized(). */
+TIPS_API int abi03_tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
+	__asm__("tips_listdb_check");
+int abi03_tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
+{
+	return tips_listdb_check_sized(db, rep, sizeof(*rep));
 }

@@ -1,10 +1,10 @@
 /*
  * test_framework.c - unit tests of the TIPS framework through its facade, on the tips-*
  * index named by argv[1] (default tips-hash):
- * write semantics (and the deprecated names of 0.3), the two-fence write and
- * fence-free read, persistence across a clean close, scans merging unapplied OLog
- * records, OLog slots reused by short-lived threads, selective undo logging,
- * reclamation, and adaptive scaling down to zero workers under reads.
+ * write semantics, the two-fence write and fence-free read, persistence across a clean
+ * close, scans merging unapplied OLog records, OLog slots reused by short-lived
+ * threads, selective undo logging, reclamation, and adaptive scaling down to zero
+ * workers under reads.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "test_util.h"
-#include "abi03_calls.h"
 
 #include <tips/plugin.h>
 
@@ -112,32 +111,6 @@ static void test_semantics(void)
 	struct tips_config cfg;
 	tips_config_init(&cfg);
 	CHECK_RC(tips_open(path, &cfg, &other, &db), TIPS_EMISMATCH);
-	unlink(path);
-}
-
-/* The names of 0.3: the header's deprecated aliases (tips_lookup, tips_delete) and the
- * symbols the library still exports under those names for programs built against the
- * 0.3 headers behave as tips_get() and tips_remove() (tips_delete stays checked). */
-static void test_old_names(void)
-{
-	struct tips_db *db = open_db(2);
-	char buf[8];
-	size_t vlen = 0;
-	CHECK_RC(tips_put(db, "old", 3, "v1", 2), 0);
-	CHECK_RC(tips_lookup(db, "old", 3, buf, sizeof(buf), &vlen), 0);
-	CHECK(vlen == 2 && memcmp(buf, "v1", 2) == 0);
-	vlen = 0;
-	CHECK_RC(abi03_lookup(db, "old", 3, buf, sizeof(buf), &vlen), 0);
-	CHECK(vlen == 2 && memcmp(buf, "v1", 2) == 0);
-	CHECK_RC(abi03_lookup(db, "old", 3, buf, 1, &vlen), TIPS_ESIZE);
-	CHECK_RC(tips_delete(db, "old", 3), 0);
-	CHECK_RC(tips_delete(db, "old", 3), TIPS_ENOTFOUND);
-	CHECK_RC(tips_put(db, "old", 3, "v2", 2), 0);
-	CHECK_RC(abi03_delete(db, "old", 3), 0);
-	CHECK_RC(abi03_delete(db, "old", 3), TIPS_ENOTFOUND);
-	CHECK_RC(tips_get(db, "old", 3, buf, sizeof(buf), &vlen), TIPS_ENOTFOUND);
-	CHECK_RC(abi03_lookup(db, "old", 3, buf, sizeof(buf), &vlen), TIPS_ENOTFOUND);
-	CHECK_RC(tips_close(&db), 0);
 	unlink(path);
 }
 
@@ -522,7 +495,6 @@ int main(int argc, char **argv)
 	REQUIRE(ops != NULL);
 	test_path(path, sizeof(path), "/dev/shm", "framework");
 	test_semantics();
-	test_old_names();
 	test_fences();
 	test_scan();
 	test_thread_slots();

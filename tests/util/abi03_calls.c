@@ -3,17 +3,19 @@
  * headers now give to static inline wrappers (deprecated aliases, size-versioned
  * calls), made as a program built against the 0.3 headers makes them: by plain
  * external name. This file includes no libtips header, so the names here are the
- * library's symbols (src/compat/abi_compat.c), not the wrappers; test_framework.c
+ * library's symbols (src/compat/abi_compat.c), not the wrappers; test_struct_size.c
  * checks through these that the old symbols behave as the new calls.
  */
 #include <stddef.h>
 
 #include "abi03_calls.h"
 
-struct tips_db;
 int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val, size_t cap,
 		size_t *vlen);
 int tips_delete(struct tips_db *db, const void *key, size_t klen);
+int tips_heap_check(struct tips_heap *heap, void *report);
+int tips_db_check(struct tips_db *db, void *fn, void *arg, void *report);
+int tips_listdb_check(struct tips_listdb *db, void *report);
 
 int abi03_lookup(struct tips_db *db, const void *key, size_t klen, void *val, size_t cap,
 		 size_t *vlen)
@@ -24,4 +26,19 @@ int abi03_lookup(struct tips_db *db, const void *key, size_t klen, void *val, si
 int abi03_delete(struct tips_db *db, const void *key, size_t klen)
 {
 	return tips_delete(db, key, klen);
+}
+
+int abi03_heap_check(struct tips_heap *heap, void *report)
+{
+	return tips_heap_check(heap, report);
+}
+
+int abi03_db_check(struct tips_db *db, void *report)
+{
+	return tips_db_check(db, NULL, NULL, report);
+}
+
+int abi03_listdb_check(struct tips_listdb *db, void *report)
+{
+	return tips_listdb_check(db, report);
 }
