@@ -596,12 +596,12 @@ static int facade_put(void *s, const void *k, size_t kl, const void *v, size_t v
 
 static int facade_remove(void *s, const void *k, size_t kl)
 {
-	return tips_delete(s, k, kl);
+	return tips_remove(s, k, kl);
 }
 
 static int facade_lookup(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
 {
-	return tips_lookup(s, k, kl, v, cap, vl);
+	return tips_get(s, k, kl, v, cap, vl);
 }
 
 static int facade_batch(void *s, struct tips_batch *b)
