@@ -62,7 +62,6 @@
 #include <stdlib.h>
 
 #include "indexes/idx_alloc.h"
-#include "util/errors_internal.h"
 #include "util/grace.h"
 
 #ifndef IDX_PREFIX
