@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <tips/tips.h>
+#include <tips/plugin.h>
 #include <unistd.h>
 
 enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_FAILED = 3 };
@@ -108,7 +108,7 @@ static int do_update(struct run *r, const unsigned char *k, uint64_t v)
 static int do_lookup(struct run *r, const unsigned char *k, uint64_t *v)
 {
 	size_t vlen;
-	return r->side == SIDE_TIPS ? tips_lookup(r->db, k, 8, v, 8, &vlen)
+	return r->side == SIDE_TIPS ? tips_get(r->db, k, 8, v, 8, &vlen)
 				    : r->ops->lookup(r->index, k, 8, v, 8, &vlen);
 }
 
@@ -278,7 +278,7 @@ static int run_side(const struct options *o, int side, struct sample out[NPHASES
 			uint64_t v;
 			size_t vlen;
 			key_bytes(o->keys - 1, k);
-			if (tips_lookup(r.db, k, 8, &v, 8, &vlen)) {
+			if (tips_get(r.db, k, 8, &v, 8, &vlen)) {
 				fprintf(stderr, "tips-fwbench: after reopen the last key is missing\n");
 				rc = -1;
 			}

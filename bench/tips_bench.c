@@ -146,7 +146,7 @@ static uint64_t now_ns(void)
 
 /* ---- background CPU by thread role ------------------------------------------------ */
 
-/* The role of a thread named @comm (tips/replay.c and tips/cache.c name them). */
+/* The role of a thread named @comm (src/framework/replay.c and cache.c name them). */
 static enum bg_role role_of(const char *comm)
 {
 	if (strncmp(comm, "tips-persist", 12) == 0)

@@ -83,7 +83,6 @@
 
 #include <tips/listdb.h>
 #include <tips/pool.h>
-#include <tips/tips.h>
 
 #include "size_arg.h"
 

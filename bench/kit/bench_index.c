@@ -446,7 +446,7 @@ int bench_remove(struct bench_index *b, const void *k, size_t kl)
 	IF_PMDK_RETURN(b, pmdk_hash_remove(b->pmdk, k, kl));
 	if (b->ldb)
 		return tips_listdb_remove(b->ldb, k, kl);
-	return b->db ? tips_delete(b->db, k, kl) : b->ops->remove(b->handle, k, kl);
+	return b->db ? tips_remove(b->db, k, kl) : b->ops->remove(b->handle, k, kl);
 }
 
 int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl)
@@ -517,7 +517,7 @@ int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_
 		rc = pmdk_hash_lookup(b->pmdk, k, kl, v, cap, vl);
 #endif
 	else
-		rc = b->db ? tips_lookup(b->db, k, kl, v, cap, vl)
+		rc = b->db ? tips_get(b->db, k, kl, v, cap, vl)
 			   : b->ops->lookup(b->handle, k, kl, v, cap, vl);
 	return rc == TIPS_ESIZE ? 0 : rc; /* found, longer than the buffer: still found */
 }

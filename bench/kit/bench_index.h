@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
 struct pmdk_hash;
 /* tips/listdb.h is included by bench_index.c, not here: the PiBench plug-in includes

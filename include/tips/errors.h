@@ -63,6 +63,27 @@ TIPS_API const char *tips_strerror(int code);
  */
 TIPS_API const char *tips_errormsg(void);
 
+/**
+ * tips_set_error() - set the calling thread's tips_errormsg() and return @code.
+ * @code: the code the caller is about to return (a TIPS_E* code or a negative errno).
+ * @fmt:  printf format of the detail (truncated to 511 bytes).
+ *
+ * For code that extends libtips and reports its failures the way libtips does: an
+ * index's callbacks (e.g. a walk that finds a damaged node), or a store written beside
+ * the library (the pmdk-hash baseline). Pattern: `return tips_set_error(TIPS_EINVAL,
+ * "...", ...);`. Thread-safe.
+ */
+TIPS_API int tips_set_error(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/**
+ * tips_errno_code() - the TIPS_E* code closest to the errno value @err (ENOENT:
+ * TIPS_ENOENT, EEXIST: TIPS_EEXIST, ENOSPC/EFBIG/EDQUOT: TIPS_ENOSPC, EACCES/EPERM/
+ * EROFS: TIPS_EPERM, ENOMEM: TIPS_ENOMEM, EINVAL: TIPS_EINVAL, anything else:
+ * TIPS_EIO), so that extensions map system failures as libtips does.
+ */
+TIPS_API int tips_errno_code(int err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -134,20 +134,31 @@ typedef int (*tips_heap_walk_fn)(const struct tips_heap_block *block, void *arg)
  */
 TIPS_API int tips_heap_walk(struct tips_heap *heap, tips_heap_walk_fn fn, void *arg);
 
-/** What tips_heap_check() found. */
+/** What tips_heap_check() found. New fields are appended; the check fills only the
+ * caller's sizeof (zeroing any newer tail). Embedded in struct tips_db_report, so a
+ * field added here moves the fields after it there: that is a new layout of both
+ * structs (an ABI change, a minor version while the major is 0). */
 struct tips_heap_report {
 	uint64_t chunks, chunks_free, chunks_run, chunks_extent;
 	uint64_t blocks_allocated, bytes_allocated;
 	uint64_t log_records;  /* records pending in the allocation logs */
-	uint64_t errors;       /* inconsistencies; details on stderr-like sink below */
+	uint64_t errors;       /* inconsistencies found (the first in first_error) */
 	char first_error[200]; /* the first inconsistency found, "" if none */
 };
 
+/** tips_heap_check_sized() - tips_heap_check() into the first @size bytes of @report
+ * (NULL: no report). */
+TIPS_API int tips_heap_check_sized(struct tips_heap *heap, struct tips_heap_report *report,
+				   size_t size);
 /**
  * tips_heap_check() - verify the heap's on-media consistency: chunk table, run bitmaps,
- * block headers, log records. Return: 0 if consistent, TIPS_ECORRUPT otherwise.
+ * block headers, log records; what was found goes to *@report if it is not NULL.
+ * Return: 0 if consistent, TIPS_ECORRUPT otherwise.
  */
-TIPS_API int tips_heap_check(struct tips_heap *heap, struct tips_heap_report *report);
+static inline int tips_heap_check(struct tips_heap *heap, struct tips_heap_report *report)
+{
+	return tips_heap_check_sized(heap, report, sizeof(*report));
+}
 
 /** Allocator statistics (volatile, since open). */
 struct tips_heap_stats {

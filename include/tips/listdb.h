@@ -20,7 +20,9 @@
  *
  * Keys are byte strings of 1..TIPS_MAX_KEY bytes ordered by memcmp (shorter first on a
  * tie); values are 0..TIPS_MAX_VALUE bytes. Arguments are checked as by the TIPS facade
- * (tips.h): the same codes for the same mistakes.
+ * (tips.h): the same codes for the same mistakes. This header includes what ListDB's
+ * calls take (keys and callbacks, batches, pool options, errors, the version), not the
+ * TIPS framework: a program using both stores includes tips/tips.h too, or <libtips.h>.
  *
  * Running out of room. A full pool refuses puts with TIPS_ENOMEM; deletes still work,
  * from a spare 1 MiB log chunk each domain keeps for tombstones, so a user can make
@@ -36,9 +38,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <tips/base.h>
+#include <tips/batch.h>
 #include <tips/errors.h>
 #include <tips/pool.h>
-#include <tips/tips.h>
+#include <tips/version.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -145,7 +149,7 @@ TIPS_API int tips_listdb_put(struct tips_listdb *db, const void *key, size_t kle
 			size_t vlen);
 TIPS_API int tips_listdb_delete(struct tips_listdb *db, const void *key, size_t klen);
 /* Checked writes (a lookup and the write under a per-key lock), as tips_insert(),
- * tips_update() and tips_delete(): also TIPS_EKEYEXISTS for an insert of a present key,
+ * tips_update() and tips_remove(): also TIPS_EKEYEXISTS for an insert of a present key,
  * TIPS_ENOTFOUND for an update or remove of an absent one. */
 TIPS_API int tips_listdb_insert(struct tips_listdb *db, const void *key, size_t klen, const void *val,
 			   size_t vlen);
@@ -175,7 +179,7 @@ TIPS_API int tips_listdb_batch_commit(struct tips_listdb *db, struct tips_batch 
 TIPS_API void tips_listdb_batch_limit(struct tips_listdb *db, size_t *max_ops,
 				      size_t *max_bytes);
 
-/** tips_listdb_get() - as tips_lookup(): copy the value of @key into @val (up to @cap
+/** tips_listdb_get() - as tips_get(): copy the value of @key into @val (up to @cap
  * bytes) and its length into *@vlen. Thread-safe, no fence, never blocked by writers.
  * Return: 0; TIPS_ENOTFOUND (absent, or @klen > TIPS_MAX_KEY); TIPS_ESIZE (value
  * longer than @cap: nothing copied, *@vlen says how long); TIPS_EINVAL (NULL @db, @key
@@ -242,14 +246,23 @@ static inline void tips_listdb_stats(struct tips_listdb *db, struct tips_listdb_
 	tips_listdb_stats_sized(db, out, sizeof(*out));
 }
 
-/** Ownership check (tests): every L1 element lies in a live log chunk, keys are in
- * order, every chunk is an allocated heap block owned by its slot. Not concurrent with
- * writes. Return: 0, TIPS_ECORRUPT (first problem in tips_errormsg()), TIPS_EINVAL (NULL
- * @db). */
+/** What tips_listdb_check() counted. New fields are appended; the check fills only the
+ * caller's sizeof (zeroing any newer tail). */
 struct tips_listdb_report {
 	uint64_t l1_elements, l0_elements, chunks, heap_blocks;
 };
-TIPS_API int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep);
+/** tips_listdb_check_sized() - tips_listdb_check() into the first @size bytes of @rep. */
+TIPS_API int tips_listdb_check_sized(struct tips_listdb *db, struct tips_listdb_report *rep,
+				     size_t size);
+/** tips_listdb_check() - ownership check (tests): every L1 element lies in a live log
+ * chunk, keys are in order, every chunk is an allocated heap block owned by its slot.
+ * Not concurrent with writes. The counts go to *@rep if it is not NULL and the check
+ * passed. Return: 0, TIPS_ECORRUPT (first problem in tips_errormsg()), TIPS_EINVAL (NULL
+ * @db). */
+static inline int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
+{
+	return tips_listdb_check_sized(db, rep, sizeof(*rep));
+}
 
 #ifdef __cplusplus
 }

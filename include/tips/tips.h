@@ -1,21 +1,26 @@
 /*
- * tips/tips.h - umbrella header of libtips.
+ * tips/tips.h - the TIPS framework, as an application uses it.
  *
  * libtips turns a volatile in-memory index into a crash-consistent, durably
- * linearizable one on persistent memory (the TIPS design, USENIX ATC'21). This
- * header declares the framework (the facade an application calls and the plug-in API
- * an index is written against); under it are pools mapped at a fixed address and the
- * persistence primitives with counters (tips/pool.h), and a crash-safe allocator
- * (tips/heap.h). The design: docs/framework.md.
+ * linearizable one on persistent memory (the TIPS design, USENIX ATC'21). This header
+ * is the application's side of it: pick an index (tips_index_find), open a database,
+ * read and write keys, commit batches, read the counters and check a pool. It includes
+ * what those calls take: the error codes (tips/errors.h), the version (tips/version.h),
+ * pools and the persistence primitives (tips/pool.h), the allocator (tips/heap.h),
+ * write batches (tips/batch.h) and the key limits and callbacks (tips/base.h).
+ *
+ * Writing an index is the other side, tips/plugin.h; ListDB, the second store, is
+ * tips/listdb.h; <libtips.h> includes them all. The design: docs/framework.md.
  */
 #ifndef TIPS_TIPS_H
 #define TIPS_TIPS_H
 
-#include <tips/errors.h>
-#include <tips/version.h>
-#include <tips/pool.h>
-#include <tips/heap.h>
+#include <tips/base.h>
 #include <tips/batch.h>
+#include <tips/errors.h>
+#include <tips/heap.h>
+#include <tips/pool.h>
+#include <tips/version.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,63 +29,11 @@
 extern "C" {
 #endif
 
-/* ==== The plug-in side: what an index implements ==================================== */
+/* ==== Indexes ======================================================================== */
 
-/* Longest key and value the framework accepts (TIPS_ETOOBIG beyond). */
-#define TIPS_MAX_KEY 1024u
-#define TIPS_MAX_VALUE (64u * 1024u)
-
-/** Hints an index may use when it creates its structure (e.g. bucket count). */
-struct tips_index_config {
-	uint64_t expected_keys; /* how many keys the user expects (never 0) */
-};
-
-/** Called by an index's scan for each key in order; non-zero stops the scan. */
-typedef int (*tips_scan_fn)(const void *key, size_t klen, const void *val, size_t vlen,
-			    void *arg);
-/** Called by an index's walk for each block it owns (a tips_alloc() result). */
-typedef int (*tips_walk_fn)(const void *block, void *arg);
-
-/*
- * The ops table of an index. The framework calls create/open/close from one thread;
- * insert/update/remove from its replay workers, concurrently for different keys (never
- * for the same key at once); lookup/scan from any thread, concurrently with everything.
- * An index is written once against IDX_ALLOC/IDX_FREE/IDX_LOG (src/indexes/idx_hooks.h)
- * and built twice: dram-NAME (malloc, no logging: the volatile original) and tips-NAME
- * (tips_alloc, tips_free, tips_ulog_add before every store to memory that existed before).
- * Keys compare as byte strings (memcmp, shorter first on a tie).
- */
-struct tips_index_ops {
-	const char *name; /* "tips-hash", "dram-hash", ... */
-	const char *concurrency; /* its concurrency model, in a few words (for listings) */
-	/* Builds an empty index; returns its root object (allocated with IDX_ALLOC). */
-	int (*create)(const struct tips_index_config *cfg, void **root);
-	/* Attaches to @root (rebuild volatile state such as locks); *index is the handle
-	 * every other call takes. */
-	int (*open)(void *root, void **index);
-	/* Drops the volatile state open built; the persistent structure stays. */
-	void (*close)(void *index);
-	/* insert: TIPS_EKEYEXISTS if present. update: TIPS_ENOTFOUND if absent.
-	 * remove: TIPS_ENOTFOUND if absent. */
-	int (*insert)(void *index, const void *key, size_t klen, const void *val, size_t vlen);
-	int (*update)(void *index, const void *key, size_t klen, const void *val, size_t vlen);
-	int (*remove)(void *index, const void *key, size_t klen);
-	/* Copies the value into @val (up to @cap bytes) and its length into *vlen.
-	 * Return 0 or TIPS_ENOTFOUND. */
-	int (*lookup)(void *index, const void *key, size_t klen, void *val, size_t cap,
-		      size_t *vlen);
-	/* Calls @fn for up to @count keys >= @start (klen 0: from the first key), in
-	 * order. Returns the number of keys passed to @fn, or a negative code. */
-	long (*scan)(void *index, const void *start, size_t klen, size_t count,
-		     tips_scan_fn fn, void *arg);
-	/* Calls @fn for every block the index owns (its root included); for leak checks.
-	 * Not concurrent with writes. Before following a pointer read from PM it checks
-	 * that the pointer is a block of plausible size (tips_block_valid) and that the
-	 * node holds what a lookup relies on (counts, lengths, types); if not it returns
-	 * TIPS_ECORRUPT with a message naming the index, the node and what was expected.
-	 * open checks its root the same way. */
-	int (*walk)(void *index, tips_walk_fn fn, void *arg);
-};
+/* An index's ops table: what tips_index_find() returns and tips_open() takes. Its
+ * members are the plug-in API (tips/plugin.h); an application only passes it on. */
+struct tips_index_ops;
 
 /** tips_index_find() - the built-in index named @name ("tips-hash", "dram-hash"...),
  * or NULL. */
@@ -88,43 +41,6 @@ TIPS_API const struct tips_index_ops *tips_index_find(const char *name);
 
 /** tips_index_names() - NULL-terminated list of the built-in index names. */
 TIPS_API const char *const *tips_index_names(void);
-
-/**
- * tips_alloc() - allocate persistent memory for the index (MLog-recorded).
- * Only valid inside an ops call made by the framework (create, insert, update,
- * remove). The block's contents need no logging until the next reclamation, and it
- * is freed again if a crash rolls back the operation that allocated it.
- * Return: the block, or NULL (heap full; tips_errormsg() says why).
- */
-TIPS_API void *tips_alloc(size_t size);
-
-/**
- * tips_free() - free a block of the index, deferred: the block stays valid (for
- * concurrent readers and for a replay after a crash) until the next reclamation.
- */
-TIPS_API void tips_free(void *ptr);
-
-/**
- * tips_ulog_add() - undo-log [@addr, @addr+@size) before the index stores to it.
- * Persists the old bytes before returning, unless the memory was allocated since the
- * last reclamation (OLog replay recreates it) or this range was already logged since
- * then. The index never flushes: stores are made durable by the next reclamation.
- * Return: 0, or a negative code (size 0 or > TIPS_MAX_VALUE, address outside the pool).
- */
-TIPS_API int tips_ulog_add(void *addr, size_t size);
-
-/** tips_root() - the root object of the index being called (inside an ops call). */
-TIPS_API void *tips_root(void);
-
-/**
- * tips_block_valid() - 1 if @ptr is the start of a block allocated in the heap of the
- * database being called, with at least @min_size usable bytes; else 0. Safe on any
- * address (it reads only the heap's metadata, never *@ptr). Valid inside an index's
- * callbacks (create, open, insert, update, remove, walk); outside them it returns 0.
- * An index's open and walk call it before following a pointer read from PM, so that a
- * corrupted pool is reported (TIPS_ECORRUPT) instead of crashing. Thread-safe.
- */
-TIPS_API int tips_block_valid(const void *ptr, size_t min_size);
 
 /* ==== The facade: what an application calls ========================================= */
 
@@ -196,12 +112,15 @@ TIPS_API int tips_open(const char *path, const struct tips_config *cfg,
 TIPS_API int tips_close(struct tips_db **db);
 
 /*
- * Writes. Each is durable when it returns 0 (two fences) and visible to every later
- * lookup. Any thread may call them at any time, without registering.
+ * Writes. The verbs mean the same in TIPS, ListDB and write batches (the table in
+ * README.md, "One vocabulary"): put = insert or overwrite; insert = only if absent;
+ * update = only if present; remove = delete, only if present. Each is durable when it
+ * returns 0 (two fences) and visible to every later get. Any thread may call them at
+ * any time, without registering.
  * Return: 0; TIPS_EKEYEXISTS (insert of a present key); TIPS_ENOTFOUND (update or
- * delete of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL;
+ * remove of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL;
  * TIPS_ENOSPC: the pool's heap cannot promise replay the room to apply the write (see
- * "Full pools" in docs/framework.md): nothing was written; reads, and deletes, which
+ * "Full pools" in docs/framework.md): nothing was written; reads, and removes, which
  * make room, still work; TIPS_ENOMEM: out of DRAM.
  */
 TIPS_API int tips_insert(struct tips_db *db, const void *key, size_t klen, const void *val,
@@ -209,8 +128,8 @@ TIPS_API int tips_insert(struct tips_db *db, const void *key, size_t klen, const
 TIPS_API int tips_update(struct tips_db *db, const void *key, size_t klen, const void *val,
 			 size_t vlen);
 TIPS_API int tips_put(struct tips_db *db, const void *key, size_t klen, const void *val,
-		      size_t vlen); /* insert or overwrite */
-TIPS_API int tips_delete(struct tips_db *db, const void *key, size_t klen);
+		      size_t vlen);
+TIPS_API int tips_remove(struct tips_db *db, const void *key, size_t klen);
 
 /**
  * tips_batch_commit() - apply every operation of @b (tips/batch.h) as one atomic,
@@ -237,12 +156,12 @@ TIPS_API int tips_batch_commit(struct tips_db *db, struct tips_batch *b);
 TIPS_API void tips_batch_limit(struct tips_db *db, size_t *max_ops, size_t *max_bytes);
 
 /**
- * tips_lookup() - copy the value of @key into @val (at most @cap bytes); its full
+ * tips_get() - copy the value of @key into @val (at most @cap bytes); its full
  * length goes to *@vlen. No fence, no lock on the cache.
  * Return: 0, TIPS_ENOTFOUND, TIPS_ESIZE (value longer than @cap; *@vlen says how long).
  */
-TIPS_API int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val,
-			 size_t cap, size_t *vlen);
+TIPS_API int tips_get(struct tips_db *db, const void *key, size_t klen, void *val,
+		      size_t cap, size_t *vlen);
 
 /**
  * tips_scan() - call @fn with up to @count key/value pairs, keys >= @start in order
@@ -317,7 +236,8 @@ enum tips_block_problem {
 typedef void (*tips_block_problem_fn)(enum tips_block_problem what, const void *block,
 				      size_t size, void *arg);
 
-/** What tips_db_check() found. */
+/** What tips_db_check() found. New fields are appended; the check fills only the
+ * caller's sizeof (zeroing any newer tail). */
 struct tips_db_report {
 	struct tips_heap_report heap;     /* tips_heap_check() of the pool's heap */
 	uint64_t blocks_allocated;        /* blocks the heap holds allocated */
@@ -325,18 +245,45 @@ struct tips_db_report {
 	uint64_t leaked, free_but_owned, owned_twice;
 };
 
+/** tips_db_check_sized() - tips_db_check() into the first @size bytes of @out. */
+TIPS_API int tips_db_check_sized(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+				 struct tips_db_report *out, size_t size);
 /**
  * tips_db_check() - verify the heap (tips_heap_check) and that the blocks it holds
  * allocated are exactly the blocks the database owns (tips_db_walk). @fn, if not NULL,
  * is called for each problem block. Only while no write is in flight (e.g. right after
  * tips_open, which has recovered and reclaimed).
- * Return: 0 if consistent, TIPS_ECORRUPT if anything was found, TIPS_ENOMEM.
+ * Return: 0 if consistent, TIPS_ECORRUPT if anything was found, TIPS_ENOMEM,
+ * TIPS_EINVAL (NULL @db or @out).
  */
-TIPS_API int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
-			   struct tips_db_report *out);
+static inline int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+				struct tips_db_report *out)
+{
+	return tips_db_check_sized(db, fn, arg, out, sizeof(*out));
+}
 
 /** tips_db_pool() - the pool under @db (for tips_pm_counters_*, tips_pool_info). */
 TIPS_API struct tips_pool *tips_db_pool(struct tips_db *db);
+
+/* ==== Deprecated names ================================================================
+ * The names of 0.3 and earlier, kept so that programs still compile and link (the
+ * library still exports them: cmake/libtips.map). New code uses the names above. */
+
+/** tips_lookup() - deprecated: the old name of tips_get(); the same call. */
+static inline int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val,
+			      size_t cap, size_t *vlen)
+{
+	return tips_get(db, key, klen, val, cap, vlen);
+}
+
+/** tips_delete() - deprecated: the old name of tips_remove(); the same call, a checked
+ * delete (TIPS_ENOTFOUND if the key is absent). Beware: "delete" now names the blind
+ * delete (tips_listdb_delete(), tips_batch_delete(): an absent key is not an error);
+ * this old name keeps its old, checked meaning. */
+static inline int tips_delete(struct tips_db *db, const void *key, size_t klen)
+{
+	return tips_remove(db, key, klen);
+}
 
 #ifdef __cplusplus
 }

@@ -48,11 +48,10 @@
  * about 64). We keep libpmemobj's default classes, as a conventional port would.
  */
 #define _GNU_SOURCE
-#include "indexes/idx_util.h"
 #include "baselines/pmdk_hash.h"
 
 #include "indexes/scan_topk.h"
-#include "util/errors_internal.h"
+#include "util/kv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -110,7 +109,7 @@ struct pmdk_hash {
 	char path[256];          /* for messages */
 };
 
-/* ---- keys (the hash is hash.c's: hash_key() of idx_util.h) ---------------------------------------------------------- */
+/* ---- keys (the hash is hash.c's: hash_key() of util/kv.h) ---------------------------------------------------------- */
 
 static inline struct pmdk_node *node_at(const struct pmdk_hash *h, uint64_t off)
 {
@@ -150,7 +149,7 @@ static uint64_t *chain_find(struct pmdk_hash *h, uint64_t *link, const void *key
 	return link;
 }
 
-/* check_kv() of idx_util.h, with a message naming the problem for tips_errormsg(). */
+/* check_kv() of util/kv.h, with a message naming the problem for tips_errormsg(). */
 static int check_write_args(const void *key, size_t klen, const void *val, size_t vlen)
 {
 	if (!key || klen == 0 || (vlen && !val))

@@ -10,7 +10,8 @@
  * semantics and codes follow the TIPS facade (tips/tips.h): TIPS_EKEYEXISTS,
  * TIPS_ENOTFOUND, TIPS_EINVAL, TIPS_ETOOBIG, TIPS_ESIZE for a lookup buffer too small,
  * and TIPS_ENOMEM when the pool is full (the transaction aborts, the table is
- * unchanged). Failures set tips_errormsg() with the detail.
+ * unchanged). Failures set tips_errormsg() with the detail (through the public
+ * tips_set_error(), as any extension of libtips would).
  *
  * Threads: every call but open/close/check is thread-safe, for any keys (the same key
  * included). Media: on a file system without DAX (e.g. /dev/shm) libpmem would msync

@@ -28,7 +28,7 @@ int heap_close(struct tips_heap *heap, int crashed);
 
 /*
  * Growing the heap area at its end, on a heap that is not open (the pool's grow, see
- * src/pm/pool.c). The pool commits the grow with an intent record between prepare and
+ * src/pool/pool.c). The pool commits the grow with an intent record between prepare and
  * apply, and re-runs apply until the intent is cleared.
  *
  * heap_grow_plan() reads the header at @hdr (a copy is fine) of a heap of @old_size

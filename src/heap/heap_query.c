@@ -159,7 +159,7 @@ static int64_t room_recount(const struct tips_heap *h)
 	return room;
 }
 
-int tips_heap_check(struct tips_heap *h, struct tips_heap_report *rep)
+static int heap_check(struct tips_heap *h, struct tips_heap_report *rep)
 {
 	struct tips_heap_report local;
 	if (!rep)
@@ -241,4 +241,13 @@ int tips_heap_check(struct tips_heap *h, struct tips_heap_report *rep)
 		}
 	return rep->errors ? tips_set_error(TIPS_ECORRUPT, "heap inconsistent: %s", rep->first_error)
 			   : 0;
+}
+
+int tips_heap_check_sized(struct tips_heap *h, struct tips_heap_report *rep, size_t size)
+{
+	struct tips_heap_report r;
+	int rc = heap_check(h, &r);
+	if (rep)
+		tips_struct_write(rep, size, &r, sizeof(r));
+	return rc;
 }

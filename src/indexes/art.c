@@ -96,9 +96,9 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "art"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "util/errors_internal.h"
+#include "util/kv.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -226,7 +226,7 @@ static inline uint32_t min_u32(uint32_t a, uint32_t b)
 	return a < b ? a : b;
 }
 
-/* Byte-string order of tips.h: memcmp over the common length, the shorter first. */
+/* Byte-string order of tips/base.h: memcmp over the common length, the shorter first. */
 static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
 	int r = memcmp(a, b, alen < blen ? alen : blen);

@@ -85,8 +85,8 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "bptree"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
+#include "util/kv.h"
 
 #include <endian.h>
 #include <stdatomic.h>

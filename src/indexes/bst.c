@@ -78,8 +78,8 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "bst"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
+#include "util/kv.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

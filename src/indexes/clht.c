@@ -90,9 +90,9 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "clht"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "indexes/scan_topk.h"
+#include "util/kv.h"
 
 #include <pthread.h>
 #include <sched.h>

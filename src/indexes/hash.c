@@ -40,9 +40,9 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "hash"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "indexes/scan_topk.h"
+#include "util/kv.h"
 
 #include <pthread.h>
 #include <stdbool.h>

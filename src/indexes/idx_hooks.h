@@ -55,14 +55,13 @@
 #ifndef TIPS_IDX_HOOKS_H
 #define TIPS_IDX_HOOKS_H
 
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "indexes/idx_alloc.h"
-#include "util/errors_internal.h"
 #include "util/grace.h"
 
 #ifndef IDX_PREFIX

@@ -11,7 +11,7 @@
 #ifndef TIPS_INDEXES_H
 #define TIPS_INDEXES_H
 
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
 #define IDX_ENTRY(name) extern const struct tips_index_ops dram_##name##_ops, tips_##name##_ops;
 #include "indexes_list.h"

@@ -97,8 +97,8 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "lfbst"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
+#include "util/kv.h"
 
 #include <endian.h>
 #include <stdatomic.h>

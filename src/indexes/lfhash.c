@@ -84,9 +84,9 @@
 #define _GNU_SOURCE
 #define IDX_BASE_NAME "lfhash"
 #include "indexes/idx_hooks.h"
-#include "indexes/idx_util.h"
 #include "indexes/indexes.h"
 #include "indexes/scan_topk.h"
+#include "util/kv.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
 struct topk_copy;
 
@@ -24,7 +24,7 @@ struct topk {
 	size_t limit;         /* keep at most this many (the scan's count, >= 1) */
 };
 
-/* Byte-string order of tips.h: memcmp over the common length, shorter first on a tie. */
+/* Byte-string order of tips/base.h: memcmp over the common length, shorter first on a tie. */
 int topk_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
 
 void topk_init(struct topk *t, size_t limit);

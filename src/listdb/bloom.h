@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "indexes/idx_util.h"
+#include "util/kv.h"
 
 struct ld_bloom {
 	uint64_t blocks; /* 64-byte blocks */

@@ -16,6 +16,7 @@
 #include <tips/heap.h>
 
 #include "util/errors_internal.h"
+#include "util/version_internal.h"
 
 static int bad_entry(struct tips_listdb *db, const struct ld_entry *e, const char *where)
 {
@@ -97,7 +98,8 @@ static int count_block(const struct tips_heap_block *b, void *arg)
 
 static int check_all(struct tips_listdb *db, struct tips_listdb_report *rp);
 
-int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
+int tips_listdb_check_sized(struct tips_listdb *db, struct tips_listdb_report *rep,
+			    size_t size)
 {
 	struct tips_listdb_report r = { 0 };
 	int rc;
@@ -107,7 +109,7 @@ int tips_listdb_check(struct tips_listdb *db, struct tips_listdb_report *rep)
 	rc = check_all(db, &r);
 	pthread_mutex_unlock(&db->compaction_lock);
 	if (rc == 0 && rep)
-		*rep = r;
+		tips_struct_write(rep, size, &r, sizeof(r));
 	return rc;
 }
 

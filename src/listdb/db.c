@@ -32,8 +32,8 @@
 #include "pm/pm.h"
 #include "util/batch_internal.h"
 #include "util/errors_internal.h"
-#include "util/version_internal.h"
 #include "util/grace.h"
+#include "util/version_internal.h"
 
 static uint64_t now_ns(void)
 {

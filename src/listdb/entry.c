@@ -6,7 +6,7 @@
  * did not all reach PM is told from a complete one.
  */
 #include "listdb/entry.h"
-#include "indexes/idx_util.h"
+#include "util/kv.h"
 
 uint32_t ld_entry_checksum(const struct ld_entry *e)
 {

@@ -22,8 +22,8 @@
 
 #include <stdlib.h>
 
-#include "indexes/idx_util.h"
 #include "util/grace.h"
+#include "util/kv.h"
 
 /* ---- hash cache ----------------------------------------------------------------- */
 

@@ -58,7 +58,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <tips/tips.h>
 #include "locks.h"
 #include "store.h"
 

@@ -185,7 +185,7 @@ int store_get(struct store *s, const void *key, size_t klen, void *val, size_t c
 	      size_t *vlen)
 {
 	if (s->tips)
-		return tips_lookup(s->tips, key, klen, val, cap, vlen);
+		return tips_get(s->tips, key, klen, val, cap, vlen);
 	return tips_listdb_get(s->ldb, key, klen, val, cap, vlen);
 }
 
@@ -274,7 +274,7 @@ int store_put(struct store *s, const void *key, size_t klen, const void *val, si
 int store_delete(struct store *s, const void *key, size_t klen)
 {
 	if (s->tips) {
-		int rc = tips_delete(s->tips, key, klen);
+		int rc = tips_remove(s->tips, key, klen);
 		return rc == TIPS_ENOTFOUND ? 0 : rc;
 	}
 	return tips_listdb_delete(s->ldb, key, klen);

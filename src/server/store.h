@@ -45,7 +45,7 @@ int store_open(const char *path, const char *index, uint64_t pool_size, struct s
 /** store_close() - close cleanly (the next open replays nothing); *@s becomes NULL. */
 int store_close(struct store **s);
 
-/** store_get() - as tips_lookup(): 0, TIPS_ENOTFOUND, TIPS_ESIZE (*@vlen: the length). */
+/** store_get() - as tips_get(): 0, TIPS_ENOTFOUND, TIPS_ESIZE (*@vlen: the length). */
 int store_get(struct store *s, const void *key, size_t klen, void *val, size_t cap,
 	      size_t *vlen);
 /** store_scan() - as tips_scan(): up to @count pairs with keys >= @start, in order. */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tips/tips.h>
+#include <tips/base.h>
 
 #include "util/batch_internal.h"
 #include "util/errors_internal.h"

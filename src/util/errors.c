@@ -6,7 +6,7 @@
  */
 #include "util/errors_internal.h"
 
-#include <tips/tips.h>
+#include <tips/base.h>
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,9 @@
  * errors_internal.h - how parts of libtips report a failure.
  *
  * Pattern: `return tips_set_error(TIPS_EXXX, "pool %s: ...", path);` sets the thread's
- * message (tips_errormsg()) and returns the code in one step.
+ * message (tips_errormsg()) and returns the code in one step. tips_set_error() and
+ * tips_errno_code() are public (tips/errors.h), for extensions too; what is here is
+ * only for the library's own sources.
  */
 #ifndef TIPS_UTIL_ERRORS_INTERNAL_H
 #define TIPS_UTIL_ERRORS_INTERNAL_H
@@ -10,11 +12,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <tips/errors.h>
-
-int tips_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Maps an errno value to the closest TIPS_E* code. */
-int tips_errno_code(int err);
 
 /* The argument rule every key-value write of the library shares (the TIPS facade and
  * ListDB): a handle, a key of 1..TIPS_MAX_KEY bytes, a value pointer when vlen > 0

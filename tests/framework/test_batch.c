@@ -52,7 +52,7 @@ static int64_t get(struct tips_db *db, uint64_t k)
 	uint64_t v = 0;
 	size_t vlen = 0;
 	key_of(k, key);
-	int rc = tips_lookup(db, key, 8, &v, sizeof(v), &vlen);
+	int rc = tips_get(db, key, 8, &v, sizeof(v), &vlen);
 	if (rc == TIPS_ENOTFOUND)
 		return -1;
 	return rc == 0 && vlen == 8 ? (int64_t)v : -2;

@@ -29,8 +29,11 @@
 #include <sys/wait.h>
 
 #include "test_util.h"
-#include "pm/pool_layout.h"
-#include "tips/fw_layout.h"
+
+#include <tips/plugin.h>
+
+#include "pool/pool_layout.h"
+#include "framework/fw_layout.h"
 
 #define NKEYS 2000u
 #define CHILD_SECONDS 30u
@@ -137,7 +140,7 @@ static void build_unclean(const char *path, const struct tips_index_ops *ops, st
 		for (unsigned i = 0; i < 100; i++) {
 			unsigned char k[8];
 			key_of(i, k);
-			if (tips_delete(db, k, 8))
+			if (tips_remove(db, k, 8))
 				_exit(2);
 		}
 		kill(getpid(), SIGKILL);
@@ -265,7 +268,7 @@ static int lookups(struct tips_db *db, const struct model *m)
 		unsigned char k[8], want[24], got[64];
 		key_of(i, k);
 		size_t vlen = 0;
-		int rc = tips_lookup(db, k, 8, got, sizeof(got), &vlen);
+		int rc = tips_get(db, k, 8, got, sizeof(got), &vlen);
 		if (m->version[i] < 0) {
 			if (rc != TIPS_ENOTFOUND)
 				return T_WRONG;

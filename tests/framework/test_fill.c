@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 
 static uint64_t pool_size = 16ull << 20; /* argv[2] MiB: 64 in the campaign */
 #define MAX_VALUE 1000u
@@ -86,7 +86,7 @@ static int check_key(struct tips_db *db, uint64_t i, unsigned vlen)
 	size_t len = 0;
 	key_of(i, key);
 	value_of(i, vlen, want);
-	int rc = tips_lookup(db, key, 8, got, sizeof(got), &len);
+	int rc = tips_get(db, key, 8, got, sizeof(got), &len);
 	if (rc)
 		return rc;
 	return len == vlen && memcmp(got, want, vlen) == 0 ? 0 : -1;
@@ -132,7 +132,7 @@ static void test_fill(unsigned vlen)
 	for (uint64_t i = 0; i < n; i += 10) {
 		unsigned char key[8];
 		key_of(i, key);
-		int rc = tips_delete(db, key, 8);
+		int rc = tips_remove(db, key, 8);
 		if (rc)
 			fprintf(stderr, "delete in a full pool: %s: %s\n", tips_strerror(rc),
 				tips_errormsg());

@@ -14,6 +14,8 @@
 
 #include "test_util.h"
 
+#include <tips/plugin.h>
+
 static char path[256];
 static const struct tips_index_ops *ops;
 
@@ -45,7 +47,7 @@ static uint64_t get_u64(struct tips_db *db, uint64_t k, int *rc)
 	uint64_t v = 0;
 	size_t vlen = 0;
 	key_of(k, key);
-	*rc = tips_lookup(db, key, 8, &v, sizeof(v), &vlen);
+	*rc = tips_get(db, key, 8, &v, sizeof(v), &vlen);
 	if (*rc == 0 && vlen != 8)
 		*rc = -1;
 	return v;
@@ -66,26 +68,26 @@ static void test_semantics(void)
 	size_t vlen;
 	key_of(1, k);
 	CHECK_RC(tips_update(db, k, 8, &v, 8), TIPS_ENOTFOUND);
-	CHECK_RC(tips_delete(db, k, 8), TIPS_ENOTFOUND);
+	CHECK_RC(tips_remove(db, k, 8), TIPS_ENOTFOUND);
 	CHECK_RC(tips_insert(db, k, 8, &v, 8), 0);
 	CHECK_RC(tips_insert(db, k, 8, &v, 8), TIPS_EKEYEXISTS);
 	v = 8;
 	CHECK_RC(tips_update(db, k, 8, &v, 8), 0);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), 0);
+	CHECK_RC(tips_get(db, k, 8, &got, 8, &vlen), 0);
 	CHECK(got == 8 && vlen == 8);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 4, &vlen), TIPS_ESIZE);
+	CHECK_RC(tips_get(db, k, 8, &got, 4, &vlen), TIPS_ESIZE);
 	CHECK(vlen == 8);
-	CHECK_RC(tips_delete(db, k, 8), 0);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), TIPS_ENOTFOUND);
+	CHECK_RC(tips_remove(db, k, 8), 0);
+	CHECK_RC(tips_get(db, k, 8, &got, 8, &vlen), TIPS_ENOTFOUND);
 	CHECK_RC(tips_update(db, k, 8, &v, 8), TIPS_ENOTFOUND);
 	CHECK_RC(tips_insert(db, k, 8, &v, 8), 0);
 	/* Byte-string keys of other lengths, and an empty value. */
 	CHECK_RC(tips_put(db, "a", 1, "xyz", 3), 0);
 	CHECK_RC(tips_put(db, "abcdefghijklmnopqrstuvwxyz", 26, "", 0), 0);
 	char buf[8];
-	CHECK_RC(tips_lookup(db, "a", 1, buf, sizeof(buf), &vlen), 0);
+	CHECK_RC(tips_get(db, "a", 1, buf, sizeof(buf), &vlen), 0);
 	CHECK(vlen == 3 && memcmp(buf, "xyz", 3) == 0);
-	CHECK_RC(tips_lookup(db, "abcdefghijklmnopqrstuvwxyz", 26, buf, sizeof(buf), &vlen), 0);
+	CHECK_RC(tips_get(db, "abcdefghijklmnopqrstuvwxyz", 26, buf, sizeof(buf), &vlen), 0);
 	CHECK(vlen == 0);
 	/* Bad input. */
 	static char big[TIPS_MAX_KEY + 1];
@@ -95,9 +97,9 @@ static void test_semantics(void)
 
 	/* Everything survives a clean close, and reopening replays nothing. */
 	db = open_db(2);
-	CHECK_RC(tips_lookup(db, k, 8, &got, 8, &vlen), 0);
+	CHECK_RC(tips_get(db, k, 8, &got, 8, &vlen), 0);
 	CHECK(got == 8);
-	CHECK_RC(tips_lookup(db, "a", 1, buf, sizeof(buf), &vlen), 0);
+	CHECK_RC(tips_get(db, "a", 1, buf, sizeof(buf), &vlen), 0);
 	struct tips_stats st;
 	tips_stats(db, &st);
 	CHECK(st.recovered == 0 && st.replayed == 0);
@@ -130,7 +132,7 @@ static void test_fences(void)
 	tips_pm_counters_thread(&a);
 	for (uint64_t i = 0; i < 400; i++) {
 		key_of(i % 250, k);
-		int rc = tips_lookup(db, k, 8, &got, 8, &vlen);
+		int rc = tips_get(db, k, 8, &got, 8, &vlen);
 		CHECK(i % 250 < 200 ? rc == 0 && got == i % 250 : rc == TIPS_ENOTFOUND);
 	}
 	tips_pm_counters_thread(&b);
@@ -191,7 +193,7 @@ static void test_scan(void)
 			key_of(k, key);
 			if (rand_r(&seed) % 4 == 0) {
 				if (model[k]) {
-					CHECK_RC(tips_delete(db, key, 8), 0);
+					CHECK_RC(tips_remove(db, key, 8), 0);
 					model[k] = 0;
 				}
 			} else {
@@ -422,7 +424,7 @@ static void test_hot_key(void)
 		pthread_join(t[i], NULL);
 	char val[16];
 	size_t vlen;
-	CHECK_RC(tips_lookup(db, "hot", 3, val, sizeof(val), &vlen), 0);
+	CHECK_RC(tips_get(db, "hot", 3, val, sizeof(val), &vlen), 0);
 	CHECK(vlen == 8 || vlen == 16);
 	CHECK_RC(tips_close(&db), 0);
 	unlink(path);
@@ -447,7 +449,7 @@ static void test_db_check(void)
 	for (uint64_t i = 0; i < 3000; i += 3) {
 		unsigned char k[8];
 		key_of(i, k);
-		CHECK_RC(tips_delete(db, k, 8), 0);
+		CHECK_RC(tips_remove(db, k, 8), 0);
 	}
 	CHECK_RC(tips_close(&db), 0);
 	db = open_db(2);

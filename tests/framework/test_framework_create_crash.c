@@ -75,7 +75,7 @@ static int verify(uint64_t k, double evict)
 			(unsigned long long)rep.blocks_owned);
 	uint64_t v = k, got = 0;
 	size_t vlen;
-	if (!rc && (tips_put(db, "key", 3, &v, 8) || tips_lookup(db, "key", 3, &got, 8, &vlen) ||
+	if (!rc && (tips_put(db, "key", 3, &v, 8) || tips_get(db, "key", 3, &got, 8, &vlen) ||
 		    got != k)) {
 		fprintf(stderr, "crash at event %llu: the database does not work (%s)\n",
 			(unsigned long long)k, tips_errormsg());

@@ -79,7 +79,7 @@ static void *writer(void *arg)
 		unsigned char key[8];
 		key_bytes(k, key);
 		uint64_t val = value_of(k, v);
-		int rc = is_delete(k, v) ? tips_delete(db, key, 8) : tips_put(db, key, 8, &val, 8);
+		int rc = is_delete(k, v) ? tips_remove(db, key, 8) : tips_put(db, key, 8, &val, 8);
 		/* A delete of an absent key (previous version a delete too) is refused. */
 		CHECK(rc == 0 || (rc == TIPS_ENOTFOUND && is_delete(k, v) && is_delete(k, v - 1)));
 		atomic_store(&completed[k], v);
@@ -120,7 +120,7 @@ static void *reader(void *arg)
 		key_bytes(k, key);
 		uint64_t c0 = atomic_load(&completed[k]), val = 0;
 		size_t vlen = 0;
-		int rc = tips_lookup(db, key, 8, &val, 8, &vlen);
+		int rc = tips_get(db, key, 8, &val, 8, &vlen);
 		uint64_t c1 = atomic_load(&completed[k]);
 		CHECK(rc == 0 || rc == TIPS_ENOTFOUND);
 		CHECK(rc != 0 || vlen == 8);
@@ -199,7 +199,7 @@ static void *handoff_reader(void *arg)
 		WAIT_UNTIL(atomic_load(&handed) >= v, "the writer's hand-off");
 		uint64_t got = 0;
 		size_t vlen;
-		int rc = tips_lookup(db, key, 8, &got, 8, &vlen);
+		int rc = tips_get(db, key, 8, &got, 8, &vlen);
 		atomic_store(&looked, rc == 0 && got >= v ? v : HANDOFF_ROUNDS);
 		CHECK(rc == 0 && got >= v);
 		if (rc != 0 || got < v) {
@@ -299,7 +299,7 @@ int main(int argc, char **argv)
 		key_bytes(k, key);
 		uint64_t c = atomic_load(&completed[k]), val = 0;
 		size_t vlen;
-		int rc = tips_lookup(db, key, 8, &val, 8, &vlen);
+		int rc = tips_get(db, key, 8, &val, 8, &vlen);
 		if (c == 0 || is_delete(k, c))
 			CHECK(rc == TIPS_ENOTFOUND);
 		else

@@ -63,7 +63,7 @@ static uint64_t count_intact(struct tips_db *db, uint64_t from, uint64_t to)
 		be64(key, k);
 		value_of(k, want);
 		size_t len = 0;
-		if (tips_lookup(db, key, 8, got, sizeof(got), &len) == 0 && len == VALUE_BYTES &&
+		if (tips_get(db, key, 8, got, sizeof(got), &len) == 0 && len == VALUE_BYTES &&
 		    memcmp(got, want, VALUE_BYTES) == 0)
 			ok++;
 	}

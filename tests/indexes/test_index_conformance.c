@@ -36,7 +36,7 @@
  */
 #define _GNU_SOURCE
 #include "test_util.h"
-#include "indexes/idx_util.h" /* mix64 */
+#include "util/kv.h" /* mix64 */
 
 #include "bench_index.h"
 #include <tips/listdb.h>

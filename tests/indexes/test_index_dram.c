@@ -25,6 +25,8 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include <tips/plugin.h>
+
 #include <pthread.h>
 #include <stdint.h>
 

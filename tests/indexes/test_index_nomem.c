@@ -31,7 +31,10 @@
  */
 #define _GNU_SOURCE
 #include "test_util.h"
-#include "indexes/idx_util.h" /* mix64 */
+
+#include <tips/plugin.h>
+
+#include "util/kv.h" /* mix64 */
 
 #include "indexes/idx_alloc.h"
 

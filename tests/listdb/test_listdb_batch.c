@@ -25,7 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "listdb_test.h"
-#include "indexes/idx_util.h" /* mix64 */
+#include "util/kv.h" /* mix64 */
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -31,7 +31,7 @@
 #include <sys/wait.h>
 
 #include "listdb/listdb_internal.h"
-#include "indexes/idx_util.h" /* mix64 */
+#include "util/kv.h" /* mix64 */
 
 #ifndef LISTDB_HEADER
 #error "LISTDB_HEADER (the path of include/tips/listdb.h) must be defined by the build"
@@ -179,23 +179,23 @@ BOTH(insert_null_val, tips_insert(db, "i", 1, NULL, 65536),
 BOTH(update_null_val, tips_update(db, "k", 1, NULL, 8), tips_listdb_update(db, "k", 1, NULL, 8))
 BOTH(insert_present, tips_insert(db, "k", 1, "v", 1), tips_listdb_insert(db, "k", 1, "v", 1))
 BOTH(update_absent, tips_update(db, "zz", 2, "v", 1), tips_listdb_update(db, "zz", 2, "v", 1))
-BOTH(remove_absent, tips_delete(db, "zz", 2), tips_listdb_remove(db, "zz", 2))
-BOTH(remove_null_key, tips_delete(db, NULL, 2), tips_listdb_remove(db, NULL, 2))
-BOTH(remove_long_key, tips_delete(db, bigkey, TIPS_MAX_KEY + 1),
+BOTH(remove_absent, tips_remove(db, "zz", 2), tips_listdb_remove(db, "zz", 2))
+BOTH(remove_null_key, tips_remove(db, NULL, 2), tips_listdb_remove(db, NULL, 2))
+BOTH(remove_long_key, tips_remove(db, bigkey, TIPS_MAX_KEY + 1),
      tips_listdb_remove(db, bigkey, TIPS_MAX_KEY + 1))
-BOTH(get_null_vlen, tips_lookup(db, "k", 1, valbuf2, 8, NULL),
+BOTH(get_null_vlen, tips_get(db, "k", 1, valbuf2, 8, NULL),
      tips_listdb_get(db, "k", 1, valbuf2, 8, NULL))
-BOTH(get_null_key, tips_lookup(db, NULL, 1, valbuf2, 8, &(size_t){ 0 }),
+BOTH(get_null_key, tips_get(db, NULL, 1, valbuf2, 8, &(size_t){ 0 }),
      tips_listdb_get(db, NULL, 1, valbuf2, 8, &(size_t){ 0 }))
-BOTH(get_empty_key, tips_lookup(db, "k", 0, valbuf2, 8, &(size_t){ 0 }),
+BOTH(get_empty_key, tips_get(db, "k", 0, valbuf2, 8, &(size_t){ 0 }),
      tips_listdb_get(db, "k", 0, valbuf2, 8, &(size_t){ 0 }))
-BOTH(get_null_buf, tips_lookup(db, "k", 1, NULL, 8, &(size_t){ 0 }),
+BOTH(get_null_buf, tips_get(db, "k", 1, NULL, 8, &(size_t){ 0 }),
      tips_listdb_get(db, "k", 1, NULL, 8, &(size_t){ 0 }))
-BOTH(get_long_key, tips_lookup(db, bigkey, TIPS_MAX_KEY + 1, valbuf2, 8, &(size_t){ 0 }),
+BOTH(get_long_key, tips_get(db, bigkey, TIPS_MAX_KEY + 1, valbuf2, 8, &(size_t){ 0 }),
      tips_listdb_get(db, bigkey, TIPS_MAX_KEY + 1, valbuf2, 8, &(size_t){ 0 }))
-BOTH(get_small_buf, tips_lookup(db, "m", 1, valbuf2, 8, &(size_t){ 0 }),
+BOTH(get_small_buf, tips_get(db, "m", 1, valbuf2, 8, &(size_t){ 0 }),
      tips_listdb_get(db, "m", 1, valbuf2, 8, &(size_t){ 0 }))
-BOTH(get_absent, tips_lookup(db, "zz", 2, valbuf2, 8, &(size_t){ 0 }),
+BOTH(get_absent, tips_get(db, "zz", 2, valbuf2, 8, &(size_t){ 0 }),
      tips_listdb_get(db, "zz", 2, valbuf2, 8, &(size_t){ 0 }))
 BOTH(scan_null_fn, tips_scan(db, "a", 1, 10, NULL, NULL), tips_listdb_scan(db, "a", 1, 10, NULL, NULL))
 BOTH(scan_null_fn_count0, tips_scan(db, NULL, 0, 0, NULL, NULL),

@@ -23,7 +23,7 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "pm_test_files.h"
-#include "pm/pool_layout.h"
+#include "pool/pool_layout.h"
 
 #include <stddef.h>
 #include <sys/mman.h>

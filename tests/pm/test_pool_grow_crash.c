@@ -28,8 +28,8 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "pm_test_files.h"
-#include "pm/pool_grow.h"
-#include "pm/pool_layout.h"
+#include "pool/pool_grow.h"
+#include "pool/pool_layout.h"
 #include "pool_fill.h"
 
 #include <signal.h>

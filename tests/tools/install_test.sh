@@ -83,9 +83,10 @@ echo "library directory: $libdir"
 expect_file() {
 	if [[ -f $1 ]]; then pass "installed: ${1#"$PREFIX"/}"; else fail "missing: $1"; fi
 }
-for h in tips.h pool.h heap.h errors.h version.h listdb.h batch.h; do
+for h in tips.h plugin.h base.h pool.h heap.h errors.h version.h listdb.h batch.h; do
 	expect_file "$PREFIX/include/tips/$h"
 done
+expect_file "$PREFIX/include/libtips.h"
 expect_file "$libdir/libtips.a"
 expect_file "$libdir/pkgconfig/tips.pc"
 expect_file "$libdir/cmake/tips/tipsConfig.cmake"
@@ -140,6 +141,22 @@ fi
 cmp -s "$WORK/exports" "$WORK/static_globals" &&
 	pass "libtips.a and libtips.so offer the same tips_* symbols" ||
 	fail "libtips.a and libtips.so differ: $(diff "$WORK/exports" "$WORK/static_globals" | grep '^[<>]' | head -5 | tr '\n' ' ')"
+# No symbol is ever removed: every one that 0.3 exported is still there, under TIPS_0.3.
+gone=
+while read -r f; do
+	[[ -z $f || $f == \#* ]] && continue
+	grep -qxF "$f@@TIPS_0.3" <(awk 'NF >= 3 { print $3 }' "$WORK/exports.raw") || gone+=" $f"
+done <"$SOURCE_DIR/tests/tools/abi_0.3.txt"
+[[ -z $gone ]] && pass "every symbol of 0.3 is still exported under TIPS_0.3 (tests/tools/abi_0.3.txt)" ||
+	fail "symbols of 0.3 missing or under another node:$gone"
+# Each symbol a later node of cmake/libtips.map names is exported under that node.
+misplaced=
+while read -r f node; do
+	grep -qxF "$f@@$node" <(awk 'NF >= 3 { print $3 }' "$WORK/exports.raw") || misplaced+=" $f@@$node"
+done < <(awk '/^TIPS_[0-9.]+ \{/ { node = $1 } node != "TIPS_0.3" && $1 ~ /^tips_[a-z0-9_]+;$/ {
+	sub(/;$/, "", $1); print $1, node }' "$SOURCE_DIR/cmake/libtips.map")
+[[ -z $misplaced ]] && pass "the symbols named by later nodes of libtips.map are exported under them" ||
+	fail "not exported as the version script says:$misplaced"
 # Every TIPS_API function of the installed headers must be exported.
 missing=
 for f in $(sed -nE 's/^TIPS_API[^(]*[ *](tips_[a-z0-9_]+)\(.*/\1/p' "$PREFIX"/include/tips/*.h); do
@@ -148,11 +165,28 @@ done
 [[ -z $missing ]] && pass "every TIPS_API function is exported" || fail "declared but not exported:$missing"
 
 # ---- headers are self-contained --------------------------------------------------------
-for h in tips.h pool.h heap.h errors.h version.h listdb.h batch.h; do
-	printf '#include <tips/%s>\nint main(void) { return 0; }\n' "$h" >"$WORK/hdr.c"
-	step "<tips/$h> compiles on its own (-std=c99 -Wall -Wextra -Werror)" \
+for h in tips/tips.h tips/plugin.h tips/base.h tips/pool.h tips/heap.h tips/errors.h tips/version.h \
+	tips/listdb.h tips/batch.h libtips.h; do
+	printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$WORK/hdr.c"
+	step "<$h> compiles on its own (-std=c99 -Wall -Wextra -Werror)" \
 		"$CC" -std=c99 -Wall -Wextra -Werror -I"$PREFIX/include" -c "$WORK/hdr.c" -o "$WORK/hdr.o" || true
 done
+# Headers by audience: an application's <tips/tips.h> does not declare the plug-in calls
+# (they are valid only inside an index's callbacks), and <tips/listdb.h> does not pull
+# in the TIPS framework; <libtips.h> declares everything.
+audience() { # HEADER CALL: does a program including only HEADER see CALL declared?
+	printf '#include <%s>\nvoid *f(void) { return (void *)&%s; }\n' "$1" "$2" >"$WORK/aud.c"
+	"$CC" -std=c99 -Werror -I"$PREFIX/include" -c "$WORK/aud.c" -o "$WORK/aud.o" 2>/dev/null
+}
+split_ok=1
+for pair in "tips/tips.h tips_alloc" "tips/tips.h tips_ulog_add" "tips/listdb.h tips_open"; do
+	! audience $pair || { split_ok=0; fail "<${pair% *}> declares ${pair#* }"; }
+done
+for pair in "tips/plugin.h tips_alloc" "tips/tips.h tips_open" "tips/listdb.h tips_listdb_open" \
+	"libtips.h tips_alloc" "libtips.h tips_listdb_get"; do
+	audience $pair || { split_ok=0; fail "<${pair% *}> does not declare ${pair#* }"; }
+done
+[[ $split_ok == 1 ]] && pass "headers by audience: tips.h without the plug-in calls, listdb.h without the framework, libtips.h with all"
 
 # ---- the outside program ---------------------------------------------------------------
 cat >"$WORK/prog.c" <<'EOF'

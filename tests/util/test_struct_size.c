@@ -7,10 +7,14 @@
  * open accepts an older struct and defaults the fields it lacks (the open then behaves
  * as with a full default struct), accepts a newer struct whose unknown tail is zero
  * and refuses one that sets a field it does not know, and refuses a struct_size that
- * is not a size; the stats calls write only the caller's size and zero a newer tail;
- * tips_version() and tips_version_check() agree with the headers.
+ * is not a size; the stats calls and the check reports (heap, database, ListDB) write
+ * only the caller's size and zero a newer tail; tips_version() and
+ * tips_version_check() agree with the headers. And the names of 0.3 the headers now
+ * give to wrappers (tips_lookup, tips_delete, the *_check calls) still work, both as
+ * the header's aliases and as the symbols a program built against 0.3 calls.
  */
 #include "test_util.h"
+#include "abi03_calls.h"
 
 #include <stddef.h>
 #include <tips/listdb.h>
@@ -124,7 +128,7 @@ static void test_tips_open(void)
 	CHECK(ops_old == ops_full && bytes_old == bytes_full && bytes_full > 0);
 	char v[4];
 	size_t vlen = 0;
-	CHECK_RC(tips_lookup(db, "k", 1, v, sizeof(v), &vlen), 0);
+	CHECK_RC(tips_get(db, "k", 1, v, sizeof(v), &vlen), 0);
 	CHECK_RC(tips_close(&db), 0);
 
 	/* A newer config: zero tail accepted, a set unknown field refused. */
@@ -297,6 +301,120 @@ static void test_stats(void)
 	CHECK(zero_from(&c, 0, old) && canary_intact(&c, old));
 }
 
+/* Check reports: an older caller's report gets its size and no byte more; a newer
+ * one the library's fields and zeros after them; the 0.3 symbols fill the full one. */
+static void test_reports(void)
+{
+	const struct tips_index_ops *ops = tips_index_find("tips-hash");
+	char path[256];
+	test_path(path, sizeof(path), "/dev/shm", "struct-size-reports");
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_CREATE;
+	cfg.pool_size = 64ull << 20;
+	cfg.expected_keys = 1000;
+	struct tips_db *db = NULL;
+	CHECK_RC(tips_open(path, &cfg, ops, &db), 0);
+	REQUIRE(db != NULL);
+	CHECK_RC(tips_put(db, "k", 1, "v", 1), 0);
+	CHECK_RC(tips_close(&db), 0);
+	CHECK_RC(tips_open(path, &cfg, ops, &db), 0); /* reclaimed: checks may run */
+	REQUIRE(db != NULL);
+	struct tips_heap *heap = tips_pool_heap(tips_db_pool(db));
+
+	struct caller_buf c;
+	size_t old = offsetof(struct tips_heap_report, first_error);
+	buf_fill(&c);
+	CHECK_RC(tips_heap_check_sized(heap, (struct tips_heap_report *)c.b, old), 0);
+	CHECK(canary_intact(&c, old) && ((struct tips_heap_report *)c.b)->blocks_allocated > 0);
+	size_t newer = sizeof(struct tips_heap_report) + 16;
+	buf_fill(&c);
+	CHECK_RC(tips_heap_check_sized(heap, (struct tips_heap_report *)c.b, newer), 0);
+	CHECK(zero_from(&c, sizeof(struct tips_heap_report), newer) && canary_intact(&c, newer));
+	struct tips_heap_report hr, hr03;
+	CHECK_RC(tips_heap_check(heap, &hr), 0);
+	CHECK_RC(abi03_heap_check(heap, &hr03), 0);
+	CHECK(hr03.blocks_allocated == hr.blocks_allocated && hr03.chunks == hr.chunks);
+
+	old = offsetof(struct tips_db_report, leaked);
+	buf_fill(&c);
+	CHECK_RC(tips_db_check_sized(db, NULL, NULL, (struct tips_db_report *)c.b, old), 0);
+	CHECK(canary_intact(&c, old) && ((struct tips_db_report *)c.b)->blocks_owned > 0);
+	newer = sizeof(struct tips_db_report) + 8;
+	buf_fill(&c);
+	CHECK_RC(tips_db_check_sized(db, NULL, NULL, (struct tips_db_report *)c.b, newer), 0);
+	CHECK(zero_from(&c, sizeof(struct tips_db_report), newer) && canary_intact(&c, newer));
+	struct tips_db_report dr, dr03;
+	CHECK_RC(tips_db_check(db, NULL, NULL, &dr), 0);
+	CHECK_RC(abi03_db_check(db, &dr03), 0);
+	CHECK(dr03.blocks_owned == dr.blocks_owned && dr03.blocks_allocated == dr.blocks_allocated);
+	CHECK_RC(tips_db_check(NULL, NULL, NULL, &dr), TIPS_EINVAL);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+
+	test_path(path, sizeof(path), "/dev/shm", "struct-size-reports-listdb");
+	struct tips_listdb_config lcfg;
+	tips_listdb_config_init(&lcfg);
+	lcfg.flags = TIPS_LISTDB_CREATE;
+	lcfg.expected_keys = 1000;
+	lcfg.pool_size = 64ull << 20;
+	struct tips_listdb *ldb = NULL;
+	CHECK_RC(tips_listdb_open(path, &lcfg, &ldb), 0);
+	REQUIRE(ldb != NULL);
+	CHECK_RC(tips_listdb_put(ldb, "k", 1, "v", 1), 0);
+	CHECK_RC(tips_listdb_flush(ldb, 1), 0);
+	old = offsetof(struct tips_listdb_report, heap_blocks);
+	buf_fill(&c);
+	CHECK_RC(tips_listdb_check_sized(ldb, (struct tips_listdb_report *)c.b, old), 0);
+	CHECK(canary_intact(&c, old) && ((struct tips_listdb_report *)c.b)->l1_elements == 1);
+	newer = sizeof(struct tips_listdb_report) + 8;
+	buf_fill(&c);
+	CHECK_RC(tips_listdb_check_sized(ldb, (struct tips_listdb_report *)c.b, newer), 0);
+	CHECK(zero_from(&c, sizeof(struct tips_listdb_report), newer) && canary_intact(&c, newer));
+	struct tips_listdb_report lr, lr03;
+	CHECK_RC(tips_listdb_check(ldb, &lr), 0);
+	CHECK_RC(abi03_listdb_check(ldb, &lr03), 0);
+	CHECK(lr03.l1_elements == lr.l1_elements && lr03.chunks == lr.chunks);
+	CHECK_RC(tips_listdb_close(&ldb), 0);
+	tips_listdb_destroy(path);
+}
+
+/* The names of 0.3: the header's deprecated aliases (tips_lookup, tips_delete) and the
+ * symbols the library still exports under those names behave as tips_get() and
+ * tips_remove() (tips_delete stays checked). */
+static void test_old_names(void)
+{
+	const struct tips_index_ops *ops = tips_index_find("tips-hash");
+	char path[256];
+	test_path(path, sizeof(path), "/dev/shm", "struct-size-names");
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_CREATE;
+	cfg.pool_size = 64ull << 20;
+	cfg.expected_keys = 1000;
+	struct tips_db *db = NULL;
+	CHECK_RC(tips_open(path, &cfg, ops, &db), 0);
+	REQUIRE(db != NULL);
+	char buf[8];
+	size_t vlen = 0;
+	CHECK_RC(tips_put(db, "old", 3, "v1", 2), 0);
+	CHECK_RC(tips_lookup(db, "old", 3, buf, sizeof(buf), &vlen), 0);
+	CHECK(vlen == 2 && memcmp(buf, "v1", 2) == 0);
+	vlen = 0;
+	CHECK_RC(abi03_lookup(db, "old", 3, buf, sizeof(buf), &vlen), 0);
+	CHECK(vlen == 2 && memcmp(buf, "v1", 2) == 0);
+	CHECK_RC(abi03_lookup(db, "old", 3, buf, 1, &vlen), TIPS_ESIZE);
+	CHECK_RC(tips_delete(db, "old", 3), 0);
+	CHECK_RC(tips_delete(db, "old", 3), TIPS_ENOTFOUND);
+	CHECK_RC(tips_put(db, "old", 3, "v2", 2), 0);
+	CHECK_RC(abi03_delete(db, "old", 3), 0);
+	CHECK_RC(abi03_delete(db, "old", 3), TIPS_ENOTFOUND);
+	CHECK_RC(tips_get(db, "old", 3, buf, sizeof(buf), &vlen), TIPS_ENOTFOUND);
+	CHECK_RC(abi03_lookup(db, "old", 3, buf, sizeof(buf), &vlen), TIPS_ENOTFOUND);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	test_version();
@@ -305,5 +423,7 @@ int main(void)
 	test_pool_options();
 	test_listdb_config();
 	test_stats();
+	test_reports();
+	test_old_names();
 	return test_finish("test_struct_size");
 }

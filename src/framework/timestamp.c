@@ -18,7 +18,7 @@
 #define _GNU_SOURCE
 #include <stdatomic.h>
 
-#include "tips/framework.h"
+#include "framework/framework.h"
 
 static _Atomic uint64_t clock_now __attribute__((aligned(64)));
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "pm/pm.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 
 uint64_t olog_record_size(size_t klen, size_t vlen)

@@ -32,7 +32,7 @@
  */
 #define _GNU_SOURCE
 #include "heap/heap_internal.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 
 #define ADMIT_NODE_OVERHEAD 128u

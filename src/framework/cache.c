@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 #include "util/grace.h"
 

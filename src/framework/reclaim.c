@@ -21,7 +21,7 @@
 
 #include "heap/heap_internal.h"
 #include "pm/pm.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 #include "util/grace.h"
 

@@ -3,8 +3,8 @@
  * library that grow a pool on simulated media (media SIM, sim_crash_at, sim_evict) to
  * crash it at a chosen persist event. The design is at the top of pool.c.
  */
-#ifndef TIPS_PM_POOL_GROW_H
-#define TIPS_PM_POOL_GROW_H
+#ifndef TIPS_POOL_POOL_GROW_H
+#define TIPS_POOL_POOL_GROW_H
 
 #include <stdint.h>
 #include <tips/pool.h>

@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/batch_internal.h"
 #include "util/errors_internal.h"
 
@@ -221,7 +221,7 @@ static int single_update(void *s, const void *k, size_t kl, const void *v, size_
 
 static int single_remove(void *s, const void *k, size_t kl)
 {
-	return tips_delete(s, k, kl); /* checked */
+	return tips_remove(s, k, kl); /* checked */
 }
 
 static const struct batch_single_ops single_ops = {

@@ -26,7 +26,7 @@
 
 #include "heap/heap_internal.h"
 #include "pm/pm.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 #include "util/version_internal.h"
 
@@ -282,7 +282,7 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 			rc = tips_set_error(TIPS_EKEYEXISTS, "tips_insert: the key is present");
 		else if (op != OLOG_OP_INSERT && !present)
 			rc = tips_set_error(TIPS_ENOTFOUND, "%s: the key is absent",
-					    op == OLOG_OP_UPDATE ? "tips_update" : "tips_delete");
+					    op == OLOG_OP_UPDATE ? "tips_update" : "tips_remove");
 		if (rc) {
 			cache_bucket_unlock(b);
 			free(e);
@@ -324,18 +324,18 @@ int tips_put(struct tips_db *db, const void *key, size_t klen, const void *val, 
 	return write_op(db, OLOG_OP_PUT, key, klen, val, vlen);
 }
 
-int tips_delete(struct tips_db *db, const void *key, size_t klen)
+int tips_remove(struct tips_db *db, const void *key, size_t klen)
 {
 	return write_op(db, OLOG_OP_DELETE, key, klen, NULL, 0);
 }
 
 /* ---- lookups ----------------------------------------------------------------------- */
 
-int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val, size_t cap,
-		size_t *vlen)
+int tips_get(struct tips_db *db, const void *key, size_t klen, void *val, size_t cap,
+	     size_t *vlen)
 {
 	if (!db || !key || klen == 0 || !vlen || (cap && !val))
-		return tips_set_error(TIPS_EINVAL, "tips_lookup: database, key, vlen required");
+		return tips_set_error(TIPS_EINVAL, "tips_get: database, key, vlen required");
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND; /* no such key can have been written */
 	int rc = 1; /* 1: not in the cache */
@@ -369,7 +369,7 @@ int tips_lookup(struct tips_db *db, const void *key, size_t klen, void *val, siz
 		count(&ctx->c.hits, 1);
 done:
 	if (rc == 0 && *vlen > cap)
-		return tips_set_error(TIPS_ESIZE, "tips_lookup: the value has %zu bytes, the "
+		return tips_set_error(TIPS_ESIZE, "tips_get: the value has %zu bytes, the "
 				      "buffer %zu", *vlen, cap);
 	return rc;
 }

@@ -53,7 +53,7 @@
 #include <unistd.h>
 
 #include "heap/heap_internal.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 
 #define EPOCH_MAX_RECORDS (256u * 1024u)

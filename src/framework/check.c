@@ -21,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
+#include "util/version_internal.h"
 
 /* The smallest root object an index can have: a magic word and one more. */
 #define FW_ROOT_MIN_BYTES 16u
@@ -187,8 +188,8 @@ static size_t find(const uint64_t *v, size_t n, uint64_t a)
 	return lo < n && v[lo] == a ? lo : n;
 }
 
-int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
-		  struct tips_db_report *out)
+static int db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+		    struct tips_db_report *out)
 {
 	if (!db || !out)
 		return tips_set_error(TIPS_EINVAL, "tips_db_check: database and report required");
@@ -240,5 +241,15 @@ int tips_db_check(struct tips_db *db, tips_block_problem_fn fn, void *arg,
 	free(heap.size);
 	free(owned.addr);
 	free(owned.size);
+	return rc;
+}
+
+int tips_db_check_sized(struct tips_db *db, tips_block_problem_fn fn, void *arg,
+			struct tips_db_report *out, size_t size)
+{
+	struct tips_db_report r;
+	int rc = db_check(db, fn, arg, out ? &r : NULL);
+	if (db && out) /* db_check filled r (it refuses a NULL db before touching it) */
+		tips_struct_write(out, size, &r, sizeof(r));
 	return rc;
 }

@@ -1,17 +1,23 @@
 /*
- * idx_util.h - small helpers every index (and the pmdk-hash baseline) shares: an
- * unaligned 8-byte load, a 64-bit mixer, the byte-string hash of the hash tables, and
- * the argument check of a write. Header-only
- * (static inline), so each build of each index gets its own copy and exports nothing.
+ * kv.h - small key-value helpers shared by the indexes, ListDB and the pmdk-hash
+ * baseline: an unaligned 8-byte load, a 64-bit mixer, the byte-string hash of the hash
+ * tables (and of ListDB's lookup cache and Bloom filters), and the argument check of a
+ * write. Header-only (static inline), so each build of each index gets its own copy and
+ * exports nothing.
+ *
+ * Invariant: pure functions of their arguments (no state, no allocation, no error
+ * message), so any layer may use them. hash_key() reaches the media (ListDB's entry
+ * checksums, src/listdb/entry.c): it must never change without a new ListDB layout
+ * version (LD_LAYOUT_VERSION).
  */
-#ifndef TIPS_IDX_UTIL_H
-#define TIPS_IDX_UTIL_H
+#ifndef TIPS_UTIL_KV_H
+#define TIPS_UTIL_KV_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include <tips/tips.h>
+#include <tips/base.h>
 
 /* 8 bytes at @p, any alignment, in host order. */
 static inline uint64_t load64(const void *p)
@@ -66,4 +72,4 @@ static inline int check_kv(const void *key, size_t klen, const void *val, size_t
 	return 0;
 }
 
-#endif /* TIPS_IDX_UTIL_H */
+#endif /* TIPS_UTIL_KV_H */

@@ -20,7 +20,7 @@
 #include <zlib.h>
 
 #include "pm/pm.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 
 struct ulog {

@@ -24,7 +24,7 @@
 
 #include "heap/heap_internal.h"
 #include "pm/pm.h"
-#include "tips/framework.h"
+#include "framework/framework.h"
 #include "util/errors_internal.h"
 
 static _Thread_local struct tips_db *current __attribute__((tls_model("initial-exec")));

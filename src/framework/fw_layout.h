@@ -19,8 +19,8 @@
  * reclamation) + (the effects of records in the OLogs since their heads), where the
  * first term is recovered by undoing the ULog and rolling back the heap's MLog.
  */
-#ifndef TIPS_FW_LAYOUT_H
-#define TIPS_FW_LAYOUT_H
+#ifndef TIPS_FRAMEWORK_FW_LAYOUT_H
+#define TIPS_FRAMEWORK_FW_LAYOUT_H
 
 #include <stdint.h>
 
@@ -92,4 +92,4 @@ struct ulog_rec {
 	unsigned char data[];
 };
 
-#endif /* TIPS_FW_LAYOUT_H */
+#endif /* TIPS_FRAMEWORK_FW_LAYOUT_H */

@@ -34,11 +34,11 @@
  * recovered by its next open exactly as it would have been without the grow.
  */
 #define _GNU_SOURCE
+#include "pool/pool_grow.h"
+#include "pool/pool_layout.h"
 #include "heap/heap_internal.h"
 #include "pm/map.h"
 #include "pm/pm.h"
-#include "pm/pool_grow.h"
-#include "pm/pool_layout.h"
 #include "pm/sim.h"
 #include "util/errors_internal.h"
 #include "util/version_internal.h"

@@ -5,16 +5,16 @@
  * (UNO reclamation and recovery), timestamp.c (commit stamps), plugin.c (the API an
  * index calls), check.c (tips_db_check) and db.c (the facade). The design and its invariants: docs/framework.md and the TIPS paper §3-6.
  */
-#ifndef TIPS_FRAMEWORK_H
-#define TIPS_FRAMEWORK_H
+#ifndef TIPS_FRAMEWORK_FRAMEWORK_H
+#define TIPS_FRAMEWORK_FRAMEWORK_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <tips/tips.h>
+#include <tips/plugin.h>
 
-#include "tips/fw_layout.h"
+#include "framework/fw_layout.h"
 
 /* ---- timestamps (timestamp.c) ---------------------------------------------------- */
 
@@ -337,4 +337,4 @@ void reclaim_finish(struct tips_db *db);
 /* Crash recovery at open (state OPEN found). */
 int recover(struct tips_db *db);
 
-#endif /* TIPS_FRAMEWORK_H */
+#endif /* TIPS_FRAMEWORK_FRAMEWORK_H */

@@ -13,8 +13,8 @@
  * update. Fields that change while the pool is in use live on their own cache line
  * after it and are not covered by the header checksum.
  */
-#ifndef TIPS_PM_POOL_LAYOUT_H
-#define TIPS_PM_POOL_LAYOUT_H
+#ifndef TIPS_POOL_POOL_LAYOUT_H
+#define TIPS_POOL_POOL_LAYOUT_H
 
 #include <stdint.h>
 

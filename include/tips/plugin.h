@@ -1,0 +1,116 @@
+/*
+ * tips/plugin.h - the TIPS plug-in API: what an index implements and what it may call.
+ *
+ * For index authors. An index is an ordinary volatile structure (hash table, tree,
+ * trie) written against the ops table below; the framework (tips/tips.h) makes it
+ * crash-consistent and durably linearizable by logging operations (OLog), undo-logging
+ * the index's stores (tips_ulog_add), recording its allocations (tips_alloc,
+ * tips_free) and replaying in the background. The calls below are valid only inside
+ * the index's callbacks, made by the framework (each says which); applications never
+ * call them. How to write and register an index: docs/framework.md and CONTRIBUTING.md
+ * ("Add an index").
+ *
+ * Invariant an index keeps: every store to memory that existed at the last
+ * reclamation is preceded by tips_ulog_add() of that memory, and every block it
+ * allocates or frees goes through tips_alloc()/tips_free(); then recovery can roll
+ * the index back to the last reclamation and replay the OLog over it.
+ */
+#ifndef TIPS_PLUGIN_H
+#define TIPS_PLUGIN_H
+
+#include <tips/tips.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Hints an index may use when it creates its structure (e.g. bucket count). */
+struct tips_index_config {
+	uint64_t expected_keys; /* how many keys the user expects (never 0) */
+};
+
+/*
+ * The ops table of an index. The framework calls create/open/close from one thread;
+ * insert/update/remove from its replay workers, concurrently for different keys (never
+ * for the same key at once); lookup/scan from any thread, concurrently with everything.
+ * An index is written once against IDX_ALLOC/IDX_FREE/IDX_LOG (src/indexes/idx_hooks.h)
+ * and built twice: dram-NAME (malloc, no logging: the volatile original) and tips-NAME
+ * (tips_alloc, tips_free, tips_ulog_add before every store to memory that existed before).
+ * Keys compare as byte strings (memcmp, shorter first on a tie).
+ */
+struct tips_index_ops {
+	const char *name; /* "tips-hash", "dram-hash", ... */
+	const char *concurrency; /* its concurrency model, in a few words (for listings) */
+	/* Builds an empty index; returns its root object (allocated with IDX_ALLOC). */
+	int (*create)(const struct tips_index_config *cfg, void **root);
+	/* Attaches to @root (rebuild volatile state such as locks); *index is the handle
+	 * every other call takes. */
+	int (*open)(void *root, void **index);
+	/* Drops the volatile state open built; the persistent structure stays. */
+	void (*close)(void *index);
+	/* insert: TIPS_EKEYEXISTS if present. update: TIPS_ENOTFOUND if absent.
+	 * remove: TIPS_ENOTFOUND if absent. */
+	int (*insert)(void *index, const void *key, size_t klen, const void *val, size_t vlen);
+	int (*update)(void *index, const void *key, size_t klen, const void *val, size_t vlen);
+	int (*remove)(void *index, const void *key, size_t klen);
+	/* Copies the value into @val (up to @cap bytes) and its length into *vlen.
+	 * Return 0 or TIPS_ENOTFOUND. */
+	int (*lookup)(void *index, const void *key, size_t klen, void *val, size_t cap,
+		      size_t *vlen);
+	/* Calls @fn for up to @count keys >= @start (klen 0: from the first key), in
+	 * order. Returns the number of keys passed to @fn, or a negative code. */
+	long (*scan)(void *index, const void *start, size_t klen, size_t count,
+		     tips_scan_fn fn, void *arg);
+	/* Calls @fn for every block the index owns (its root included); for leak checks.
+	 * Not concurrent with writes. Before following a pointer read from PM it checks
+	 * that the pointer is a block of plausible size (tips_block_valid) and that the
+	 * node holds what a lookup relies on (counts, lengths, types); if not it returns
+	 * TIPS_ECORRUPT with a message naming the index, the node and what was expected.
+	 * open checks its root the same way. */
+	int (*walk)(void *index, tips_walk_fn fn, void *arg);
+};
+
+/**
+ * tips_alloc() - allocate persistent memory for the index (MLog-recorded).
+ * Only valid inside an ops call made by the framework (create, insert, update,
+ * remove). The block's contents need no logging until the next reclamation, and it
+ * is freed again if a crash rolls back the operation that allocated it.
+ * Return: the block, or NULL (heap full; tips_errormsg() says why).
+ */
+TIPS_API void *tips_alloc(size_t size);
+
+/**
+ * tips_free() - free a block of the index, deferred: the block stays valid (for
+ * concurrent readers and for a replay after a crash) until the next reclamation.
+ */
+TIPS_API void tips_free(void *ptr);
+
+/**
+ * tips_ulog_add() - undo-log [@addr, @addr+@size) before the index stores to it.
+ * Persists the old bytes before returning, unless the memory was allocated since the
+ * last reclamation (OLog replay recreates it) or this range was already logged since
+ * then. The index never flushes: stores are made durable by the next reclamation.
+ * Return: 0, or a negative code (size 0 or > TIPS_MAX_VALUE, address outside the pool).
+ */
+TIPS_API int tips_ulog_add(void *addr, size_t size);
+
+/** tips_root() - the root object of the index being called (inside an ops call). */
+TIPS_API void *tips_root(void);
+
+/**
+ * tips_block_valid() - 1 if @ptr is the start of a block allocated in the heap of the
+ * database being called, with at least @min_size usable bytes; else 0. Safe on any
+ * address (it reads only the heap's metadata, never *@ptr). Valid inside an index's
+ * callbacks (create, open, insert, update, remove, walk); outside them it returns 0.
+ * An index's open and walk call it before following a pointer read from PM, so that a
+ * corrupted pool is reported (TIPS_ECORRUPT) instead of crashing. Thread-safe.
+ */
+TIPS_API int tips_block_valid(const void *ptr, size_t min_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIPS_PLUGIN_H */
