@@ -159,6 +159,11 @@ struct ld_l0 {
 	struct ld_entry *heads[LD_MAX_SHARDS][TIPS_LISTDB_MAX_DOMAINS]; /* sentinels in DRAM */
 	void *head_mem;
 	size_t nshard[LD_MAX_SHARDS]; /* elements per shard */
+	/* The elements in list order (DRAM): shard s is elems[first[s] .. first[s] +
+	 * nshard[s]). Zipper's scan reads them from here rather than by following the
+	 * L0 list, so it can look ahead and search several stretches at once. */
+	struct ld_entry **elems;
+	size_t first[LD_MAX_SHARDS];
 	struct ld_l0 *newer; /* the next newer L0 table (list, oldest first) */
 };
 
@@ -166,7 +171,8 @@ unsigned ld_shard_of(const struct tips_listdb *db, const void *k, size_t kl);
 unsigned ld_domain_of(const struct tips_listdb *db, const void *p);
 /* Builds @t's lists from @n entries sorted by ld_cmp_entries (newest first per key);
  * writes their next pointers (not flushed). Inserts each key's newest into @hc.
- * 0, or TIPS_ENOMEM (no DRAM for the heads) before any pointer was written. */
+ * Keeps a copy of @sorted in t->elems. 0, or TIPS_ENOMEM (no DRAM for the heads or
+ * that copy) before any pointer was written. */
 int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
 	       struct ld_hcache *hc);
 void ld_l0_free(struct ld_l0 *t);
