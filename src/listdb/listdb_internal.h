@@ -241,8 +241,8 @@ struct tips_listdb {
 	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
 	/* compaction work shared by the threads */
 	struct ld_l0 *compacting; /* under bg_lock */
-	_Atomic unsigned next_shard;
-	_Atomic unsigned shards_done;
+	_Atomic unsigned next_shard; /* set under bg_lock with compacting; >= shards
+	                                 whenever no compaction runs */
 
 	struct ld_hcache *hcache;
 	struct ld_scache *scache;

@@ -349,7 +349,6 @@ void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_
 			tips_pm_counters_thread(&c1);
 			atomic_fetch_add(&db->st.compaction_fences, c1.fences - c0.fences);
 		}
-		atomic_fetch_add(&db->shards_done, 1);
 	}
 	pm_drain(); /* the flushed obsolete flags */
 }
