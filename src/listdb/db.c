@@ -308,23 +308,22 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 	if (!t)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
 	unsigned h = random_height(t);
-	struct ld_mnode *node = ld_mt_node_new(h);
-	if (!node)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
 	struct ld_memtable *mt;
 	uint64_t slot;
 	int rc = take_slots(db, 1, &mt, &slot);
-	if (rc) {
-		free(node);
+	if (rc)
 		return rc;
+	struct ld_mnode *node = ld_mt_node_take(mt, h);
+	if (!node) {
+		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
 	}
 	size_t size = ld_entry_size(h, klen, vlen);
 	struct ld_entry *e;
 	struct ld_chunk *c;
 	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, op == LD_OP_DELETE, &e, &c);
 	if (rc) {
-		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
-		free(node);
+		atomic_fetch_add(&mt->done, 1); /* the slot stays empty; the node with mt */
 		return rc;
 	}
 	fill_entry(e, (mt->seq << 32) | slot, op, h, key, klen, val, vlen);

@@ -115,7 +115,15 @@ struct ld_mnode {
 	uint64_t key8;  /* first 8 key bytes, big-endian, zero padded */
 	uint64_t lsn;
 	uint32_t height;
+	uint32_t heap; /* 1: from ld_mt_node_new (malloc); 0: from its MemTable's arena */
 	_Atomic(struct ld_mnode *) next[];
+};
+
+/* A block of a MemTable's node arena (memtable.c). */
+struct ld_arena_blk {
+	struct ld_arena_blk *prev;
+	_Atomic size_t used;
+	char mem[];
 };
 
 struct ld_memtable {
@@ -127,15 +135,23 @@ struct ld_memtable {
 	struct ld_bloom *bloom;    /* NULL: none */
 	bool bloom_lent;           /* the L0 table made from this one owns the filter */
 	struct ld_mnode *head;
+	/* Node arena: nodes of single puts are carved from blocks freed with the MemTable
+	 * (no malloc or free per put, no walk of the nodes to free them). */
+	_Atomic(struct ld_arena_blk *) arena; /* newest block */
+	pthread_mutex_t arena_lock;           /* adding a block */
+	_Atomic uint64_t heap_nodes;          /* linked nodes from ld_mt_node_new */
 };
 #define LD_MT_SEALED (1ull << 62)
 
 struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
 void ld_mt_destroy(struct ld_memtable *mt);
-/* A node of @height layers for ld_mt_insert (malloc, its height set; NULL when DRAM is
- * out). Taken before the entry is written, so that a put never persists an entry it
- * cannot index; the entry gets the node's height. */
+/* A node of @height layers for ld_mt_insert (its height set; NULL when DRAM is out).
+ * Taken before the entry is written, so that a put never persists an entry it cannot
+ * index; the entry gets the node's height. ld_mt_node_new: malloc (write batches take
+ * theirs before they know their MemTable; a node not inserted is freed with free());
+ * ld_mt_node_take: from @mt's arena, for insertion into @mt only (never freed alone). */
 struct ld_mnode *ld_mt_node_new(unsigned height);
+struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, unsigned height);
 /* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);
 /* The newest entry with this key, or NULL. */
