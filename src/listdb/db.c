@@ -169,6 +169,27 @@ static bool stall_gives_up(struct tips_listdb *db, uint64_t since)
 	return atomic_load(&db->bg_failures) != since && atomic_load(&db->bg_error) != 0;
 }
 
+static void bg_help_compaction(struct tips_listdb *db);
+
+/* A stalled writer merges shards of the running compaction, if any is left, instead of
+ * sleeping: on a machine with few cores the stall is CPU the background could use.
+ * Called and returns with view_lock held. True if it dropped view_lock meanwhile (the
+ * caller must check its condition again before waiting: a wake-up may have been sent
+ * in between); false if no shard seemed free (next_shard >= shards whenever no
+ * compaction runs). */
+static bool stall_help(struct tips_listdb *db)
+{
+	if (!db->cfg.compaction || atomic_load(&db->next_shard) >= db->shards)
+		return false; /* a hint only: checked again under bg_lock */
+	pthread_mutex_unlock(&db->view_lock);
+	pthread_mutex_lock(&db->bg_lock);
+	if (db->compacting && atomic_load(&db->next_shard) < db->shards)
+		bg_help_compaction(db);
+	pthread_mutex_unlock(&db->bg_lock);
+	pthread_mutex_lock(&db->view_lock);
+	return true;
+}
+
 /* Seals @mt (if it is still the mutable one) and installs a new MemTable; waits while
  * too many tables await flush or merge (the write stall), or returns the background's
  * error (stall_gives_up(@since)). On failure nothing changed. */
@@ -186,7 +207,8 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 		}
 		if (!t0)
 			t0 = now_ns();
-		pthread_cond_wait(&db->stall_cond, &db->view_lock);
+		if (!stall_help(db))
+			pthread_cond_wait(&db->stall_cond, &db->view_lock);
 	}
 	if (t0) {
 		atomic_fetch_add(&db->st.write_stall_ns, now_ns() - t0);
@@ -286,23 +308,22 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 	if (!t)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for thread state");
 	unsigned h = random_height(t);
-	struct ld_mnode *node = ld_mt_node_new(h);
-	if (!node)
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
 	struct ld_memtable *mt;
 	uint64_t slot;
 	int rc = take_slots(db, 1, &mt, &slot);
-	if (rc) {
-		free(node);
+	if (rc)
 		return rc;
+	struct ld_mnode *node = ld_mt_node_take(mt, h);
+	if (!node) {
+		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");
 	}
 	size_t size = ld_entry_size(h, klen, vlen);
 	struct ld_entry *e;
 	struct ld_chunk *c;
 	rc = ld_log_reserve(db, t, LD_CHUNK_LOG, size, mt->seq, op == LD_OP_DELETE, &e, &c);
 	if (rc) {
-		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
-		free(node);
+		atomic_fetch_add(&mt->done, 1); /* the slot stays empty; the node with mt */
 		return rc;
 	}
 	fill_entry(e, (mt->seq << 32) | slot, op, h, key, klen, val, vlen);
@@ -974,16 +995,19 @@ static int compact_one(struct tips_listdb *db)
 	}
 	db->manifest->compacting_seq = t->seq; /* the micro-log: begin */
 	pm_persist(&db->manifest->compacting_seq, 8);
-	atomic_store(&db->next_shard, 0);
-	atomic_store(&db->shards_done, 0);
 	pthread_mutex_lock(&db->bg_lock);
+	atomic_store(&db->next_shard, 0);
 	db->compacting = t;
 	pthread_cond_broadcast(&db->bg_cond);
+	pthread_mutex_lock(&db->view_lock);
+	pthread_cond_broadcast(&db->stall_cond); /* stalled writers help (stall_help) */
+	pthread_mutex_unlock(&db->view_lock);
 	pthread_mutex_unlock(&db->bg_lock);
 	ld_zipper_shards(db, t, zm);
 	ld_zipper_mem_free(zm);
-	while (atomic_load(&db->shards_done) < db->shards)
-		sched_yield(); /* a helper is finishing its shard */
+	/* Every shard is taken; those taken by helpers are done once helpers_in is 0 (a
+	 * helper is counted from before it takes a shard until it is done, and none joins
+	 * once compacting is NULL). */
 	pthread_mutex_lock(&db->bg_lock);
 	db->compacting = NULL;
 	while (db->helpers_in)
@@ -1401,6 +1425,7 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 	db->domains = cfg.domains;
 	db->braided = cfg.braided != 0;
 	db->shards = cfg.shards;
+	atomic_store(&db->next_shard, LD_MAX_SHARDS); /* no compaction runs */
 	pthread_mutex_init(&db->view_lock, NULL);
 	pthread_mutex_init(&db->bg_lock, NULL);
 	pthread_mutex_init(&db->compaction_lock, NULL);

@@ -115,7 +115,15 @@ struct ld_mnode {
 	uint64_t key8;  /* first 8 key bytes, big-endian, zero padded */
 	uint64_t lsn;
 	uint32_t height;
+	uint32_t heap; /* 1: from ld_mt_node_new (malloc); 0: from its MemTable's arena */
 	_Atomic(struct ld_mnode *) next[];
+};
+
+/* A block of a MemTable's node arena (memtable.c). */
+struct ld_arena_blk {
+	struct ld_arena_blk *prev;
+	_Atomic size_t used;
+	char mem[];
 };
 
 struct ld_memtable {
@@ -127,15 +135,23 @@ struct ld_memtable {
 	struct ld_bloom *bloom;    /* NULL: none */
 	bool bloom_lent;           /* the L0 table made from this one owns the filter */
 	struct ld_mnode *head;
+	/* Node arena: nodes of single puts are carved from blocks freed with the MemTable
+	 * (no malloc or free per put, no walk of the nodes to free them). */
+	_Atomic(struct ld_arena_blk *) arena; /* newest block */
+	pthread_mutex_t arena_lock;           /* adding a block */
+	_Atomic uint64_t heap_nodes;          /* linked nodes from ld_mt_node_new */
 };
 #define LD_MT_SEALED (1ull << 62)
 
 struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
 void ld_mt_destroy(struct ld_memtable *mt);
-/* A node of @height layers for ld_mt_insert (malloc, its height set; NULL when DRAM is
- * out). Taken before the entry is written, so that a put never persists an entry it
- * cannot index; the entry gets the node's height. */
+/* A node of @height layers for ld_mt_insert (its height set; NULL when DRAM is out).
+ * Taken before the entry is written, so that a put never persists an entry it cannot
+ * index; the entry gets the node's height. ld_mt_node_new: malloc (write batches take
+ * theirs before they know their MemTable; a node not inserted is freed with free());
+ * ld_mt_node_take: from @mt's arena, for insertion into @mt only (never freed alone). */
 struct ld_mnode *ld_mt_node_new(unsigned height);
+struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, unsigned height);
 /* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);
 /* The newest entry with this key, or NULL. */
@@ -159,6 +175,11 @@ struct ld_l0 {
 	struct ld_entry *heads[LD_MAX_SHARDS][TIPS_LISTDB_MAX_DOMAINS]; /* sentinels in DRAM */
 	void *head_mem;
 	size_t nshard[LD_MAX_SHARDS]; /* elements per shard */
+	/* The elements in list order (DRAM): shard s is elems[first[s] .. first[s] +
+	 * nshard[s]). Zipper's scan reads them from here rather than by following the
+	 * L0 list, so it can look ahead and search several stretches at once. */
+	struct ld_entry **elems;
+	size_t first[LD_MAX_SHARDS];
 	struct ld_l0 *newer; /* the next newer L0 table (list, oldest first) */
 };
 
@@ -166,7 +187,8 @@ unsigned ld_shard_of(const struct tips_listdb *db, const void *k, size_t kl);
 unsigned ld_domain_of(const struct tips_listdb *db, const void *p);
 /* Builds @t's lists from @n entries sorted by ld_cmp_entries (newest first per key);
  * writes their next pointers (not flushed). Inserts each key's newest into @hc.
- * 0, or TIPS_ENOMEM (no DRAM for the heads) before any pointer was written. */
+ * Keeps a copy of @sorted in t->elems. 0, or TIPS_ENOMEM (no DRAM for the heads or
+ * that copy) before any pointer was written. */
 int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
 	       struct ld_hcache *hc);
 void ld_l0_free(struct ld_l0 *t);
@@ -235,8 +257,8 @@ struct tips_listdb {
 	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
 	/* compaction work shared by the threads */
 	struct ld_l0 *compacting; /* under bg_lock */
-	_Atomic unsigned next_shard;
-	_Atomic unsigned shards_done;
+	_Atomic unsigned next_shard; /* set under bg_lock with compacting; >= shards
+	                                 whenever no compaction runs */
 
 	struct ld_hcache *hcache;
 	struct ld_scache *scache;

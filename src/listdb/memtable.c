@@ -8,6 +8,9 @@
  * Invariant: a node is linked at layer 0 before any upper layer (the bottom list holds
  * every node); links are published with release CAS and never removed, so readers
  * traverse without locks while writers insert.
+ * Nodes of single puts come from the MemTable's arena: blocks of LD_ARENA_BLOCK bytes
+ * carved with one fetch_add, all freed with the MemTable (a node is never freed alone,
+ * as nodes are never unlinked).
  */
 #include "listdb/listdb_internal.h"
 
@@ -53,6 +56,7 @@ struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom
 		return NULL;
 	}
 	mt->head->height = LD_MAX_HEIGHT;
+	pthread_mutex_init(&mt->arena_lock, NULL);
 	mt->seq = seq;
 	mt->capacity = capacity;
 	return mt;
@@ -62,12 +66,18 @@ void ld_mt_destroy(struct ld_memtable *mt)
 {
 	if (!mt)
 		return;
-	struct ld_mnode *n = ld_mt_next(mt->head);
+	struct ld_mnode *n = atomic_load(&mt->heap_nodes) ? ld_mt_next(mt->head) : NULL;
 	while (n) {
 		struct ld_mnode *next = ld_mt_next(n);
-		free(n);
+		if (n->heap)
+			free(n);
 		n = next;
 	}
+	for (struct ld_arena_blk *b = atomic_load(&mt->arena), *prev; b; b = prev) {
+		prev = b->prev;
+		free(b);
+	}
+	pthread_mutex_destroy(&mt->arena_lock);
 	free(mt->head);
 	if (!mt->bloom_lent)
 		free(mt->bloom);
@@ -93,14 +103,49 @@ static void find(struct ld_memtable *mt, const void *k, size_t kl, uint64_t key8
 struct ld_mnode *ld_mt_node_new(unsigned height)
 {
 	struct ld_mnode *n = malloc(sizeof(struct ld_mnode) + height * sizeof(void *));
-	if (n)
+	if (n) {
 		n->height = height;
+		n->heap = 1;
+	}
 	return n;
+}
+
+#define LD_ARENA_BLOCK (1u << 20)
+
+struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, unsigned height)
+{
+	size_t sz = sizeof(struct ld_mnode) + height * sizeof(void *);
+	for (;;) {
+		struct ld_arena_blk *b = atomic_load_explicit(&mt->arena, memory_order_acquire);
+		if (b) {
+			size_t off = atomic_fetch_add_explicit(&b->used, sz, memory_order_relaxed);
+			if (off + sz <= LD_ARENA_BLOCK - sizeof(*b)) {
+				struct ld_mnode *n = (struct ld_mnode *)(void *)(b->mem + off);
+				n->height = height;
+				n->heap = 0;
+				return n;
+			}
+		}
+		pthread_mutex_lock(&mt->arena_lock);
+		if (atomic_load(&mt->arena) == b) { /* b is full (or there is none yet) */
+			struct ld_arena_blk *nb = malloc(LD_ARENA_BLOCK);
+			if (!nb) {
+				pthread_mutex_unlock(&mt->arena_lock);
+				return NULL;
+			}
+			nb->prev = b;
+			atomic_init(&nb->used, 0);
+			atomic_store_explicit(&mt->arena, nb, memory_order_release);
+		}
+		pthread_mutex_unlock(&mt->arena_lock);
+	}
 }
 
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e)
 {
 	unsigned h = e->height;
+	if (node->heap)
+		atomic_fetch_add(&mt->heap_nodes, 1);
 	node->e = e;
 	node->key8 = key8_of(ld_key(e), e->klen);
 	node->lsn = e->lsn;

@@ -49,8 +49,14 @@ int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted
 {
 	size_t nheads = (size_t)db->shards * db->domains;
 	t->head_mem = ld_dram_calloc(db, LD_DRAM_FLUSH, nheads * LD_HEAD_BYTES);
-	if (!t->head_mem)
+	t->elems = t->head_mem ? ld_dram_calloc(db, LD_DRAM_FLUSH, (n ? n : 1) * sizeof(*t->elems))
+			       : NULL;
+	if (!t->elems) {
+		free(t->head_mem);
+		t->head_mem = NULL;
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for L0 heads");
+	}
+	memcpy(t->elems, sorted, n * sizeof(*sorted));
 	for (unsigned s = 0; s < db->shards; s++)
 		for (unsigned d = 0; d < db->domains; d++) {
 			struct ld_entry *h = (struct ld_entry *)((char *)t->head_mem +
@@ -71,6 +77,7 @@ int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted
 				for (unsigned l = 0; l < LD_MAX_HEIGHT; l++)
 					last[d][l] = t->heads[s][d];
 			bottom = t->heads[s][0];
+			t->first[s] = i;
 		}
 		t->nshard[s]++;
 		unsigned u = upper_list(db, ld_domain_of(db, e));
@@ -94,6 +101,7 @@ void ld_l0_free(struct ld_l0 *t)
 	if (!t)
 		return;
 	free(t->bloom);
+	free(t->elems);
 	free(t->head_mem);
 	free(t);
 }

@@ -8,7 +8,10 @@
  * on a stack. Older versions of the key met in L1 are marked obsolete (§3.4.4); an L0
  * element that is not the newest of its key in the table, or that is a tombstone, is
  * marked obsolete too and not linked at all (in L1, the last level, it shadows nothing
- * that is not already obsolete).
+ * that is not already obsolete). The elements come from the table's array (t->elems,
+ * in list order), split into up to LD_SCAN_WAYS stretches searched at once, each search
+ * prefetching the element it compares next and yielding to the next one, so that the
+ * cache misses of several searches overlap (one search alone waits for each in turn).
  * Merge phase, tail to head, pipelined, one fence per element plus one per upper layer
  * beyond the first (1.08 on average): element i gets all its next pointers and its
  * IN_L1 flag and is flushed; a fence makes it durable, and with it the bottom link of
@@ -56,6 +59,7 @@ struct push {
 struct ld_zipper_mem {
 	struct push *stack;
 	struct ld_entry **tombs;
+	struct cursor *cursors; /* [LD_SCAN_WAYS] */
 };
 
 static inline bool same_key(const struct ld_entry *a, const struct ld_entry *b)
@@ -127,80 +131,168 @@ static void link_upper(struct tips_listdb *db, struct push *p)
 	}
 }
 
+/* The scan phase runs LD_SCAN_WAYS searches at once, each over its own stretch of the
+ * shard's elements: a search is a chain of dependent loads of L1 elements, nearly every
+ * one a cache miss, so one search alone keeps a single miss in flight. Each cursor
+ * prefetches the element it must compare next and yields to the next cursor, so that up
+ * to LD_SCAN_WAYS misses overlap. A stretch's first search starts at the heads (a full
+ * top-down search), later ones at their stretch's previous element's predecessors
+ * (rightmost); the predecessors found are the same as a single scan's. */
+#define LD_SCAN_WAYS 8
+#define LD_SCAN_MIN_STRETCH 256 /* fewer elements per stretch: fewer cursors */
+#define LD_MERGE_AHEAD 4        /* merge phase: elements prefetched ahead */
+
+struct cursor {
+	size_t i, end;        /* element index in the shard; end of the stretch */
+	struct ld_entry *e;   /* the element being placed (elems[i]) */
+	struct push *p;       /* its slot */
+	unsigned u, de;       /* its upper list and its domain */
+	int l;                /* the layer being walked */
+	struct ld_entry *x, *n; /* on layer l: x < e, n = x's successor (prefetched) */
+	struct ld_entry *bottom;
+	struct ld_entry *rightmost[TIPS_LISTDB_MAX_DOMAINS][LD_MAX_HEIGHT];
+};
+
+/* Begins placing element @c->i (the cursor's stretch is not done). */
+static void cursor_begin(struct tips_listdb *db, struct cursor *c, struct ld_entry **elems,
+			 struct push *stack)
+{
+	c->e = elems[c->i];
+	if (c->i + 1 < c->end)
+		__builtin_prefetch(elems[c->i + 1]);
+	c->p = &stack[c->i];
+	c->de = ld_domain_of(db, c->e);
+	c->u = db->braided ? c->de : 0;
+	c->l = LD_MAX_HEIGHT - 1;
+	c->x = c->rightmost[c->u][c->l];
+	c->n = ld_next(c->x, (unsigned)c->l);
+}
+
+/* Advances @c until it has prefetched a line it must read next (true) or its stretch
+ * is done (false). Per element: on each layer from the top, from the later of the
+ * layer's rightmost and the element's predecessor on the layer above, step right while
+ * the next element is smaller; the bottom layer starts from the later of the last
+ * bottom predecessor and the layer-1 one. Then the element's own work (see the scan
+ * phase in merge_shard). */
+static bool cursor_step(struct tips_listdb *db, struct cursor *c, struct ld_entry **elems,
+			struct push *stack, struct ld_entry **tombs, size_t *ntombs,
+			struct visits *vis)
+{
+	for (;;) {
+		if (c->n) {
+			visit(db, vis, c->n, c->de);
+			if (ld_cmp_entries(c->n, c->e) < 0) {
+				c->x = c->n;
+				c->n = ld_next(c->x, (unsigned)c->l);
+				if (c->n) {
+					__builtin_prefetch(c->n);
+					return true;
+				}
+				continue;
+			}
+		}
+		/* c->x is e's predecessor on layer l */
+		struct ld_entry *e = c->e;
+		if (c->l > 0) {
+			c->rightmost[c->u][c->l] = c->x;
+			if ((unsigned)c->l < e->height)
+				c->p->preds[c->l] = c->x;
+			c->l--;
+			struct ld_entry *r = c->l > 0 ? c->rightmost[c->u][c->l] : c->bottom;
+			c->x = c->x == r ? r : later(c->x, r);
+			c->n = ld_next(c->x, (unsigned)c->l);
+			if (c->n) {
+				__builtin_prefetch(c->n);
+				return true;
+			}
+			continue;
+		}
+		c->bottom = c->x;
+		c->p->preds[0] = c->x;
+		c->p->e = NULL; /* not linked unless it is placed below */
+		struct ld_entry *n = c->n;
+		if (c->i > 0 && same_key(elems[c->i - 1], e)) {
+			ld_mark_obsolete(db, e); /* an older version in the same table */
+		} else {
+			/* older versions already in L1 */
+			for (; n && same_key(n, e); n = ld_next(n, 0))
+				ld_mark_obsolete(db, n);
+			if (e->op == LD_OP_DELETE)
+				/* Marked at the end of the scan, after every older version
+				 * of its key (in L1 and later in this table): readers skip
+				 * obsolete elements. */
+				tombs[(*ntombs)++] = e;
+			else
+				c->p->e = e;
+		}
+		if (++c->i == c->end)
+			return false;
+		cursor_begin(db, c, elems, stack);
+		if (c->n) {
+			__builtin_prefetch(c->n);
+			return true;
+		}
+	}
+}
+
+/* Prefetches, for writing, the lines the merge phase will store to for @p. */
+static inline void prefetch_merge(const struct push *p)
+{
+	if (!p->e)
+		return;
+	__builtin_prefetch(p->e, 1);
+	for (unsigned l = 0; l < p->e->height; l++)
+		__builtin_prefetch(&p->preds[l]->next[l], 1);
+}
+
 static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s,
 			struct ld_zipper_mem *m)
 {
 	struct visits vis = { 0, 0 };
 	struct push *stack = m->stack;
 	struct ld_entry **tombs = m->tombs;
+	struct ld_entry **elems = t->elems + t->first[s];
+	size_t n = t->nshard[s];
 	size_t ntombs = 0;
-	struct ld_entry *l1h[TIPS_LISTDB_MAX_DOMAINS];
-	for (unsigned d = 0; d < db->domains; d++)
-		l1h[d] = ld_l1_head(db, s, d);
-	struct ld_entry *rightmost[TIPS_LISTDB_MAX_DOMAINS][LD_MAX_HEIGHT];
-	for (unsigned d = 0; d < db->domains; d++)
-		for (unsigned l = 0; l < LD_MAX_HEIGHT; l++)
-			rightmost[d][l] = l1h[d];
-	struct ld_entry *bottom = l1h[0];
-	size_t top = 0;
-	const struct ld_entry *prev = NULL;
 
-	/* I. scan phase, head to tail */
-	for (struct ld_entry *e = ld_next(t->heads[s][0], 0); e; e = ld_next(e, 0)) {
-		bool dup = prev && same_key(prev, e);
-		prev = e;
-		unsigned de = ld_domain_of(db, e);
-		unsigned u = db->braided ? de : 0;
-		struct push *p = &stack[top];
-		/* Every layer from the top, so each layer's rightmost stays current and the
-		 * next search resumes near its target (O(n0 + log n1) in all). */
-		struct ld_entry *x = NULL;
-		for (int l = LD_MAX_HEIGHT - 1; l >= 1; l--) {
-			struct ld_entry *r = rightmost[u][l];
-			x = !x || x == r ? r : later(x, r);
-			struct ld_entry *n = ld_next(x, (unsigned)l);
-			while (n && (visit(db, &vis, n, de), ld_cmp_entries(n, e) < 0)) {
-				x = n;
-				n = ld_next(x, (unsigned)l);
-			}
-			rightmost[u][l] = x;
-			if ((unsigned)l < e->height)
-				p->preds[l] = x;
-		}
-		x = x ? later(x, bottom) : bottom;
-		struct ld_entry *n = ld_next(x, 0);
-		while (n && (visit(db, &vis, n, de), ld_cmp_entries(n, e) < 0)) {
-			x = n;
-			n = ld_next(x, 0);
-		}
-		bottom = x;
-		p->preds[0] = x;
-		if (dup) {
-			ld_mark_obsolete(db, e); /* an older version in the same table */
-			continue;
-		}
-		/* older versions already in L1 */
-		for (; n && same_key(n, e); n = ld_next(n, 0))
-			ld_mark_obsolete(db, n);
-		if (e->op == LD_OP_DELETE) {
-			/* Marked at the end of the scan, after every older version of its key
-			 * (in L1 and later in this table): readers skip obsolete elements. */
-			tombs[ntombs++] = e;
-			continue;
-		}
-		p->e = e;
-		top++;
+	/* I. scan phase, head to tail, in LD_SCAN_WAYS stretches at once: each element's
+	 * predecessors in L1, pushed in its slot of the stack (slot e NULL: not linked) */
+	size_t ways = n / LD_SCAN_MIN_STRETCH;
+	ways = ways < 1 ? 1 : ways > LD_SCAN_WAYS ? LD_SCAN_WAYS : ways;
+	struct cursor *cur = m->cursors;
+	for (size_t w = 0; w < ways; w++) {
+		struct cursor *c = &cur[w];
+		c->i = n * w / ways;
+		c->end = n * (w + 1) / ways;
+		for (unsigned d = 0; d < db->domains; d++)
+			for (unsigned l = 0; l < LD_MAX_HEIGHT; l++)
+				c->rightmost[d][l] = ld_l1_head(db, s, d);
+		c->bottom = ld_l1_head(db, s, 0);
+		cursor_begin(db, c, elems, stack);
 	}
+	size_t live = ways;
+	while (live > 0)
+		for (size_t w = 0; w < live;) {
+			if (cursor_step(db, &cur[w], elems, stack, tombs, &ntombs, &vis))
+				w++;
+			else
+				cur[w] = cur[--live]; /* its stretch is done */
+		}
 
 	for (size_t i = 0; i < ntombs; i++)
 		ld_mark_obsolete(db, tombs[i]);
 	atomic_fetch_add(&db->st.ctrav, vis.n);
 	atomic_fetch_add(&db->st.ccross, vis.cross);
 
-	/* II. merge phase, tail to head, one fence per element (see the top of the file) */
+	/* II. merge phase, tail to head, one fence per element (see the top of the file);
+	 * the lines of the elements LD_MERGE_AHEAD ahead are prefetched */
 	struct push *pending = NULL;
-	while (top > 0) {
-		struct push *p = &stack[--top];
+	for (size_t i = n; i-- > 0;) {
+		if (i >= LD_MERGE_AHEAD)
+			prefetch_merge(&stack[i - LD_MERGE_AHEAD]);
+		struct push *p = &stack[i];
+		if (!p->e)
+			continue;
 		write_element(p, pending);
 		pm_drain(); /* p->e durable; and pending's bottom link */
 		if (pending)
@@ -226,7 +318,8 @@ struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_
 		return NULL;
 	m->stack = malloc(cap * sizeof(*m->stack));
 	m->tombs = malloc(cap * sizeof(*m->tombs));
-	if (!m->stack || !m->tombs) {
+	m->cursors = malloc(LD_SCAN_WAYS * sizeof(*m->cursors));
+	if (!m->stack || !m->tombs || !m->cursors) {
 		ld_zipper_mem_free(m);
 		return NULL;
 	}
@@ -239,6 +332,7 @@ void ld_zipper_mem_free(struct ld_zipper_mem *m)
 		return;
 	free(m->stack);
 	free(m->tombs);
+	free(m->cursors);
 	free(m);
 }
 
@@ -255,7 +349,6 @@ void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_
 			tips_pm_counters_thread(&c1);
 			atomic_fetch_add(&db->st.compaction_fences, c1.fences - c0.fences);
 		}
-		atomic_fetch_add(&db->shards_done, 1);
 	}
 	pm_drain(); /* the flushed obsolete flags */
 }
