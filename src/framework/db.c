@@ -386,11 +386,30 @@ struct kv {
 
 /* The bytes of a scan's keys and values, one growing buffer per source, so a scan
  * costs a few allocations instead of one per key. Pointers into it are taken only
- * once it stops growing (kv_arena_fix). */
+ * once it stops growing (kv_arena_fix). A buffer may start in memory of the caller's
+ * (@inl, on its stack), which is never freed: a short scan allocates nothing. */
 struct kv_arena {
 	unsigned char *p;
 	size_t n, cap;
+	unsigned char *inl; /* the caller's first buffer, or NULL */
 };
+
+/* Grows *@buf (@inl until it first grows) from @used meaningful bytes to @cap bytes. */
+static bool scan_buf_grow(void **buf, const void *inl, size_t used, size_t cap)
+{
+	void *p;
+	if (*buf && *buf == inl) {
+		p = malloc(cap);
+		if (p)
+			memcpy(p, *buf, used);
+	} else {
+		p = realloc(*buf, cap);
+	}
+	if (!p)
+		return false;
+	*buf = p;
+	return true;
+}
 
 static bool kv_arena_put(struct kv_arena *a, struct kv *x, const void *key, const void *val)
 {
@@ -399,41 +418,68 @@ static bool kv_arena_put(struct kv_arena *a, struct kv *x, const void *key, cons
 		size_t cap = a->cap ? a->cap : 4096;
 		while (cap - a->n < need)
 			cap *= 2;
-		unsigned char *p = realloc(a->p, cap);
-		if (!p)
+		if (!scan_buf_grow((void **)&a->p, a->inl, a->n, cap))
 			return false;
-		a->p = p;
 		a->cap = cap;
 	}
-	memcpy(a->p + a->n, key, x->klen);
-	memcpy(a->p + a->n + x->klen, val, x->vlen);
+	if (x->klen == 8 && x->vlen == 8) { /* the common case: two word copies, no calls */
+		memcpy(a->p + a->n, key, 8);
+		memcpy(a->p + a->n + 8, val, 8);
+	} else {
+		memcpy(a->p + a->n, key, x->klen);
+		memcpy(a->p + a->n + x->klen, val, x->vlen);
+	}
 	x->off = a->n;
 	x->key = x->val = NULL;
 	a->n += need;
 	return true;
 }
 
+static void kv_arena_free(struct kv_arena *a)
+{
+	if (a->p != a->inl)
+		free(a->p);
+}
+
 struct kv_list {
 	struct kv *v;
 	size_t n, cap;
+	struct kv *inl; /* as in kv_arena */
 };
 
-static bool kv_push(struct kv_list *l, struct kv x)
+/* A new last entry of @l, for the caller to fill in place (a struct kv built
+ * elsewhere and copied in would be read back with wide loads right after its narrow
+ * stores, which the processor cannot forward: a stall per key); NULL without memory. */
+static struct kv *kv_add(struct kv_list *l)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct kv *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return false;
-		l->v = v;
+		if (!scan_buf_grow((void **)&l->v, l->inl, l->n * sizeof(*l->v),
+				   cap * sizeof(*l->v)))
+			return NULL;
 		l->cap = cap;
 	}
-	l->v[l->n++] = x;
-	return true;
+	return &l->v[l->n++];
+}
+
+static void kv_list_free(struct kv_list *l)
+{
+	if (l->v != l->inl)
+		free(l->v);
 }
 
 static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
+	if (alen == 8 && blen == 8) { /* one word compare: big-endian order is byte order */
+		uint64_t x, y;
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		x = __builtin_bswap64(x);
+		y = __builtin_bswap64(y);
+#endif
+		return (x > y) - (x < y);
+	}
 	size_t common = alen < blen ? alen : blen;
 	int c = common ? memcmp(a, b, common) : 0; /* a scan from the start passes NULL, 0 */
 	return c ? c : (alen > blen) - (alen < blen);
@@ -456,9 +502,16 @@ static int collect_index(const void *key, size_t klen, const void *val, size_t v
 			 void *arg)
 {
 	struct index_collect *c = arg;
-	struct kv x = { NULL, NULL, klen, vlen, 0, false, 0 };
-	if (kv_arena_put(&c->bytes, &x, key, val) && kv_push(&c->list, x))
-		return 0;
+	struct kv *x = kv_add(&c->list);
+	if (x) {
+		x->klen = klen;
+		x->vlen = vlen;
+		x->ts = 0;
+		x->tombstone = false;
+		if (kv_arena_put(&c->bytes, x, key, val))
+			return 0;
+		c->list.n--;
+	}
 	c->out_of_memory = true;
 	return 1;
 }
@@ -491,11 +544,12 @@ static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint
 		while ((r = olog_next(l, &pos, end))) {
 			if (OLOG_REC_TS(r) > scan_ts || key_cmp(r->data, r->klen, start, klen) < 0)
 				continue;
-			struct kv x = { (unsigned char *)r->data, (unsigned char *)r->data + r->klen,
-					r->klen, r->vlen, OLOG_REC_TS(r),
-					OLOG_REC_OP(r) == OLOG_OP_DELETE, 0 };
-			if (!kv_push(out, x))
+			struct kv *x = kv_add(out);
+			if (!x)
 				return TIPS_ENOMEM;
+			*x = (struct kv){ (unsigned char *)r->data, (unsigned char *)r->data + r->klen,
+					  r->klen, r->vlen, OLOG_REC_TS(r),
+					  OLOG_REC_OP(r) == OLOG_OP_DELETE, 0 };
 		}
 	}
 	if (out->n > 1)
@@ -511,6 +565,11 @@ static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint
 	return 0;
 }
 
+/* A scan of up to this many keys of up to 16 bytes with their values keeps the index's
+ * keys on the caller's stack (about 9 KiB): a short scan allocates nothing. */
+#define SCAN_INLINE_KV 128
+#define SCAN_INLINE_BYTES 2048
+
 long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	       tips_scan_fn fn, void *arg)
 {
@@ -518,9 +577,12 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
 	if (count == 0)
 		return 0;
+	struct kv inl_kv[SCAN_INLINE_KV];
+	unsigned char inl_bytes[SCAN_INLINE_BYTES];
 	struct kv_list overlay = { 0 }, result = { 0 };
 	struct kv_arena copies = { 0 }; /* the overlay's entries in the result */
-	struct index_collect collected = { { 0 }, { 0 }, false };
+	struct index_collect collected = { { inl_kv, 0, SCAN_INLINE_KV, inl_kv },
+					   { inl_bytes, 0, SCAN_INLINE_BYTES, inl_bytes }, false };
 	struct kv_list *index = &collected.list;
 	long rc = 0;
 	pthread_rwlock_rdlock(&db->scan_lock); /* reclamation may not move heads now */
@@ -538,42 +600,53 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	else if (collected.out_of_memory)
 		rc = TIPS_ENOMEM;
 	kv_arena_fix(index, &collected.bytes);
-	/* Merge: the overlay wins on equal keys, tombstones drop the key. */
-	for (size_t i = 0, j = 0; rc == 0 && result.n < count && (i < index->n || j < overlay.n);) {
+	/* Merge: the overlay wins on equal keys, tombstones drop the key. Without an
+	 * overlay (no write waiting for replay at or after @start), the index's keys are
+	 * the result as they are. */
+	struct kv_list *out = overlay.n ? &result : index;
+	for (size_t i = 0, j = 0; rc == 0 && overlay.n && result.n < count &&
+				  (i < index->n || j < overlay.n);) {
 		int c = i == index->n ? 1 : j == overlay.n ? -1 :
 			key_cmp(index->v[i].key, index->v[i].klen, overlay.v[j].key, overlay.v[j].klen);
-		struct kv x;
-		if (c < 0) {
-			x = index->v[i++]; /* its bytes stay in collected.bytes */
-		} else {
-			if (c == 0)
-				i++;
-			struct kv *o = &overlay.v[j++];
-			if (o->tombstone)
+		if (c >= 0) {
+			i += c == 0;
+			if (overlay.v[j].tombstone) {
+				j++;
 				continue;
-			/* The OLog may be reclaimed once the scan lock is released: copy. */
-			x = (struct kv){ NULL, NULL, o->klen, o->vlen, 0, false, 0 };
-			if (!kv_arena_put(&copies, &x, o->key, o->val)) {
-				rc = TIPS_ENOMEM;
-				break;
 			}
 		}
-		if (!kv_push(&result, x))
+		struct kv *x = kv_add(&result);
+		if (!x) {
 			rc = TIPS_ENOMEM;
+			break;
+		}
+		if (c < 0) {
+			*x = index->v[i++]; /* its bytes stay in collected.bytes */
+			continue;
+		}
+		/* The OLog may be reclaimed once the scan lock is released: copy. */
+		const struct kv *o = &overlay.v[j++];
+		*x = (struct kv){ NULL, NULL, o->klen, o->vlen, 0, false, 0 };
+		if (!kv_arena_put(&copies, x, o->key, o->val)) {
+			result.n--;
+			rc = TIPS_ENOMEM;
+			break;
+		}
 	}
 	pthread_rwlock_unlock(&db->scan_lock);
-	free(overlay.v); /* its keys point into the OLogs */
+	kv_list_free(&overlay); /* its keys point into the OLogs */
 	kv_arena_fix(&result, &copies);
 	long n = 0;
-	for (size_t i = 0; rc == 0 && i < result.n; i++) {
+	size_t end = out->n < count ? out->n : count;
+	for (size_t i = 0; rc == 0 && i < end; i++) {
 		n++;
-		if (fn(result.v[i].key, result.v[i].klen, result.v[i].val, result.v[i].vlen, arg))
+		if (fn(out->v[i].key, out->v[i].klen, out->v[i].val, out->v[i].vlen, arg))
 			break;
 	}
-	free(result.v);
-	free(index->v);
-	free(collected.bytes.p);
-	free(copies.p);
+	kv_list_free(&result);
+	kv_list_free(index);
+	kv_arena_free(&collected.bytes);
+	kv_arena_free(&copies);
 	if (rc)
 		return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM")
 					 : rc;

@@ -1360,7 +1360,7 @@ struct scan_entry {
  * together, so that a scan waits for about one cache miss per SCAN_AHEAD keys rather
  * than one per key (leaves are allocated in insertion order, so neighbours in key order
  * are scattered in memory). Copied before the read section ends. */
-#define SCAN_AHEAD 16u
+#define SCAN_AHEAD 32u
 /* Result and stack buffers start inside struct scan_state (on the caller's stack) and
  * move to the heap only for longer scans: a scan of a few hundred keys allocates
  * nothing. */
@@ -1458,8 +1458,13 @@ static int scan_emit(struct scan_state *s, const struct art_leaf *l)
 		s->acap = cap;
 	}
 	unsigned char *dst = s->arena + s->used;
-	memcpy(dst, l->key, klen);
-	leaf_value(l, dst + klen, vlen);
+	if (klen == 8 && vlen == 8) { /* the common case: two word copies, no calls */
+		memcpy(dst, l->key, 8);
+		leaf_value(l, dst + 8, 8);
+	} else {
+		memcpy(dst, l->key, klen);
+		leaf_value(l, dst + klen, vlen);
+	}
 	s->e[s->n++] = (struct scan_entry){ klen, vlen, s->used };
 	s->used += (size_t)klen + vlen;
 	return 0;
@@ -1492,6 +1497,27 @@ static int scan_take(struct scan_state *s, const struct art_leaf *l)
 	__builtin_prefetch(l);
 	s->pend[s->np++] = l;
 	return s->np == SCAN_AHEAD ? scan_flush(s) : 0;
+}
+
+/* Prefetches @len bytes from @p (whole lines). A hint: nothing is read. */
+static inline void prefetch_span(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)p + len;
+	for (; a < end; a += 64)
+		__builtin_prefetch((const void *)a);
+}
+
+/* The most of a node a scan prefetches at once: a Node48 (its index and children) or
+ * the first quarter of a Node256. */
+#define SCAN_PREFETCH_NODE 704u
+
+/* Prefetches what the scan will read of @n, whose header it has read: the rest of the
+ * node (a scan of a node reads most of its index and children; their lines otherwise
+ * miss one after the other as next_child() reaches them). */
+static inline void scan_prefetch_body(struct art_node *n)
+{
+	size_t len = node_size(n->type);
+	prefetch_span(n, len < SCAN_PREFETCH_NODE ? len : SCAN_PREFETCH_NODE);
 }
 
 static bool scan_push(struct scan_state *s, size_t *sp, struct art_node *n, uint64_t v,
@@ -1585,9 +1611,25 @@ static int scan_pass(struct art_index *t, struct scan_state *s)
 			continue;
 		}
 		struct art_node *cn = as_node(ch);
+		/* The node the scan will most likely enter after @cn is @n's next child:
+		 * its header is fetched together with @cn's, and its body (taking siblings
+		 * to be of @cn's kind) while the scan works through @cn's keys. Hints only:
+		 * @sib is read optimistically and never dereferenced here. */
+		unsigned sb;
+		uintptr_t sib = b < 255 ? next_child(n, b + 1, &sb) : 0;
+		if (sib && is_leaf(sib))
+			sib = 0;
+		if (sib)
+			__builtin_prefetch(as_node(sib));
 		uint64_t cv;
 		if (!lk_read(cn, &cv) || !lk_check(n, f->v))
 			return 1;
+		scan_prefetch_body(cn);
+		if (sib) {
+			size_t len = node_size(cn->type);
+			prefetch_span(as_node(sib), len < SCAN_PREFETCH_NODE ? len
+								 : SCAN_PREFETCH_NODE);
+		}
 		uint32_t end = f->end;
 		if (!scan_push(s, &sp, cn, cv, end + 1, cb))
 			return TIPS_ENOMEM;
