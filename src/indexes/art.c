@@ -78,14 +78,15 @@
  * scattered in memory), always before the read section ends.
  * @fn is called afterwards, outside any read section, so it may call the index.
  *
- * Conversion cost: 13 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
+ * Conversion cost: 12 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
  * 4 (insert: the node a growth replaced, or the unused new leaf; update: the replaced
  * leaf or the unused one; remove: the removed leaf, and the node a collapse or shrink
- * replaced), IDX_LOG 6 (slot_set(), through which every pointer store goes, child
+ * replaced), IDX_LOG 5 (slot_set(), through which every pointer store goes, child
  * slots, value-leaf slots and parent slots alike; index_set() of Node48; set_prefix();
- * small_rewrite()'s two ranges; the in-place value word). An 8-byte update logs one
- * record (the value word); an insert 1 (a new Node4, a grown node, a Node256 slot) to
- * 2 (a Node4/16 or Node48 child). An operation allocates and frees at most 3 blocks
+ * small_rewrite()'s two ranges, one IDX_LOG2 and so one fence; the in-place value
+ * word). An 8-byte update logs one record (the value word); an insert 1 (a new Node4,
+ * a grown node, a Node256 slot) to 2 (a Node4/16 or Node48 child; one fence for a
+ * Node4/16). An operation allocates and frees at most 3 blocks
  * (growth: leaf, node, old node; shrinking remove: node, old node, leaf).
  *
  * Known limits. A Node256 (2080 bytes) takes a 2560-byte heap slot. Scans restart (from
@@ -575,10 +576,9 @@ static void set_prefix(struct art_node *n, const unsigned char *p, uint32_t len,
 static void small_rewrite(struct art_node *n, unsigned pos, unsigned end,
 			  const uint8_t keys[16], unsigned cnt, bool log)
 {
-	if (log) {
-		IDX_LOG(&n->count, sizeof(n->count) + (n->type == ART_N4 ? 4 : 16));
-		IDX_LOG(&small_children(n)[pos], (end - pos) * sizeof(uintptr_t));
-	}
+	if (log) /* both before either store: one fence */
+		IDX_LOG2(&n->count, sizeof(n->count) + (n->type == ART_N4 ? 4 : 16),
+			 &small_children(n)[pos], (end - pos) * sizeof(uintptr_t));
 	small_keys_store(n, keys);
 	ST(n->count, (uint16_t)cnt);
 }
