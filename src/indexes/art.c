@@ -78,15 +78,16 @@
  * scattered in memory), always before the read section ends.
  * @fn is called afterwards, outside any read section, so it may call the index.
  *
- * Conversion cost: 12 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
+ * Conversion cost: 13 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
  * 4 (insert: the node a growth replaced, or the unused new leaf; update: the replaced
  * leaf or the unused one; remove: the removed leaf, and the node a collapse or shrink
- * replaced), IDX_LOG 5 (slot_set(), through which every pointer store goes, child
+ * replaced), IDX_LOG 6 (slot_set(), through which every pointer store goes, child
  * slots, value-leaf slots and parent slots alike; index_set() of Node48; set_prefix();
- * small_rewrite()'s two ranges, one IDX_LOG2 and so one fence; the in-place value
- * word). An 8-byte update logs one record (the value word); an insert 1 (a new Node4,
- * a grown node, a Node256 slot) to 2 (a Node4/16 or Node48 child; one fence for a
- * Node4/16). An operation allocates and frees at most 3 blocks
+ * the in-place value word; and two IDX_LOG2, two ranges under one fence: the count,
+ * keys and children small_rewrite() stores, and the child slot and index byte of a
+ * Node48 add). An 8-byte update logs one record (the value word); an insert 1 (a new
+ * Node4, a grown node, a Node256 slot) or 2 (a Node4/16 or Node48 child, under one
+ * fence). An operation allocates and frees at most 3 blocks
  * (growth: leaf, node, old node; shrinking remove: node, old node, leaf).
  *
  * Known limits. A Node256 (2080 bytes) takes a 2560-byte heap slot. Scans restart (from
@@ -613,8 +614,11 @@ static void node_add(struct art_node *n, uint8_t c, uintptr_t child, bool log)
 		unsigned s = 0;
 		while (s < 48 && LD(p->child[s]))
 			s++;
-		slot_set(&p->child[s], child, log);
-		index_set(p, c, s + 1, log);
+		if (log) /* both before either store: one fence */
+			IDX_LOG2(&p->child[s], sizeof(p->child[s]), &p->index[c],
+				 sizeof(p->index[c]));
+		slot_set(&p->child[s], child, false);
+		index_set(p, c, s + 1, false);
 		return;
 	}
 	default:
