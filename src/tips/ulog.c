@@ -42,8 +42,9 @@ struct ulog {
 	uint64_t used;   /* bytes of records this generation (under lock) */
 	uint64_t gen;
 	pthread_mutex_t lock;
-	/* Ranges logged this generation: open addressing on (addr, size). */
-	uint64_t *set_addr, *set_size;
+	/* Ranges logged this generation: open addressing on (addr, size), both in one
+	 * slot so that a probe misses the cache once. */
+	struct set_slot { uint64_t addr, size; } *set;
 	uint64_t set_cap, set_n;
 	/* Statistics. */
 	_Atomic uint64_t bytes, logged, skipped_fresh, skipped_logged;
@@ -132,22 +133,18 @@ static bool set_insert(struct ulog *u, uint64_t addr, uint64_t size); /* false: 
 static bool set_grow(struct ulog *u)
 {
 	uint64_t cap = u->set_cap ? u->set_cap * 2 : 4096;
-	uint64_t *a = calloc(cap, sizeof(*a)), *s = calloc(cap, sizeof(*s));
-	if (!a || !s) {
-		free(a);
-		free(s);
+	struct set_slot *a = calloc(cap, sizeof(*a));
+	if (!a)
 		return false;
-	}
-	uint64_t *oa = u->set_addr, *os = u->set_size, ocap = u->set_cap;
-	u->set_addr = a;
-	u->set_size = s;
+	struct set_slot *old = u->set;
+	uint64_t ocap = u->set_cap;
+	u->set = a;
 	u->set_cap = cap;
 	u->set_n = 0;
 	for (uint64_t i = 0; i < ocap; i++)
-		if (oa[i])
-			set_insert(u, oa[i], os[i]);
-	free(oa);
-	free(os);
+		if (old[i].addr)
+			set_insert(u, old[i].addr, old[i].size);
+	free(old);
 	return true;
 }
 
@@ -155,13 +152,13 @@ static bool set_insert(struct ulog *u, uint64_t addr, uint64_t size)
 {
 	uint64_t i = slot_of(addr, size, u->set_cap);
 	for (;; i = (i + 1) & (u->set_cap - 1)) {
-		if (u->set_addr[i] == 0) {
-			u->set_addr[i] = addr;
-			u->set_size[i] = size;
+		if (u->set[i].addr == 0) {
+			u->set[i].addr = addr;
+			u->set[i].size = size;
 			u->set_n++;
 			return true;
 		}
-		if (u->set_addr[i] == addr && u->set_size[i] == size)
+		if (u->set[i].addr == addr && u->set[i].size == size)
 			return false;
 	}
 }
@@ -171,9 +168,9 @@ static bool set_contains(const struct ulog *u, uint64_t addr, uint64_t size)
 	if (!u->set_cap)
 		return false;
 	for (uint64_t i = slot_of(addr, size, u->set_cap);; i = (i + 1) & (u->set_cap - 1)) {
-		if (u->set_addr[i] == 0)
+		if (u->set[i].addr == 0)
 			return false;
-		if (u->set_addr[i] == addr && u->set_size[i] == size)
+		if (u->set[i].addr == addr && u->set[i].size == size)
 			return true;
 	}
 }
@@ -195,8 +192,7 @@ void ulog_delete(struct ulog *u)
 {
 	if (!u)
 		return;
-	free(u->set_addr);
-	free(u->set_size);
+	free(u->set);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 }
@@ -297,7 +293,7 @@ void ulog_reset(struct ulog *u, uint64_t gen)
 	__atomic_store_n(&u->used, 0, __ATOMIC_RELAXED);
 	u->gen = gen;
 	if (u->set_cap)
-		memset(u->set_addr, 0, u->set_cap * sizeof(*u->set_addr));
+		memset(u->set, 0, u->set_cap * sizeof(*u->set));
 	u->set_n = 0;
 	pthread_mutex_unlock(&u->lock);
 }
