@@ -258,6 +258,10 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for the thread's context");
 	if (!ctx->log)
 		ctx->log = olog_take(db, ctx);
+	/* The bucket is a likely DRAM miss: start loading it now, for writing, so that it
+	 * overlaps admission and the entry's allocation instead of the lock. */
+	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
+	__builtin_prefetch(b, 1, 3);
 	uint64_t size = olog_record_size(klen, vlen);
 	uint64_t cost = admit_cost(op, klen, vlen);
 	if ((rc = admit(db, ctx, op, cost)))
@@ -274,7 +278,6 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		rc = tips_set_error(TIPS_ENOMEM, "out of DRAM for a cache entry");
 		goto refund;
 	}
-	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	cache_bucket_lock(b);
 	if (op != OLOG_OP_PUT) {
 		bool present = key_present(db, b, key, klen);

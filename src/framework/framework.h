@@ -144,6 +144,15 @@ void ulog_delete(struct ulog *u);
 /* Logs the old bytes of [addr, addr+size) unless fresh or already logged. */
 int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, void *addr,
 	     size_t size);
+/* Logs up to ULOG_GROUP_MAX ranges with one fence (see ulog.c); the caller stores to
+ * none of them before it returns. */
+#define ULOG_GROUP_MAX 8u
+int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+		   void *const addr[], const size_t size[], unsigned n);
+/* CRC32C (Castagnoli) of the ULog's records: hardware when the CPU has SSE4.2. */
+uint32_t fw_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t fw_crc32c_portable(uint32_t crc, const void *buf, size_t len);
+bool fw_crc32c_is_hardware(void);
 /* Flushes every logged address (no fence: the caller drains). */
 void ulog_flush_targets(struct ulog *u);
 /* Empties the volatile view after the generation moved on to @gen. */

@@ -14,6 +14,8 @@
  *    rest of the ring.
  *  - The ULog is a sequence of undo records from offset 0, each stamped with the ULog
  *    generation and a checksum; the first record that fails either check ends it.
+ *    Records come in groups persisted by one fence each; a record gives its distance
+ *    from its group's first record, so that a torn last group is told from damage.
  *    Bumping the generation empties the ULog (TIPS §4.3.2).
  * Invariant kept across every crash: the index equals (its state at the last
  * reclamation) + (the effects of records in the OLogs since their heads), where the
@@ -26,7 +28,8 @@
 
 #define FW_MAGIC 0x314b524f57504954ull /* "TIPWORK1" */
 #define FW_MAGIC_FORMATTING 0x3f4b524f57504954ull /* "TIPWORK?": a format in progress */
-#define FW_LAYOUT_VERSION 1u
+#define FW_LAYOUT_VERSION 2u /* 2: ULog records in groups, CRC32C (1: one record per
+                                fence, zlib crc32) */
 #define FW_NAME_MAX 32u
 
 /* Life-cycle states (fw_header.state). */
@@ -86,9 +89,10 @@ struct olog_rec {
 /* ULog record header; the old bytes follow, padded to 8. */
 struct ulog_rec {
 	uint64_t addr;  /* where the bytes were */
-	uint64_t size;  /* how many */
+	uint32_t size;  /* how many (at most TIPS_MAX_VALUE) */
+	uint32_t back;  /* bytes from the first record of its group to this one */
 	uint64_t gen;   /* ULog generation that wrote it */
-	uint64_t check; /* crc32 over addr, size, gen and the bytes */
+	uint64_t check; /* CRC32C over addr, size, back, gen and the bytes */
 	unsigned char data[];
 };
 

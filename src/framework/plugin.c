@@ -1,6 +1,8 @@
 /*
  * plugin.c - the plug-in API an index is written against (TIPS §3.2.6, Figure 2):
- * tips_alloc, tips_free, tips_ulog_add, tips_root, tips_block_valid.
+ * tips_alloc, tips_free, tips_ulog_add, tips_root, tips_block_valid; and, for the
+ * indexes built into the library (src/indexes/idx_hooks.h, IDX_LOG2), fw_ulog_add_ranges:
+ * several ranges an operation stores to, logged with one fence.
  *
  * The framework calls an index's ops only from threads it controls (replay workers,
  * recovery, create), and each of them names its database here first, so the index
@@ -91,6 +93,13 @@ int tips_ulog_add(void *addr, size_t size)
 	if (!current) /* e.g. index code run outside the framework: nothing to undo */
 		return tips_set_error(TIPS_EINVAL, "tips_ulog_add outside an index operation");
 	return ulog_add(current->ulog, current->heap, current->pool, addr, size);
+}
+
+int fw_ulog_add_ranges(void *const addr[], const size_t size[], unsigned n)
+{
+	if (!current)
+		return tips_set_error(TIPS_EINVAL, "tips_ulog_add outside an index operation");
+	return ulog_add_group(current->ulog, current->heap, current->pool, addr, size, n);
 }
 
 void *tips_root(void)

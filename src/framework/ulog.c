@@ -9,15 +9,28 @@
  *    oldest copy, which is the state at the reclamation.
  * The stores themselves are not flushed here: reclamation flushes every logged range
  * once (ulog_flush_targets), so repeated updates to one line cost one flush.
- * Records are appended under a mutex, so a torn record can only be the last one;
- * rollback stops at the first record with a wrong generation or checksum and restores
- * the valid ones newest first; an intact record after a bad one means damage, not a
- * torn append, and fails the rollback with TIPS_ECORRUPT.
+ * Records are appended in groups (ulog_add_group: the ranges an operation logs before
+ * its stores; ulog_add: a group of one) under a mutex, and each group is persisted by
+ * one fence before the mutex is released, so only the last group can be torn, and in
+ * any order: its records were flushed without a fence between them. Rollback stops at
+ * the first record with a wrong generation or checksum and restores the valid ones
+ * newest first. An intact record after a bad one is a torn append only if it belongs
+ * to the bad one's group (each record stores its distance from its group's first
+ * record); an intact record of a later group means damage, and fails the rollback with
+ * TIPS_ECORRUPT. The index stores to no range of a group before the group's fence has
+ * returned, so undoing a record of an unfinished group rewrites the bytes in place.
+ *
+ * Checksum: CRC32C (Castagnoli), computed with the SSE4.2 crc32 instruction when the
+ * CPU has it and by a table otherwise; both give the same value, so a pool written on
+ * one machine recovers on another (the hardware and table paths are checked against
+ * each other and against the standard check value in test_framework).
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 #include "pm/pm.h"
 #include "framework/framework.h"
@@ -29,8 +42,9 @@ struct ulog {
 	uint64_t used;   /* bytes of records this generation (under lock) */
 	uint64_t gen;
 	pthread_mutex_t lock;
-	/* Ranges logged this generation: open addressing on (addr, size). */
-	uint64_t *set_addr, *set_size;
+	/* Ranges logged this generation: open addressing on (addr, size), both in one
+	 * slot so that a probe misses the cache once. */
+	struct set_slot { uint64_t addr, size; } *set;
 	uint64_t set_cap, set_n;
 	/* Statistics. */
 	_Atomic uint64_t bytes, logged, skipped_fresh, skipped_logged;
@@ -41,10 +55,71 @@ static uint64_t rec_bytes(uint64_t size)
 	return sizeof(struct ulog_rec) + ((size + 7) & ~7ull);
 }
 
+/* ---- CRC32C ---------------------------------------------------------------------- */
+
+/* Reflected Castagnoli polynomial; the table is built once, at load. */
+static uint32_t crc32c_table[256];
+
+uint32_t fw_crc32c_portable(uint32_t crc, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	crc = ~crc;
+	while (len--)
+		crc = crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *buf,
+								size_t len)
+{
+	const unsigned char *p = buf;
+	uint64_t c = ~crc;
+	for (; len >= 8; len -= 8, p += 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		c = _mm_crc32_u64(c, w);
+	}
+	uint32_t c32 = (uint32_t)c;
+	while (len--)
+		c32 = _mm_crc32_u8(c32, *p++);
+	return ~c32;
+}
+#endif
+
+static uint32_t (*crc32c_fn)(uint32_t, const void *, size_t) = fw_crc32c_portable;
+
+__attribute__((constructor)) static void crc32c_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc32c_table[i] = c;
+	}
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("sse4.2"))
+		crc32c_fn = crc32c_sse42;
+#endif
+}
+
+uint32_t fw_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	return crc32c_fn(crc, buf, len);
+}
+
+bool fw_crc32c_is_hardware(void)
+{
+	return crc32c_fn != fw_crc32c_portable;
+}
+
+/* ---- the log ----------------------------------------------------------------------- */
+
 static uint64_t rec_check(const struct ulog_rec *r)
 {
-	uLong c = crc32(0, (const Bytef *)r, offsetof(struct ulog_rec, check));
-	return crc32(c, r->data, (uInt)r->size);
+	uint32_t c = crc32c_fn(0, r, offsetof(struct ulog_rec, check));
+	return crc32c_fn(c, r->data, r->size);
 }
 
 static uint64_t slot_of(uint64_t addr, uint64_t size, uint64_t cap)
@@ -58,22 +133,18 @@ static bool set_insert(struct ulog *u, uint64_t addr, uint64_t size); /* false: 
 static bool set_grow(struct ulog *u)
 {
 	uint64_t cap = u->set_cap ? u->set_cap * 2 : 4096;
-	uint64_t *a = calloc(cap, sizeof(*a)), *s = calloc(cap, sizeof(*s));
-	if (!a || !s) {
-		free(a);
-		free(s);
+	struct set_slot *a = calloc(cap, sizeof(*a));
+	if (!a)
 		return false;
-	}
-	uint64_t *oa = u->set_addr, *os = u->set_size, ocap = u->set_cap;
-	u->set_addr = a;
-	u->set_size = s;
+	struct set_slot *old = u->set;
+	uint64_t ocap = u->set_cap;
+	u->set = a;
 	u->set_cap = cap;
 	u->set_n = 0;
 	for (uint64_t i = 0; i < ocap; i++)
-		if (oa[i])
-			set_insert(u, oa[i], os[i]);
-	free(oa);
-	free(os);
+		if (old[i].addr)
+			set_insert(u, old[i].addr, old[i].size);
+	free(old);
 	return true;
 }
 
@@ -81,13 +152,13 @@ static bool set_insert(struct ulog *u, uint64_t addr, uint64_t size)
 {
 	uint64_t i = slot_of(addr, size, u->set_cap);
 	for (;; i = (i + 1) & (u->set_cap - 1)) {
-		if (u->set_addr[i] == 0) {
-			u->set_addr[i] = addr;
-			u->set_size[i] = size;
+		if (u->set[i].addr == 0) {
+			u->set[i].addr = addr;
+			u->set[i].size = size;
 			u->set_n++;
 			return true;
 		}
-		if (u->set_addr[i] == addr && u->set_size[i] == size)
+		if (u->set[i].addr == addr && u->set[i].size == size)
 			return false;
 	}
 }
@@ -97,9 +168,9 @@ static bool set_contains(const struct ulog *u, uint64_t addr, uint64_t size)
 	if (!u->set_cap)
 		return false;
 	for (uint64_t i = slot_of(addr, size, u->set_cap);; i = (i + 1) & (u->set_cap - 1)) {
-		if (u->set_addr[i] == 0)
+		if (u->set[i].addr == 0)
 			return false;
-		if (u->set_addr[i] == addr && u->set_size[i] == size)
+		if (u->set[i].addr == addr && u->set[i].size == size)
 			return true;
 	}
 }
@@ -121,52 +192,88 @@ void ulog_delete(struct ulog *u)
 {
 	if (!u)
 		return;
-	free(u->set_addr);
-	free(u->set_size);
+	free(u->set);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 }
 
-int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, void *addr,
-	     size_t size)
+/* Is [addr, addr+size) a range to log: a range of the pool, not fresh? 0: log it;
+ * 1: skip it (counted); < 0: an error. */
+static int range_check(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+		       const void *addr, size_t size)
 {
 	if (size == 0 || size > TIPS_MAX_VALUE || !tips_pool_contains(pool, addr, size))
 		return tips_set_error(TIPS_EINVAL, "tips_ulog_add(%p, %zu): not a range of the "
 				      "pool", addr, size);
 	if (tips_heap_block_is_fresh(heap, addr)) {
 		atomic_fetch_add_explicit(&u->skipped_fresh, 1, memory_order_relaxed);
-		return 0;
+		return 1;
 	}
-	pthread_mutex_lock(&u->lock);
-	if (set_contains(u, (uint64_t)addr, size)) {
-		pthread_mutex_unlock(&u->lock);
-		atomic_fetch_add_explicit(&u->skipped_logged, 1, memory_order_relaxed);
-		return 0;
-	}
-	uint64_t need = rec_bytes(size);
-	/* Replay checks for ulog_headroom() before each operation and reclaims first when
-	 * it is short, so only an operation logging more than that can get here. */
-	TIPS_INVARIANT(u->used + need <= u->size,
-		       "ULog full within one index operation: it logged more than the headroom "
-		       "replay keeps (a larger ulog_size is needed)");
-	/* The set only spares logging a range twice: without DRAM to grow it, keep using
-	 * it while a slot stays empty (probes end there), then log without it. */
-	bool remember = (u->set_n + 1) * 2 <= u->set_cap || set_grow(u) ||
-			u->set_n + 2 <= u->set_cap;
-	struct ulog_rec *r = (struct ulog_rec *)(u->ring + u->used);
-	r->addr = (uint64_t)addr;
-	r->size = size;
-	r->gen = u->gen;
-	memcpy(r->data, addr, size);
-	r->check = rec_check(r);
-	pm_persist(r, sizeof(*r) + size);
-	__atomic_store_n(&u->used, u->used + need, __ATOMIC_RELAXED);
-	if (remember)
-		set_insert(u, (uint64_t)addr, size);
-	pthread_mutex_unlock(&u->lock);
-	atomic_fetch_add_explicit(&u->logged, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&u->bytes, need, memory_order_relaxed);
 	return 0;
+}
+
+int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+		   void *const addr[], const size_t size[], unsigned n)
+{
+	bool log[ULOG_GROUP_MAX];
+	unsigned todo = 0;
+	TIPS_INVARIANT(n <= ULOG_GROUP_MAX, "ULog: a group of more than ULOG_GROUP_MAX ranges");
+	for (unsigned i = 0; i < n; i++) {
+		int rc = range_check(u, heap, pool, addr[i], size[i]);
+		if (rc < 0)
+			return rc;
+		log[i] = rc == 0;
+		todo += log[i];
+	}
+	if (!todo)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	uint64_t start = u->used, off = start, logged = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!log[i])
+			continue;
+		/* Already logged this generation, possibly earlier in this group. */
+		if (set_contains(u, (uint64_t)addr[i], size[i])) {
+			atomic_fetch_add_explicit(&u->skipped_logged, 1, memory_order_relaxed);
+			continue;
+		}
+		uint64_t need = rec_bytes(size[i]);
+		/* Replay checks for ulog_headroom() before each operation and reclaims first
+		 * when it is short, so only an operation logging more than that gets here. */
+		TIPS_INVARIANT(off + need <= u->size,
+			       "ULog full within one index operation: it logged more than the "
+			       "headroom replay keeps (a larger ulog_size is needed)");
+		/* The set only spares logging a range twice: without DRAM to grow it, keep
+		 * using it while a slot stays empty (probes end there), then log without it. */
+		bool remember = (u->set_n + 1) * 2 <= u->set_cap || set_grow(u) ||
+				u->set_n + 2 <= u->set_cap;
+		struct ulog_rec *r = (struct ulog_rec *)(u->ring + off);
+		r->addr = (uint64_t)addr[i];
+		r->size = (uint32_t)size[i];
+		r->back = (uint32_t)(off - start);
+		r->gen = u->gen;
+		memcpy(r->data, addr[i], size[i]);
+		r->check = rec_check(r);
+		pm_flush(r, sizeof(*r) + size[i]);
+		off += need;
+		logged++;
+		if (remember)
+			set_insert(u, (uint64_t)addr[i], size[i]);
+	}
+	if (logged) {
+		pm_drain(); /* the group's one fence: before any of its stores */
+		__atomic_store_n(&u->used, off, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&u->lock);
+	atomic_fetch_add_explicit(&u->logged, logged, memory_order_relaxed);
+	atomic_fetch_add_explicit(&u->bytes, off - start, memory_order_relaxed);
+	return 0;
+}
+
+int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, void *addr,
+	     size_t size)
+{
+	return ulog_add_group(u, heap, pool, &addr, &size, 1);
 }
 
 void ulog_flush_targets(struct ulog *u)
@@ -186,7 +293,7 @@ void ulog_reset(struct ulog *u, uint64_t gen)
 	__atomic_store_n(&u->used, 0, __ATOMIC_RELAXED);
 	u->gen = gen;
 	if (u->set_cap)
-		memset(u->set_addr, 0, u->set_cap * sizeof(*u->set_addr));
+		memset(u->set, 0, u->set_cap * sizeof(*u->set));
 	u->set_n = 0;
 	pthread_mutex_unlock(&u->lock);
 }
@@ -217,21 +324,29 @@ static bool rec_valid(const unsigned char *base, uint64_t off, uint64_t size, ui
 	       tips_pool_contains(pool, (const void *)r->addr, r->size);
 }
 
-/* The record at @off ends the ULog. Each record is persistent before the next is
- * written, so only the last can be torn: if an intact record of this generation
- * follows, the one at @off was damaged after it was written. */
+/* The record at @off ends the ULog. Each group of records is persistent before the
+ * next is written, so only the last group can be torn, in any of its records: an
+ * intact record of this generation that follows and belongs to a group that began at
+ * or before @off is part of that torn group; one of a later group means the record at
+ * @off was damaged after it was written. */
 static int check_log_end(const unsigned char *base, uint64_t off, uint64_t size,
 			 uint64_t gen, struct tips_pool *pool)
 {
 	const struct ulog_rec *r = (const struct ulog_rec *)(base + off);
 	if (off + sizeof(*r) > size || r->gen != gen || r->size == 0 ||
-	    r->size > TIPS_MAX_VALUE || !rec_valid(base, off + rec_bytes(r->size), size, gen, pool))
+	    r->size > TIPS_MAX_VALUE)
 		return 0;
+	uint64_t next = off + rec_bytes(r->size);
+	if (!rec_valid(base, next, size, gen, pool))
+		return 0;
+	const struct ulog_rec *n = (const struct ulog_rec *)(base + next);
+	if (n->back >= next - off)
+		return 0; /* the same group, begun at or before @off: a torn group */
 	return tips_set_error(TIPS_ECORRUPT, "ULog: record at offset %llu (generation %llu, %llu "
-			      "bytes for 0x%llx) fails its checksum, yet an intact record follows: "
-			      "expected a torn record only at the end", (unsigned long long)off,
-			      (unsigned long long)gen, (unsigned long long)r->size,
-			      (unsigned long long)r->addr);
+			      "bytes for 0x%llx) fails its checksum, yet an intact record of a "
+			      "later group follows: expected a torn group only at the end",
+			      (unsigned long long)off, (unsigned long long)gen,
+			      (unsigned long long)r->size, (unsigned long long)r->addr);
 }
 
 int ulog_rollback(void *ring, uint64_t size, uint64_t gen, struct tips_pool *pool)

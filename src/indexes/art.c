@@ -83,9 +83,11 @@
  * leaf or the unused one; remove: the removed leaf, and the node a collapse or shrink
  * replaced), IDX_LOG 6 (slot_set(), through which every pointer store goes, child
  * slots, value-leaf slots and parent slots alike; index_set() of Node48; set_prefix();
- * small_rewrite()'s two ranges; the in-place value word). An 8-byte update logs one
- * record (the value word); an insert 1 (a new Node4, a grown node, a Node256 slot) to
- * 2 (a Node4/16 or Node48 child). An operation allocates and frees at most 3 blocks
+ * the in-place value word; and two IDX_LOG2, two ranges under one fence: the count,
+ * keys and children small_rewrite() stores, and the child slot and index byte of a
+ * Node48 add). An 8-byte update logs one record (the value word); an insert 1 (a new
+ * Node4, a grown node, a Node256 slot) or 2 (a Node4/16 or Node48 child, under one
+ * fence). An operation allocates and frees at most 3 blocks
  * (growth: leaf, node, old node; shrinking remove: node, old node, leaf).
  *
  * Known limits. A Node256 (2080 bytes) takes a 2560-byte heap slot. Scans restart (from
@@ -575,10 +577,9 @@ static void set_prefix(struct art_node *n, const unsigned char *p, uint32_t len,
 static void small_rewrite(struct art_node *n, unsigned pos, unsigned end,
 			  const uint8_t keys[16], unsigned cnt, bool log)
 {
-	if (log) {
-		IDX_LOG(&n->count, sizeof(n->count) + (n->type == ART_N4 ? 4 : 16));
-		IDX_LOG(&small_children(n)[pos], (end - pos) * sizeof(uintptr_t));
-	}
+	if (log) /* both before either store: one fence */
+		IDX_LOG2(&n->count, sizeof(n->count) + (n->type == ART_N4 ? 4 : 16),
+			 &small_children(n)[pos], (end - pos) * sizeof(uintptr_t));
 	small_keys_store(n, keys);
 	ST(n->count, (uint16_t)cnt);
 }
@@ -613,8 +614,11 @@ static void node_add(struct art_node *n, uint8_t c, uintptr_t child, bool log)
 		unsigned s = 0;
 		while (s < 48 && LD(p->child[s]))
 			s++;
-		slot_set(&p->child[s], child, log);
-		index_set(p, c, s + 1, log);
+		if (log) /* both before either store: one fence */
+			IDX_LOG2(&p->child[s], sizeof(p->child[s]), &p->index[c],
+				 sizeof(p->index[c]));
+		slot_set(&p->child[s], child, false);
+		index_set(p, c, s + 1, false);
 		return;
 	}
 	default:

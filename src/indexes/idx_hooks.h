@@ -29,6 +29,10 @@
  *   IDX_LOG(addr, size)  must precede every store to memory that existed before the
  *                        current operation, covering exactly the bytes stored (size > 0).
  *                        A no-op in the dram build.
+ *   IDX_LOG2(a1, s1, a2, s2)
+ *                        IDX_LOG of two ranges with one fence instead of two: for an
+ *                        operation that logs both before its first store to either
+ *                        (the records are durable together when it returns).
  *   IDX_CHECK_BLOCK(p, min_size)
  *                        true if @p may be followed: in the tips build, @p starts an
  *                        allocated heap block of >= min_size usable bytes
@@ -81,6 +85,11 @@
 #define IDX_ALLOC(size) tips_alloc(size)
 #define IDX_FREE(p) tips_free(p)
 #define IDX_LOG(addr, size) ((void)tips_ulog_add((addr), (size)))
+/* src/framework/plugin.c: the ranges' undo records, one fence for all of them. */
+int fw_ulog_add_ranges(void *const addr[], const size_t size[], unsigned n);
+#define IDX_LOG2(a1, s1, a2, s2)                                                     \
+	((void)fw_ulog_add_ranges((void *const[]){ (void *)(a1), (void *)(a2) },     \
+				  (const size_t[]){ (s1), (s2) }, 2))
 #define IDX_FREE_BARRIER() ((void)0)
 #define IDX_CHECK_BLOCK(p, min_size) (tips_block_valid((p), (min_size)) != 0)
 #else
@@ -88,6 +97,7 @@
 #define IDX_ALLOC(size) idx_dram_alloc(size)
 #define IDX_FREE(p) grace_free(p)
 #define IDX_LOG(addr, size) ((void)(addr), (void)(size))
+#define IDX_LOG2(a1, s1, a2, s2) ((void)(a1), (void)(s1), (void)(a2), (void)(s2))
 #define IDX_FREE_BARRIER() grace_free_barrier()
 #define IDX_CHECK_BLOCK(p, min_size) ((void)(min_size), (p) != NULL)
 #endif
