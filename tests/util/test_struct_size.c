@@ -243,21 +243,31 @@ static void test_listdb_config(void)
 	tips_listdb_destroy(path);
 }
 
+/* A fresh 64 MiB tips-hash pool under /dev/shm named after @tag (its path in @path), opened
+ * with *@cfg (TIPS_CREATE, 1000 expected keys) for the tests below to reopen with it. */
+static struct tips_db *open_small_hash(char *path, size_t cap, const char *tag,
+				       struct tips_config *cfg, const struct tips_index_ops **ops)
+{
+	*ops = tips_index_find("tips-hash");
+	test_path(path, cap, "/dev/shm", tag);
+	tips_config_init(cfg);
+	cfg->flags = TIPS_CREATE;
+	cfg->pool_size = 64ull << 20;
+	cfg->expected_keys = 1000;
+	struct tips_db *db = NULL;
+	CHECK_RC(tips_open(path, cfg, *ops, &db), 0);
+	REQUIRE(db != NULL);
+	return db;
+}
+
 /* Stats: an older caller's struct gets its size and no byte more; a newer one gets the
  * library's counters and zeros after them. */
 static void test_stats(void)
 {
-	const struct tips_index_ops *ops = tips_index_find("tips-hash");
 	char path[256];
-	test_path(path, sizeof(path), "/dev/shm", "struct-size-stats");
 	struct tips_config cfg;
-	tips_config_init(&cfg);
-	cfg.flags = TIPS_CREATE;
-	cfg.pool_size = 64ull << 20;
-	cfg.expected_keys = 1000;
-	struct tips_db *db = NULL;
-	CHECK_RC(tips_open(path, &cfg, ops, &db), 0);
-	REQUIRE(db != NULL);
+	const struct tips_index_ops *ops;
+	struct tips_db *db = open_small_hash(path, sizeof(path), "struct-size-stats", &cfg, &ops);
 	CHECK_RC(tips_put(db, "k", 1, "v", 1), 0);
 
 	struct caller_buf c;
@@ -305,17 +315,10 @@ static void test_stats(void)
  * one the library's fields and zeros after them; the 0.3 symbols fill the full one. */
 static void test_reports(void)
 {
-	const struct tips_index_ops *ops = tips_index_find("tips-hash");
 	char path[256];
-	test_path(path, sizeof(path), "/dev/shm", "struct-size-reports");
 	struct tips_config cfg;
-	tips_config_init(&cfg);
-	cfg.flags = TIPS_CREATE;
-	cfg.pool_size = 64ull << 20;
-	cfg.expected_keys = 1000;
-	struct tips_db *db = NULL;
-	CHECK_RC(tips_open(path, &cfg, ops, &db), 0);
-	REQUIRE(db != NULL);
+	const struct tips_index_ops *ops;
+	struct tips_db *db = open_small_hash(path, sizeof(path), "struct-size-reports", &cfg, &ops);
 	CHECK_RC(tips_put(db, "k", 1, "v", 1), 0);
 	CHECK_RC(tips_close(&db), 0);
 	CHECK_RC(tips_open(path, &cfg, ops, &db), 0); /* reclaimed: checks may run */
@@ -384,17 +387,10 @@ static void test_reports(void)
  * tips_remove() (tips_delete stays checked). */
 static void test_old_names(void)
 {
-	const struct tips_index_ops *ops = tips_index_find("tips-hash");
 	char path[256];
-	test_path(path, sizeof(path), "/dev/shm", "struct-size-names");
 	struct tips_config cfg;
-	tips_config_init(&cfg);
-	cfg.flags = TIPS_CREATE;
-	cfg.pool_size = 64ull << 20;
-	cfg.expected_keys = 1000;
-	struct tips_db *db = NULL;
-	CHECK_RC(tips_open(path, &cfg, ops, &db), 0);
-	REQUIRE(db != NULL);
+	const struct tips_index_ops *ops;
+	struct tips_db *db = open_small_hash(path, sizeof(path), "struct-size-names", &cfg, &ops);
 	char buf[8];
 	size_t vlen = 0;
 	CHECK_RC(tips_put(db, "old", 3, "v1", 2), 0);
