@@ -1081,10 +1081,13 @@ static void bg_help_compaction(struct tips_listdb *db)
 	db->helpers_in++;
 	pthread_mutex_unlock(&db->bg_lock);
 	uint64_t c0 = thread_cpu_ns();
+	struct tips_pm_counters pm0;
+	tips_pm_counters_thread(&pm0);
 	struct ld_zipper_mem *zm = ld_zipper_mem_new(db, t);
 	if (zm)
 		ld_zipper_shards(db, t, zm);
 	ld_zipper_mem_free(zm);
+	pm_counters_to_background(&pm0); /* a writer's own counters: its puts only */
 	atomic_fetch_add(&db->st.compaction_cpu_ns, thread_cpu_ns() - c0);
 	pthread_mutex_lock(&db->bg_lock);
 	db->helpers_in--;

@@ -204,6 +204,25 @@ static void counters_thread(struct tips_pm_counters *out)
 	out->bytes_persisted = atomic_load_explicit(&tc->bytes, memory_order_relaxed);
 }
 
+void pm_counters_to_background(const struct tips_pm_counters *since)
+{
+	struct thread_counters *tc = my_counters_get();
+	struct tips_pm_counters now;
+	counters_thread(&now);
+	uint64_t lines = now.lines_flushed - since->lines_flushed;
+	uint64_t fences = now.fences - since->fences;
+	uint64_t bytes = now.bytes_persisted - since->bytes_persisted;
+	/* Under the lock, so that counters_total() sees the sum unchanged. */
+	pthread_mutex_lock(&counters.lock);
+	atomic_fetch_sub_explicit(&tc->lines, lines, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&tc->fences, fences, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&tc->bytes, bytes, memory_order_relaxed);
+	counters.retired_lines += lines;
+	counters.retired_fences += fences;
+	counters.retired_bytes += bytes;
+	pthread_mutex_unlock(&counters.lock);
+}
+
 void tips_pm_counters_thread_sized(struct tips_pm_counters *out, size_t size)
 {
 	struct tips_pm_counters full;

@@ -20,6 +20,15 @@ void pm_flush(const void *addr, size_t len);
 /* Fence: everything this thread flushed is persistent when it returns. */
 void pm_drain(void);
 /* pm_flush then pm_drain. */
+/*
+ * Moves what this thread flushed and fenced since @since (its own counters, read with
+ * tips_pm_counters_thread()) out of its per-thread counters into the process totals,
+ * which do not change. For a thread that does background work on the side (a ListDB
+ * writer that merges while it would stall), so that its own counters, which measure
+ * the critical path of its operations, count only those.
+ */
+void pm_counters_to_background(const struct tips_pm_counters *since);
+
 static inline void pm_persist(const void *addr, size_t len)
 {
 	pm_flush(addr, len);
