@@ -29,5 +29,7 @@ cd "$dir"
 # TSan: the crash tests fork children that start threads of their own (a store's
 # background threads) after the parent ran threads, which TSan refuses by default;
 # each child uses only what it opens itself, so let them run (races are still reported).
-[ "$sanitize" != thread ] || export TSAN_OPTIONS="die_after_fork=0 ${TSAN_OPTIONS:-}"
+# tests/tsan.supp silences races inside libpmemobj, a system library TSan cannot see.
+[ "$sanitize" != thread ] ||
+	export TSAN_OPTIONS="die_after_fork=0 suppressions=$root/tests/tsan.supp ${TSAN_OPTIONS:-}"
 ctest "${select[@]}" --output-on-failure -j2
