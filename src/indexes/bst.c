@@ -649,7 +649,7 @@ enum { OPT_FOUND, OPT_ABSENT, OPT_RETRY };
 #define BST_OPTIMISTIC 1
 #endif
 
-__attribute__((no_sanitize_thread)) static int
+static int
 lookup_optimistic(struct bst_index *t, const struct bst_key *k, void *val, size_t cap,
 		  size_t *vlen)
 {
