@@ -27,11 +27,12 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-/* The read side inline (the header marks its read lock and unlock as meeting LGPL's
- * 10-line criterion): a call into the shared library costs four __tls_get_addr calls
- * per section, and those instructions, on every lookup, kept the processor from
- * overlapping one lookup's cache miss with the next (docs/indexes.md, "Read paths"). */
+/* liburcu-bp's read side inline (its header marks the read lock and unlock as meeting
+ * LGPL's 10-line criterion); grace.h includes it the same way in builds where the read
+ * section is inline. */
+#ifndef _LGPL_SOURCE
 #define _LGPL_SOURCE
+#endif
 #include <urcu-bp.h>
 
 #if defined(__SANITIZE_THREAD__)
@@ -88,6 +89,7 @@ static void atfork_register(void)
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
+#if !GRACE_READ_INLINE
 void grace_read_enter(void)
 {
 	urcu_bp_read_lock();
@@ -98,6 +100,7 @@ void grace_read_exit(void)
 	GRACE_READER_DONE();
 	urcu_bp_read_unlock();
 }
+#endif
 
 void grace_wait(void)
 {
