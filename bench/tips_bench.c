@@ -225,15 +225,53 @@ static void tasks_by_role(const struct task_table *tt, uint64_t *ns)
 			ns[tt->task[i].role] += tt->task[i].last_ns - tt->task[i].start_ns;
 }
 
+/* The key of record @id: the prefix bytes (--key-size over 8), then keygen_scatter(id)
+ * big-endian, stored as one word (a store per byte sat on every measured operation). */
 static void make_key(const struct options *o, uint64_t id, unsigned char *k)
 {
 	size_t plen = o->key_size - 8;
-	size_t n = o->key_prefix ? strlen(o->key_prefix) : 0;
-	for (size_t i = 0; i < plen; i++)
-		k[i] = n ? (unsigned char)o->key_prefix[i % n] : 'k';
-	uint64_t v = keygen_scatter(id);
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		k[plen + (size_t)i] = (unsigned char)v;
+	if (plen) {
+		size_t n = o->key_prefix ? strlen(o->key_prefix) : 0;
+		for (size_t i = 0; i < plen; i++)
+			k[i] = n ? (unsigned char)o->key_prefix[i % n] : 'k';
+	}
+	uint64_t be = __builtin_bswap64(keygen_scatter(id));
+	memcpy(k + plen, &be, 8);
+}
+
+/*
+ * Ids of loaded records drawn ahead, ID_AHEAD at a time, from the thread's generator:
+ * PiBench draws a key per operation on the measured path, and so does this, but in
+ * chunks, so that the draws run back to back (no cache miss among them) and the
+ * operations between two draws' chunks are only the index's work and the counting.
+ * Not for `latest`, whose bound (the insert watermark) moves with every insert.
+ */
+#define ID_AHEAD 32
+struct id_ahead {
+	uint64_t id[ID_AHEAD];
+	unsigned next; /* ID_AHEAD: empty */
+};
+
+static __attribute__((noinline)) void refill_ids(struct id_ahead *a, struct keygen *g,
+						  uint64_t n)
+{
+	if (g->dist == KEYDIST_UNIFORM) {
+		struct rng r = g->rng; /* in registers for the whole chunk */
+		for (unsigned j = 0; j < ID_AHEAD; j++)
+			a->id[j] = rng_below(&r, n);
+		g->rng = r;
+	} else {
+		for (unsigned j = 0; j < ID_AHEAD; j++)
+			a->id[j] = keygen_next(g, n);
+	}
+	a->next = 0;
+}
+
+static inline uint64_t next_loaded_id(struct id_ahead *a, struct keygen *g, uint64_t n)
+{
+	if (__builtin_expect(a->next == ID_AHEAD, 0))
+		refill_ids(a, g, n);
+	return a->id[a->next++];
 }
 
 static void make_value(const struct options *o, uint64_t id, uint64_t seq, unsigned char *v)
@@ -371,6 +409,73 @@ static void pending_commit(struct bench *b, unsigned t, struct pending *p)
 	p->insert_pending = p->sample = false;
 }
 
+/* The latency and flush/fence counts of one sampled operation @op that returned @rc. */
+static void record_sample(struct thread_result *res, enum op op, int rc, uint64_t t0,
+			  const struct tips_pm_counters *c0)
+{
+	uint64_t t1 = now_ns();
+	struct tips_pm_counters c1;
+	tips_pm_counters_thread(&c1);
+	histogram_record(&res->lat, t1 - t0);
+	if (op == OP_INSERT || op == OP_UPDATE || op == OP_REMOVE)
+		histogram_record(&res->wlat, t1 - t0);
+	if (rc == 0) { /* a missed update wrote nothing: not a write's cost */
+		res->per_op[op].n++;
+		res->per_op[op].fences += c1.fences - c0->fences;
+		res->per_op[op].lines += c1.lines_flushed - c0->lines_flushed;
+	}
+}
+
+/*
+ * The run phase of a mix of reads alone (workload C) without batches, for ids [lo, hi):
+ * what run_ops() does for such a mix, with nothing else between two lookups than
+ * taking the next id, writing the key, the sampling countdown and the counting. A
+ * lookup's cache miss overlaps the next lookups' only while they fit in the processor's
+ * instruction window, so every instruction of the harness there lowers the rate it can
+ * measure (docs/indexes.md, "Read paths"). A miss is an error (no removes in the mix).
+ */
+static void run_reads(struct bench *b, unsigned t, struct keygen *g, struct rng *sampler,
+		      uint64_t until_sample, uint64_t lo, uint64_t hi)
+{
+	const struct options *o = &b->o;
+	struct thread_result *res = &b->res[t];
+	void *store;
+	bench_lookup_fn lookup = bench_lookup_direct(&b->idx, &store);
+	struct id_ahead ahead = { .next = ID_AHEAD };
+	unsigned char k[MAX_KEY], v[MAX_VALUE];
+	size_t klen = o->key_size, vl;
+	make_key(o, 0, k); /* the prefix, written once */
+	unsigned char *kw = k + klen - 8;
+	uint64_t n = 0;
+	for (uint64_t i = lo; i < hi; i++) {
+		if ((i & 63) == 0 && (atomic_load_explicit(&b->failed, memory_order_relaxed) ||
+				      atomic_load_explicit(&b->time_up, memory_order_relaxed)))
+			break;
+		uint64_t id = next_loaded_id(&ahead, g, o->records);
+		uint64_t be = __builtin_bswap64(keygen_scatter(id));
+		memcpy(kw, &be, 8);
+		int rc;
+		if (__builtin_expect(until_sample-- == 0, 0)) {
+			until_sample = sample_gap(sampler, o->latency_sample);
+			struct tips_pm_counters c0;
+			tips_pm_counters_thread(&c0);
+			uint64_t t0 = now_ns();
+			rc = lookup(store, k, klen, v, sizeof(v), &vl);
+			record_sample(res, OP_READ, rc == TIPS_ESIZE ? 0 : rc, t0, &c0);
+		} else {
+			rc = lookup(store, k, klen, v, sizeof(v), &vl);
+		}
+		if (__builtin_expect(rc != 0 && rc != TIPS_ESIZE, 0)) {
+			report_lost(b, op_names[OP_READ], id, rc);
+			res->failed = true;
+			break;
+		}
+		n++;
+		count_done(b, t);
+	}
+	res->ops[OP_READ] += n;
+}
+
 static void run_ops(struct bench *b, unsigned t)
 {
 	const struct options *o = &b->o;
@@ -378,6 +483,7 @@ static void run_ops(struct bench *b, unsigned t)
 	struct keygen g;
 	keygen_init(&g, o->dist, o->skew, (o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST)
 						  ? &b->zipf : NULL, o->seed, 1000 + t);
+	struct id_ahead ahead = { .next = ID_AHEAD };
 	struct rng sampler;
 	rng_seed(&sampler, o->seed, 5000 + t);
 	uint64_t until_sample = sample_gap(&sampler, o->latency_sample);
@@ -386,6 +492,15 @@ static void run_ops(struct bench *b, unsigned t)
 	for (int i = 0; i < NOPS; i++)
 		if (o->ratio[i] == 1.0)
 			only_op = (enum op)i;
+	/* i numbers the thread's operations (a value's sequence number); in duration mode
+	 * each thread counts from its own 2^40 range, without end. */
+	uint64_t lo = o->ops * t / o->threads, hi = o->ops * (t + 1) / o->threads;
+	if (o->seconds > 0)
+		lo = (uint64_t)t << 40, hi = UINT64_MAX;
+	if (only_op == OP_READ && !o->batch && o->dist != KEYDIST_LATEST) {
+		run_reads(b, t, &g, &sampler, until_sample, lo, hi);
+		return;
+	}
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
 	struct pending pend = { 0 };
 	if (o->batch && tips_batch_new(&pend.batch)) {
@@ -393,11 +508,6 @@ static void run_ops(struct bench *b, unsigned t)
 		res->failed = true;
 		return;
 	}
-	/* i numbers the thread's operations (a value's sequence number); in duration mode
-	 * each thread counts from its own 2^40 range, without end. */
-	uint64_t lo = o->ops * t / o->threads, hi = o->ops * (t + 1) / o->threads;
-	if (o->seconds > 0)
-		lo = (uint64_t)t << 40, hi = UINT64_MAX;
 	for (uint64_t i = lo; i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
 			      !atomic_load_explicit(&b->time_up, memory_order_relaxed);
 	     i++) {
@@ -418,12 +528,12 @@ static void run_ops(struct bench *b, unsigned t)
 			id = atomic_fetch_add(&b->next_remove, 1);
 			if (id >= o->records) { /* all loaded keys removed: read instead */
 				op = OP_READ;
-				id = keygen_next(&g, o->records);
+				id = next_loaded_id(&ahead, &g, o->records);
 			}
 		} else if (o->dist == KEYDIST_LATEST) {
 			id = keygen_next(&g, insert_watermark(b));
 		} else {
-			id = keygen_next(&g, o->records);
+			id = next_loaded_id(&ahead, &g, o->records);
 		}
 		if (op == OP_INSERT && id >= b->insert_limit) {
 			/* The pool holds no more: stop here. The thread's inflight bound stays
@@ -447,7 +557,7 @@ static void run_ops(struct bench *b, unsigned t)
 			count_done(b, t);
 			continue;
 		}
-		struct tips_pm_counters c0, c1;
+		struct tips_pm_counters c0;
 		uint64_t t0 = 0;
 		if (sample) {
 			tips_pm_counters_thread(&c0);
@@ -481,18 +591,8 @@ static void run_ops(struct bench *b, unsigned t)
 		default:
 			break;
 		}
-		if (sample) {
-			uint64_t t1 = now_ns();
-			tips_pm_counters_thread(&c1);
-			histogram_record(&res->lat, t1 - t0);
-			if (op == OP_INSERT || op == OP_UPDATE || op == OP_REMOVE)
-				histogram_record(&res->wlat, t1 - t0);
-			if (rc == 0) { /* a missed update wrote nothing: not a write's cost */
-				res->per_op[op].n++;
-				res->per_op[op].fences += c1.fences - c0.fences;
-				res->per_op[op].lines += c1.lines_flushed - c0.lines_flushed;
-			}
-		}
+		if (sample)
+			record_sample(res, op, rc, t0, &c0);
 		if (rc == TIPS_ENOTFOUND && (op == OP_READ || op == OP_UPDATE) &&
 		    miss_expected(b, id))
 			res->removed_misses++;
@@ -887,13 +987,13 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 		uint64_t epochs = z->epochs - a->epochs;
 		double wavg = epochs ? (z->workers_avg * (double)z->epochs -
 					a->workers_avg * (double)a->epochs) / (double)epochs : 0;
-		fprintf(f, ",\"framework\":{\"cache_hit_ratio\":%.4f,\"cache_bypasses\":%llu,"
+		fprintf(f, ",\"framework\":{\"cache_hit_ratio\":%.4f,"
 			"\"workers_avg\":%.3f,\"workers_final\":%u,\"reclamations\":%llu,"
 			"\"ulog_logged\":%llu,\"ulog_skipped_fresh\":%llu,"
 			"\"ulog_skipped_logged\":%llu,\"replayed\":%llu,\"writer_waits\":%llu,"
 			"\"gc_unlinked\":%llu}",
 			looked ? (double)hits / (double)looked : 0,
-			(unsigned long long)(z->cache_bypasses - a->cache_bypasses), wavg,
+			wavg,
 			z->workers_now, (unsigned long long)(z->reclamations - a->reclamations),
 			(unsigned long long)(z->ulog_logged - a->ulog_logged),
 			(unsigned long long)(z->ulog_skipped_fresh - a->ulog_skipped_fresh),

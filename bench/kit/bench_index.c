@@ -509,17 +509,47 @@ int bench_batch_commit(struct bench_index *b, struct tips_batch *batch)
 int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_t cap,
 		 size_t *vl)
 {
-	int rc;
-	if (b->ldb)
-		rc = tips_listdb_get(b->ldb, k, kl, v, cap, vl);
-#ifdef TIPS_HAVE_PMDK_HASH
-	else if (b->pmdk)
-		rc = pmdk_hash_lookup(b->pmdk, k, kl, v, cap, vl);
-#endif
-	else
-		rc = b->db ? tips_get(b->db, k, kl, v, cap, vl)
-			   : b->ops->lookup(b->handle, k, kl, v, cap, vl);
+	void *store;
+	int rc = bench_lookup_direct(b, &store)(store, k, kl, v, cap, vl);
 	return rc == TIPS_ESIZE ? 0 : rc; /* found, longer than the buffer: still found */
+}
+
+/* Adapters to bench_lookup_fn's signature: each compiles to one jump. */
+static int lookup_listdb(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
+{
+	return tips_listdb_get(s, k, kl, v, cap, vl);
+}
+
+#ifdef TIPS_HAVE_PMDK_HASH
+static int lookup_pmdk(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
+{
+	return pmdk_hash_lookup(s, k, kl, v, cap, vl);
+}
+#endif
+
+static int lookup_tips(void *s, const void *k, size_t kl, void *v, size_t cap, size_t *vl)
+{
+	return tips_get(s, k, kl, v, cap, vl);
+}
+
+bench_lookup_fn bench_lookup_direct(const struct bench_index *b, void **store)
+{
+	if (b->ldb) {
+		*store = b->ldb;
+		return lookup_listdb;
+	}
+#ifdef TIPS_HAVE_PMDK_HASH
+	if (b->pmdk) {
+		*store = b->pmdk;
+		return lookup_pmdk;
+	}
+#endif
+	if (b->db) {
+		*store = b->db;
+		return lookup_tips;
+	}
+	*store = b->handle;
+	return b->ops->lookup;
 }
 
 static int count_pair(const void *k, size_t kl, const void *v, size_t vl, void *arg)

@@ -177,6 +177,14 @@ int bench_remove(struct bench_index *b, const void *k, size_t kl);
 int bench_put(struct bench_index *b, const void *k, size_t kl, const void *v, size_t vl);
 int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_t cap,
 		 size_t *vl);
+
+/* bench_lookup() as one function and its first argument, resolved once: a loop of
+ * lookups then calls the store itself, with no dispatch on the store's kind between two
+ * lookups. The function returns what the store's lookup returns (so TIPS_ESIZE, found
+ * but longer than @cap, is not folded into 0 as bench_lookup() does). */
+typedef int (*bench_lookup_fn)(void *store, const void *k, size_t kl, void *v, size_t cap,
+			       size_t *vl);
+bench_lookup_fn bench_lookup_direct(const struct bench_index *b, void **store);
 /* 1 if bench_batch_commit() works on @b: tips-* (tips_batch_commit), listdb
  * (tips_listdb_batch_commit) and dram-* (the operations one by one: the volatile
  * baseline has no atomicity to keep); not pmdk-hash. */
