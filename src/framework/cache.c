@@ -28,6 +28,7 @@
 #include "util/grace.h"
 
 struct cache {
+	struct cache_unapplied_line u; /* first: cache_all_applied() reads it inline */
 	struct cache_bucket *buckets;
 	uint64_t mask;
 	uint64_t capacity;
@@ -37,10 +38,6 @@ struct cache {
 	_Atomic int sweep_asked;         /* a high-water sweep is asked for and not done */
 	_Atomic uint64_t unlinked;       /* statistics */
 	_Atomic uint64_t room_waits;     /* statistics: reservations that waited */
-	/* Entries published and not yet applied; alone on its line: writers add, replay
-	 * subtracts, and readers only read it (it stays shared in their caches). */
-	_Atomic uint64_t unapplied __attribute__((aligned(64)));
-	char pad[56];
 
 	pthread_t gc_thread;
 	pthread_mutex_t mu;
@@ -216,7 +213,7 @@ void cache_unreserve(struct cache *c, unsigned n)
 
 void cache_count_unapplied(struct cache *c, uint64_t n)
 {
-	atomic_fetch_add(&c->unapplied, n);
+	atomic_fetch_add(&c->u.unapplied, n);
 }
 
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
@@ -253,19 +250,14 @@ void cache_queue_gc(struct cache *c, struct cache_bucket *b)
 	pthread_mutex_unlock(&c->mu);
 }
 
-bool cache_all_applied(const struct cache *c)
-{
-	return atomic_load_explicit(&c->unapplied, memory_order_acquire) == 0;
-}
-
 uint64_t cache_unapplied(const struct cache *c)
 {
-	return atomic_load_explicit(&c->unapplied, memory_order_relaxed);
+	return atomic_load_explicit(&c->u.unapplied, memory_order_relaxed);
 }
 
 void cache_applied(struct cache *c, uint64_t n)
 {
-	atomic_fetch_sub(&c->unapplied, n);
+	atomic_fetch_sub(&c->u.unapplied, n);
 }
 
 void cache_applied_more(struct cache *c)

@@ -75,8 +75,20 @@ void cache_queue_gc(struct cache *c, struct cache_bucket *b);
  * before publishing: a reader that finds nothing unapplied knows the index holds
  * every write that completed before it began. */
 void cache_count_unapplied(struct cache *c, uint64_t n);
+/* The counter of entries published and not yet applied, the first member of struct
+ * cache (cache.c): every lookup reads it, inline. Alone on its line: writers add,
+ * replay subtracts, and readers only read it (it stays shared in their caches). */
+struct cache_unapplied_line {
+	_Atomic uint64_t unapplied __attribute__((aligned(64)));
+	char pad[56];
+};
+
 /* True if every counted entry has been applied: a lookup may go to the index. */
-bool cache_all_applied(const struct cache *c);
+static inline bool cache_all_applied(const struct cache *c)
+{
+	const struct cache_unapplied_line *u = (const struct cache_unapplied_line *)c;
+	return atomic_load_explicit(&u->unapplied, memory_order_acquire) == 0;
+}
 uint64_t cache_unapplied(const struct cache *c);
 /* Replay applied @n entries (after setting their `applied` flags). */
 void cache_applied(struct cache *c, uint64_t n);
@@ -166,7 +178,7 @@ void ulog_counters(const struct ulog *u, uint64_t *bytes, uint64_t *logged,
 /* ---- per-thread state (db.c) ----------------------------------------------------- */
 
 struct thread_counters {
-	_Atomic uint64_t hits, misses, bypasses, writes, batches, olog_bytes, waits;
+	_Atomic uint64_t hits, misses, writes, batches, olog_bytes, waits;
 };
 
 struct thread_ctx {
@@ -272,8 +284,12 @@ struct tips_db {
 /* db.c: the write path's steps, shared by single writes and batches (batch_commit.c). */
 /* The calling thread's context for @db; NULL only when DRAM ran out. */
 struct thread_ctx *ctx_get(struct tips_db *db);
-/* Adds @n to a counter only its owning thread writes. */
-void count(_Atomic uint64_t *counter, uint64_t n);
+/* Adds @n to a counter only its owning thread writes: a plain add. */
+static inline void count(_Atomic uint64_t *counter, uint64_t n)
+{
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
 /* A free OLog slot for the calling thread; waits while every slot is taken. */
 struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx);
 /* Counts a refused write; TIPS_ENOSPC with a message starting with @what. */
