@@ -911,6 +911,32 @@ static void test_concurrent(const struct tips_index_ops *ops, uint64_t seed)
 	idx_destroy(&x);
 }
 
+/* ---- clht's layout version ------------------------------------------------------------- */
+
+/* A clht root of layout 1 (before 0.4.0, another hash of 8-byte keys) is refused with
+ * TIPS_EVERSION and a message, not read with the new hash; layout 2 opens again. */
+static void test_clht_layout1_refused(void)
+{
+	const struct tips_index_ops *ops = tips_index_find("dram-clht");
+	REQUIRE(ops != NULL);
+	struct idx x;
+	idx_make(&x, ops, 1000);
+	REQUIRE(ops->insert(x.h, "8bytes!!", 8, "value!!!", 8) == 0);
+	ops->close(x.h);
+	uint64_t magic, v1 = 0x31746c6873706974ull; /* the root's first word: "tipshlt1" */
+	memcpy(&magic, x.root, 8);
+	CHECK(magic == 0x32746c6873706974ull);     /* "tipshlt2" */
+	memcpy(x.root, &v1, 8);
+	void *h = NULL;
+	CHECK_RC(ops->open(x.root, &h), TIPS_EVERSION);
+	CHECK(h == NULL && strstr(tips_errormsg(), "layout 1") != NULL);
+	memcpy(x.root, &magic, 8);
+	CHECK_RC(ops->open(x.root, &x.h), 0);
+	CHECK(lookup_is(&x, "8bytes!!", 8, "value!!!", 8));
+	idx_destroy(&x);
+	printf("  clht layout 1 refused\n");
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static void run_suite(const struct tips_index_ops *ops)
@@ -928,6 +954,7 @@ int main(int argc, char **argv)
 {
 	test_registry();
 	REQUIRE(tips_index_find("dram-hash") != NULL);
+	test_clht_layout1_refused();
 	if (argc > 1) {
 		for (int i = 1; i < argc; i++) {
 			const struct tips_index_ops *ops = tips_index_find(argv[i]);
