@@ -428,8 +428,10 @@ static void record_sample(struct thread_result *res, enum op op, int rc, uint64_
 
 /*
  * The run phase of a mix of reads alone (workload C) without batches, for ids [lo, hi):
- * what run_ops() does for such a mix, with nothing else between two lookups than
- * taking the next id, writing the key, the sampling countdown and the counting. A
+ * what run_ops() does for such a mix, in chunks of ID_AHEAD operations: the chunk's
+ * keys are drawn and written first, then the chunk's lookups run with nothing between
+ * two of them but the sampling countdown and the return code's check; the stop flags
+ * and the thread's done count (the timeline's) are read and written once a chunk. A
  * lookup's cache miss overlaps the next lookups' only while they fit in the processor's
  * instruction window, so every instruction of the harness there lowers the rate it can
  * measure (docs/indexes.md, "Read paths"). A miss is an error (no removes in the mix).
@@ -441,39 +443,46 @@ static void run_reads(struct bench *b, unsigned t, struct keygen *g, struct rng 
 	struct thread_result *res = &b->res[t];
 	void *store;
 	bench_lookup_fn lookup = bench_lookup_direct(&b->idx, &store);
-	struct id_ahead ahead = { .next = ID_AHEAD };
+	struct id_ahead ahead;
+	uint64_t word[ID_AHEAD];
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
 	size_t klen = o->key_size, vl;
 	make_key(o, 0, k); /* the prefix, written once */
 	unsigned char *kw = k + klen - 8;
-	uint64_t n = 0;
-	for (uint64_t i = lo; i < hi; i++) {
-		if ((i & 63) == 0 && (atomic_load_explicit(&b->failed, memory_order_relaxed) ||
-				      atomic_load_explicit(&b->time_up, memory_order_relaxed)))
-			break;
-		uint64_t id = next_loaded_id(&ahead, g, o->records);
-		uint64_t be = __builtin_bswap64(keygen_scatter(id));
-		memcpy(kw, &be, 8);
-		int rc;
-		if (__builtin_expect(until_sample-- == 0, 0)) {
-			until_sample = sample_gap(sampler, o->latency_sample);
-			struct tips_pm_counters c0;
-			tips_pm_counters_thread(&c0);
-			uint64_t t0 = now_ns();
-			rc = lookup(store, k, klen, v, sizeof(v), &vl);
-			record_sample(res, OP_READ, rc == TIPS_ESIZE ? 0 : rc, t0, &c0);
-		} else {
-			rc = lookup(store, k, klen, v, sizeof(v), &vl);
+	uint64_t i = lo;
+	while (i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
+	       !atomic_load_explicit(&b->time_up, memory_order_relaxed)) {
+		unsigned m = hi - i < ID_AHEAD ? (unsigned)(hi - i) : ID_AHEAD;
+		refill_ids(&ahead, g, o->records);
+		for (unsigned j = 0; j < m; j++)
+			word[j] = __builtin_bswap64(keygen_scatter(ahead.id[j]));
+		for (unsigned j = 0; j < m; j++) {
+			memcpy(kw, &word[j], 8);
+			int rc;
+			if (__builtin_expect(until_sample-- == 0, 0)) {
+				until_sample = sample_gap(sampler, o->latency_sample);
+				struct tips_pm_counters c0;
+				tips_pm_counters_thread(&c0);
+				uint64_t t0 = now_ns();
+				rc = lookup(store, k, klen, v, sizeof(v), &vl);
+				record_sample(res, OP_READ, rc == TIPS_ESIZE ? 0 : rc, t0, &c0);
+			} else {
+				rc = lookup(store, k, klen, v, sizeof(v), &vl);
+			}
+			if (__builtin_expect(rc != 0 && rc != TIPS_ESIZE, 0)) {
+				report_lost(b, op_names[OP_READ], ahead.id[j], rc);
+				res->failed = true;
+				m = j; /* the failed one is not done */
+				hi = i; /* and no chunk after this one */
+				break;
+			}
 		}
-		if (__builtin_expect(rc != 0 && rc != TIPS_ESIZE, 0)) {
-			report_lost(b, op_names[OP_READ], id, rc);
-			res->failed = true;
-			break;
-		}
-		n++;
-		count_done(b, t);
+		i += m;
+		res->ops[OP_READ] += m;
+		atomic_store_explicit(&b->slots[t].done,
+				      atomic_load_explicit(&b->slots[t].done, memory_order_relaxed) + m,
+				      memory_order_relaxed);
 	}
-	res->ops[OP_READ] += n;
 }
 
 static void run_ops(struct bench *b, unsigned t)
