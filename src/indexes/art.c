@@ -74,8 +74,10 @@
  * up to @count copies into a private buffer, validating each node's version; on a
  * change it restarts from the root after the last key collected, and so it does every
  * 4096 keys in a new read section, so that a long scan never holds off reclamation.
- * Leaves found are prefetched and copied 16 at a time (key-order neighbours are
- * scattered in memory), always before the read section ends.
+ * A node's children are taken a batch at a time (gather_children(), one version check
+ * per batch). Leaves found are prefetched at once and copied 24 at a time, the older
+ * half of the 48 pending (key-order neighbours are scattered in memory), always before
+ * the read section ends.
  * @fn is called afterwards, outside any read section, so it may call the index.
  *
  * Conversion cost: 13 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
@@ -1484,11 +1486,13 @@ struct scan_entry {
 	size_t off; /* key, then value, in the arena */
 };
 
-/* Leaves found but not yet copied: their lines are prefetched together, then copied
- * together, so that a scan waits for about one cache miss per SCAN_AHEAD keys rather
- * than one per key (leaves are allocated in insertion order, so neighbours in key order
- * are scattered in memory). Copied before the read section ends. */
-#define SCAN_AHEAD 32u
+/* Leaves found but not yet copied: each is prefetched when found, and when SCAN_AHEAD
+ * are pending the older half is copied, so that the copies read lines prefetched long
+ * before while the newer half's misses are still in flight: a scan waits for about one
+ * cache miss per SCAN_AHEAD / 2 keys rather than one per key (leaves are allocated in
+ * insertion order, so neighbours in key order are scattered in memory). Copied before
+ * the read section ends. */
+#define SCAN_AHEAD 48u
 /* Result and stack buffers start inside struct scan_state (on the caller's stack) and
  * move to the heap only for longer scans: a scan of a few hundred keys allocates
  * nothing. */
@@ -1594,11 +1598,11 @@ static int scan_emit(struct scan_state *s, const struct art_leaf *l)
 	return 0;
 }
 
-/* Copies the pending leaves, in the order found. 0, or TIPS_ENOMEM. */
-static int scan_flush(struct scan_state *s)
+/* Copies the first @np pending leaves, in the order found, and moves the rest to the
+ * front. 0, or TIPS_ENOMEM. */
+static int scan_flush_n(struct scan_state *s, unsigned np)
 {
-	unsigned np = s->np;
-	s->np = 0;
+	unsigned rest = s->np - np;
 	for (unsigned i = 0; i < np; i++) {
 		const struct art_leaf *l = s->pend[i];
 		/* An 8-byte key and value that fit: two word copies, no checks beyond these. */
@@ -1611,10 +1615,21 @@ static int scan_flush(struct scan_state *s)
 			continue;
 		}
 		int rc = scan_emit(s, l);
-		if (rc)
+		if (rc) {
+			s->np = 0;
 			return rc;
+		}
 	}
+	for (unsigned i = 0; i < rest; i++)
+		s->pend[i] = s->pend[np + i];
+	s->np = rest;
 	return 0;
+}
+
+/* Copies every pending leaf. 0, or TIPS_ENOMEM. */
+static int scan_flush(struct scan_state *s)
+{
+	return scan_flush_n(s, s->np);
 }
 
 /* Keys collected so far, copied or pending. */
@@ -1629,7 +1644,7 @@ static int scan_take(struct scan_state *s, const struct art_leaf *l)
 {
 	__builtin_prefetch(l);
 	s->pend[s->np++] = l;
-	return s->np == SCAN_AHEAD ? scan_flush(s) : 0;
+	return s->np == SCAN_AHEAD ? scan_flush_n(s, SCAN_AHEAD / 2) : 0;
 }
 
 /* scan_pass() goes on after scan_leaf() returned this. */
