@@ -540,8 +540,6 @@ static unsigned gather_children(struct art_node *n, unsigned from, uint8_t *byte
 		__m128i keys = _mm_set_epi64x((long long)w1, (long long)w0);
 		__m128i ge = _mm_cmpeq_epi8(_mm_max_epu8(keys, _mm_set1_epi8((char)from)), keys);
 		unsigned mask = (unsigned)_mm_movemask_epi8(ge) & ((1u << cnt) - 1);
-		if (from == 0)
-			mask = (1u << cnt) - 1;
 #else
 		unsigned mask = 0;
 		for (unsigned i = 0; i < cnt; i++)
