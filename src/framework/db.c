@@ -389,22 +389,47 @@ int tips_get(struct tips_db *db, const void *key, size_t klen, void *val, size_t
 
 /* ---- scans ------------------------------------------------------------------------- */
 
-struct kv {
-	unsigned char *key, *val; /* into a kv_arena, or into an OLog record (overlay) */
-	size_t klen, vlen;
-	uint64_t ts;
-	bool tombstone;
-	size_t off; /* while the arena still grows: where key and value sit in it */
+/*
+ * A scan reads two sources: the index (everything replay has applied) and the overlay,
+ * the OLog records replay has not applied yet. Both are copied while the scan lock is
+ * held (the OLog may be reclaimed once it is released) and merged outside it, while
+ * the caller's function is called, so that it may call the facade.
+ *
+ * Both copies are runs of records in one growing buffer each (struct scan_run): a
+ * record is its two lengths and the key and value bytes, 8-byte aligned (24 bytes for
+ * an 8-byte key and value), so collecting a key from the index costs one bounds check
+ * and three stores, and a scan of about a hundred short keys allocates nothing (the
+ * first buffer is on the caller's stack).
+ */
+
+/* A record of a scan_run: this header (read and written with memcpy, so the buffer
+ * may be any byte array), klen key bytes, the value's, padding to 8 bytes. An overlay
+ * delete has SCAN_TOMBSTONE in vlen. */
+struct scan_rec {
+	uint32_t klen, vlen;
 };
 
-/* The bytes of a scan's keys and values, one growing buffer per source, so a scan
- * costs a few allocations instead of one per key. Pointers into it are taken only
- * once it stops growing (kv_arena_fix). A buffer may start in memory of the caller's
- * (@inl, on its stack), which is never freed: a short scan allocates nothing. */
-struct kv_arena {
+#define SCAN_TOMBSTONE 0x80000000u /* TIPS_MAX_VALUE is far below it */
+#define SCAN_REC_DATA(p) ((p) + sizeof(struct scan_rec))
+
+static inline size_t scan_rec_size(size_t klen, size_t vlen)
+{
+	return (sizeof(struct scan_rec) + klen + vlen + 7) & ~(size_t)7;
+}
+
+static inline struct scan_rec scan_rec_at(const unsigned char *p)
+{
+	struct scan_rec h;
+	memcpy(&h, p, sizeof(h));
+	return h;
+}
+
+struct scan_run {
 	unsigned char *p;
-	size_t n, cap;
-	unsigned char *inl; /* the caller's first buffer, or NULL */
+	size_t n, cap;      /* bytes used and available */
+	size_t last;        /* offset of the last record put */
+	size_t count;       /* records */
+	unsigned char *inl; /* the caller's first buffer (never freed), or NULL */
 };
 
 /* Grows *@buf (@inl until it first grows) from @used meaningful bytes to @cap bytes. */
@@ -424,61 +449,40 @@ static bool scan_buf_grow(void **buf, const void *inl, size_t used, size_t cap)
 	return true;
 }
 
-static bool kv_arena_put(struct kv_arena *a, struct kv *x, const void *key, const void *val)
+/* Appends a record to @r. False without memory (@r unchanged). */
+static inline bool scan_run_put(struct scan_run *r, const void *key, size_t klen,
+				const void *val, size_t vlen, uint32_t flags)
 {
-	size_t need = x->klen + x->vlen;
-	if (a->cap - a->n < need) {
-		size_t cap = a->cap ? a->cap : 4096;
-		while (cap - a->n < need)
+	size_t need = scan_rec_size(klen, vlen);
+	if (__builtin_expect(r->cap - r->n < need, 0)) {
+		size_t cap = r->cap ? r->cap : 4096;
+		while (cap - r->n < need)
 			cap *= 2;
-		if (!scan_buf_grow((void **)&a->p, a->inl, a->n, cap))
+		if (!scan_buf_grow((void **)&r->p, r->inl, r->n, cap))
 			return false;
-		a->cap = cap;
+		r->cap = cap;
 	}
-	if (x->klen == 8 && x->vlen == 8) { /* the common case: two word copies, no calls */
-		memcpy(a->p + a->n, key, 8);
-		memcpy(a->p + a->n + 8, val, 8);
+	unsigned char *x = r->p + r->n, *d = SCAN_REC_DATA(x);
+	struct scan_rec h = { (uint32_t)klen, (uint32_t)vlen | flags };
+	memcpy(x, &h, sizeof(h));
+	if (klen == 8 && vlen == 8) { /* the common case: two word copies, no calls */
+		memcpy(d, key, 8);
+		memcpy(d + 8, val, 8);
 	} else {
-		memcpy(a->p + a->n, key, x->klen);
-		memcpy(a->p + a->n + x->klen, val, x->vlen);
+		memcpy(d, key, klen);
+		if (vlen)
+			memcpy(d + klen, val, vlen);
 	}
-	x->off = a->n;
-	x->key = x->val = NULL;
-	a->n += need;
+	r->last = r->n;
+	r->n += need;
+	r->count++;
 	return true;
 }
 
-static void kv_arena_free(struct kv_arena *a)
+static void scan_run_free(struct scan_run *r)
 {
-	if (a->p != a->inl)
-		free(a->p);
-}
-
-struct kv_list {
-	struct kv *v;
-	size_t n, cap;
-	struct kv *inl; /* as in kv_arena */
-};
-
-/* A new last entry of @l, for the caller to fill in place (a struct kv built
- * elsewhere and copied in would be read back with wide loads right after its narrow
- * stores, which the processor cannot forward: a stall per key); NULL without memory. */
-static struct kv *kv_add(struct kv_list *l)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		if (!scan_buf_grow((void **)&l->v, l->inl, l->n * sizeof(*l->v),
-				   cap * sizeof(*l->v)))
-			return NULL;
-		l->cap = cap;
-	}
-	return &l->v[l->n++];
-}
-
-static void kv_list_free(struct kv_list *l)
-{
-	if (l->v != l->inl)
-		free(l->v);
+	if (r->p != r->inl)
+		free(r->p);
 }
 
 static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
@@ -498,16 +502,40 @@ static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 	return c ? c : (alen > blen) - (alen < blen);
 }
 
-static int kv_by_key_ts(const void *pa, const void *pb)
+/* An OLog record of the overlay, read in place (under the scan lock). */
+struct ov_ref {
+	const struct olog_rec *r;
+	uint64_t ts;
+};
+
+struct ov_list {
+	struct ov_ref *v;
+	size_t n, cap;
+	struct ov_ref *inl; /* as in scan_run */
+};
+
+static bool ov_add(struct ov_list *l, const struct olog_rec *r)
 {
-	const struct kv *a = pa, *b = pb;
-	int c = key_cmp(a->key, a->klen, b->key, b->klen);
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		if (!scan_buf_grow((void **)&l->v, l->inl, l->n * sizeof(*l->v),
+				   cap * sizeof(*l->v)))
+			return false;
+		l->cap = cap;
+	}
+	l->v[l->n++] = (struct ov_ref){ r, OLOG_REC_TS(r) };
+	return true;
+}
+
+static int ov_by_key_ts(const void *pa, const void *pb)
+{
+	const struct ov_ref *a = pa, *b = pb;
+	int c = key_cmp(a->r->data, a->r->klen, b->r->data, b->r->klen);
 	return c ? c : (a->ts > b->ts) - (a->ts < b->ts);
 }
 
 struct index_collect {
-	struct kv_list list;
-	struct kv_arena bytes;
+	struct scan_run run;
 	bool out_of_memory; /* the index stops when told to; this says why */
 };
 
@@ -515,40 +543,24 @@ static int collect_index(const void *key, size_t klen, const void *val, size_t v
 			 void *arg)
 {
 	struct index_collect *c = arg;
-	struct kv *x = kv_add(&c->list);
-	if (x) {
-		x->klen = klen;
-		x->vlen = vlen;
-		x->ts = 0;
-		x->tombstone = false;
-		if (kv_arena_put(&c->bytes, x, key, val))
-			return 0;
-		c->list.n--;
-	}
+	if (__builtin_expect(scan_run_put(&c->run, key, klen, val, vlen, 0), 1))
+		return 0;
 	c->out_of_memory = true;
 	return 1;
 }
 
-/* Points the entries of @l that live in @a (key NULL) at their bytes. */
-static void kv_arena_fix(struct kv_list *l, const struct kv_arena *a)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (!l->v[i].key) {
-			l->v[i].key = a->p + l->v[i].off;
-			l->v[i].val = l->v[i].key + l->v[i].klen;
-		}
-}
-
 /*
- * The newest OLog write (stamp <= @scan_ts) of every key >= start that replay has not
- * applied yet, sorted by key. Records below an OLog's `applied` are skipped: the index
- * already holds them (or a newer write of their key, since a key's records are applied
- * in stamp order), and the index is read after this. So the overlay's size is the
- * replay backlog, not everything since the last reclamation.
+ * Every OLog write (stamp <= @scan_ts) of a key >= start that replay has not applied
+ * yet, in OLog order, and in *@deletes how many of them are deletes. Records below an
+ * OLog's `applied` are skipped: the index already holds them (or a newer write of their
+ * key, since a key's records are applied in stamp order), and the index is read after
+ * this. So the overlay's size is the replay backlog, not everything since the last
+ * reclamation.
  */
 static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint64_t scan_ts,
-			struct kv_list *out)
+			struct ov_list *out, size_t *deletes)
 {
+	size_t dels = 0;
 	for (unsigned i = 0; i < db->ologs.n; i++) {
 		struct olog *l = &db->ologs.logs[i];
 		uint64_t pos = atomic_load_explicit(&l->applied, memory_order_acquire);
@@ -557,31 +569,98 @@ static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint
 		while ((r = olog_next(l, &pos, end))) {
 			if (OLOG_REC_TS(r) > scan_ts || key_cmp(r->data, r->klen, start, klen) < 0)
 				continue;
-			struct kv *x = kv_add(out);
-			if (!x)
+			if (!ov_add(out, r))
 				return TIPS_ENOMEM;
-			*x = (struct kv){ (unsigned char *)r->data, (unsigned char *)r->data + r->klen,
-					  r->klen, r->vlen, OLOG_REC_TS(r),
-					  OLOG_REC_OP(r) == OLOG_OP_DELETE, 0 };
+			dels += OLOG_REC_OP(r) == OLOG_OP_DELETE;
 		}
 	}
-	if (out->n > 1)
-		qsort(out->v, out->n, sizeof(*out->v), kv_by_key_ts);
-	size_t w = 0; /* keep the newest (last) of each key */
-	for (size_t i = 0; i < out->n; i++) {
-		if (i + 1 < out->n && key_cmp(out->v[i].key, out->v[i].klen, out->v[i + 1].key,
-					      out->v[i + 1].klen) == 0)
-			continue;
-		out->v[w++] = out->v[i];
-	}
-	out->n = w;
+	*deletes = dels;
 	return 0;
 }
 
-/* A scan of up to this many keys of up to 16 bytes with their values keeps the index's
- * keys on the caller's stack (about 9 KiB): a short scan allocates nothing. */
-#define SCAN_INLINE_KV 128
-#define SCAN_INLINE_BYTES 2048
+/*
+ * The overlay's writes that can be among the scan's first keys, newest per key, sorted,
+ * copied into @to (tombstones marked). When the index gave all it was asked for, its
+ * last record @last (else NULL) bounds the result: at most one key per overlay delete of the index's
+ * keys is hidden, and the index was asked for that many more than the scan needs, so
+ * at least `count` keys at or below @last remain and no write above @last can be among
+ * the first `count`. Those are dropped before sorting, so a replay backlog spread over
+ * the key space costs one compare per record, not a sort.
+ */
+static int overlay_copy(struct ov_list *ov, const unsigned char *last, struct scan_run *to)
+{
+	size_t w = 0;
+	uint32_t last_klen = last ? scan_rec_at(last).klen : 0;
+	for (size_t i = 0; i < ov->n; i++)
+		if (!last || key_cmp(ov->v[i].r->data, ov->v[i].r->klen, SCAN_REC_DATA(last),
+				     last_klen) <= 0)
+			ov->v[w++] = ov->v[i];
+	ov->n = w;
+	if (ov->n > 1)
+		qsort(ov->v, ov->n, sizeof(*ov->v), ov_by_key_ts);
+	for (size_t i = 0; i < ov->n; i++) {
+		const struct olog_rec *r = ov->v[i].r;
+		if (i + 1 < ov->n && key_cmp(r->data, r->klen, ov->v[i + 1].r->data,
+					     ov->v[i + 1].r->klen) == 0)
+			continue; /* keep the newest (last) of each key */
+		bool del = OLOG_REC_OP(r) == OLOG_OP_DELETE;
+		if (!scan_run_put(to, r->data, r->klen, r->data + r->klen, del ? 0 : r->vlen,
+				  del ? SCAN_TOMBSTONE : 0))
+			return TIPS_ENOMEM;
+	}
+	return 0;
+}
+
+/* Calls @fn with the first @count keys of the index's run @ix merged with the
+ * overlay's @ov (which wins on equal keys; its tombstones drop the key). Returns the
+ * number of keys passed. */
+static long scan_emit(const struct scan_run *ix, const struct scan_run *ov, size_t count,
+		      tips_scan_fn fn, void *arg)
+{
+	const unsigned char *i = ix->p, *iend = ix->p + ix->n;
+	const unsigned char *j = ov->p, *jend = ov->p + ov->n;
+	long n = 0;
+	if (j == jend) { /* no overlay key in range: the index's keys as they are */
+		while (i < iend && (size_t)n < count) {
+			struct scan_rec a = scan_rec_at(i);
+			const unsigned char *d = SCAN_REC_DATA(i);
+			i += scan_rec_size(a.klen, a.vlen);
+			n++;
+			if (fn(d, a.klen, d + a.klen, a.vlen, arg))
+				break;
+		}
+		return n;
+	}
+	while ((size_t)n < count && (i < iend || j < jend)) {
+		struct scan_rec a = i < iend ? scan_rec_at(i) : (struct scan_rec){ 0, 0 };
+		struct scan_rec b = j < jend ? scan_rec_at(j) : (struct scan_rec){ 0, 0 };
+		int c = i == iend ? 1 : j == jend ? -1 :
+			key_cmp(SCAN_REC_DATA(i), a.klen, SCAN_REC_DATA(j), b.klen);
+		const unsigned char *d;
+		uint32_t kl, vl;
+		if (c < 0) {
+			d = SCAN_REC_DATA(i), kl = a.klen, vl = a.vlen;
+			i += scan_rec_size(a.klen, a.vlen);
+		} else {
+			if (c == 0)
+				i += scan_rec_size(a.klen, a.vlen);
+			d = SCAN_REC_DATA(j), kl = b.klen, vl = b.vlen & ~SCAN_TOMBSTONE;
+			j += scan_rec_size(kl, vl);
+			if (b.vlen & SCAN_TOMBSTONE)
+				continue;
+		}
+		n++;
+		if (fn(d, kl, d + kl, vl, arg))
+			break;
+	}
+	return n;
+}
+
+/* A scan of up to about 128 keys of up to 8 bytes with 8-byte values keeps the
+ * index's keys on the caller's stack, and up to 32 overlay records: a short scan
+ * allocates nothing. */
+#define SCAN_INLINE_BYTES 3072
+#define SCAN_INLINE_OVERLAY 32
 
 long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	       tips_scan_fn fn, void *arg)
@@ -590,76 +669,38 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
 	if (count == 0)
 		return 0;
-	struct kv inl_kv[SCAN_INLINE_KV];
-	unsigned char inl_bytes[SCAN_INLINE_BYTES];
-	struct kv_list overlay = { 0 }, result = { 0 };
-	struct kv_arena copies = { 0 }; /* the overlay's entries in the result */
-	struct index_collect collected = { { inl_kv, 0, SCAN_INLINE_KV, inl_kv },
-					   { inl_bytes, 0, SCAN_INLINE_BYTES, inl_bytes }, false };
-	struct kv_list *index = &collected.list;
-	long rc = 0;
+	_Alignas(8) unsigned char inl_bytes[SCAN_INLINE_BYTES];
+	struct ov_ref inl_ov[SCAN_INLINE_OVERLAY];
+	struct ov_list overlay = { inl_ov, 0, SCAN_INLINE_OVERLAY, inl_ov };
+	struct index_collect collected = {
+		{ inl_bytes, 0, SCAN_INLINE_BYTES, 0, 0, inl_bytes },
+		false
+	};
+	struct scan_run ov = { 0 }; /* the overlay's keys that the result may hold */
+	size_t deletes = 0;
+	long rc;
 	pthread_rwlock_rdlock(&db->scan_lock); /* reclamation may not move heads now */
 	uint64_t scan_ts = ts_scan_point();
-	rc = olog_overlay(db, start, klen, scan_ts, &overlay);
-	size_t deletes = 0;
-	for (size_t i = 0; i < overlay.n; i++)
-		deletes += overlay.v[i].tombstone;
+	rc = olog_overlay(db, start, klen, scan_ts, &overlay, &deletes);
 	/* Each overlay delete can hide one index key: ask the index for that many more. */
 	size_t want = count > SIZE_MAX - deletes ? SIZE_MAX : count + deletes;
-	long got = rc ? rc : db->ops->scan(db->index, start, klen, want, collect_index,
-					   &collected);
-	if (got < 0)
-		rc = got;
-	else if (collected.out_of_memory)
-		rc = TIPS_ENOMEM;
-	kv_arena_fix(index, &collected.bytes);
-	/* Merge: the overlay wins on equal keys, tombstones drop the key. Without an
-	 * overlay (no write waiting for replay at or after @start), the index's keys are
-	 * the result as they are. */
-	struct kv_list *out = overlay.n ? &result : index;
-	for (size_t i = 0, j = 0; rc == 0 && overlay.n && result.n < count &&
-				  (i < index->n || j < overlay.n);) {
-		int c = i == index->n ? 1 : j == overlay.n ? -1 :
-			key_cmp(index->v[i].key, index->v[i].klen, overlay.v[j].key, overlay.v[j].klen);
-		if (c >= 0) {
-			i += c == 0;
-			if (overlay.v[j].tombstone) {
-				j++;
-				continue;
-			}
-		}
-		struct kv *x = kv_add(&result);
-		if (!x) {
+	if (rc == 0) {
+		long got = db->ops->scan(db->index, start, klen, want, collect_index, &collected);
+		if (got < 0)
+			rc = got;
+		else if (collected.out_of_memory)
 			rc = TIPS_ENOMEM;
-			break;
-		}
-		if (c < 0) {
-			*x = index->v[i++]; /* its bytes stay in collected.bytes */
-			continue;
-		}
-		/* The OLog may be reclaimed once the scan lock is released: copy. */
-		const struct kv *o = &overlay.v[j++];
-		*x = (struct kv){ NULL, NULL, o->klen, o->vlen, 0, false, 0 };
-		if (!kv_arena_put(&copies, x, o->key, o->val)) {
-			result.n--;
-			rc = TIPS_ENOMEM;
-			break;
-		}
+	}
+	if (rc == 0 && overlay.n) {
+		const struct scan_run *ix = &collected.run;
+		rc = overlay_copy(&overlay, ix->count >= want ? ix->p + ix->last : NULL, &ov);
 	}
 	pthread_rwlock_unlock(&db->scan_lock);
-	kv_list_free(&overlay); /* its keys point into the OLogs */
-	kv_arena_fix(&result, &copies);
-	long n = 0;
-	size_t end = out->n < count ? out->n : count;
-	for (size_t i = 0; rc == 0 && i < end; i++) {
-		n++;
-		if (fn(out->v[i].key, out->v[i].klen, out->v[i].val, out->v[i].vlen, arg))
-			break;
-	}
-	kv_list_free(&result);
-	kv_list_free(index);
-	kv_arena_free(&collected.bytes);
-	kv_arena_free(&copies);
+	if (overlay.v != overlay.inl)
+		free(overlay.v);
+	long n = rc ? rc : scan_emit(&collected.run, &ov, count, fn, arg);
+	scan_run_free(&collected.run);
+	scan_run_free(&ov);
 	if (rc)
 		return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM")
 					 : rc;

@@ -74,8 +74,10 @@
  * up to @count copies into a private buffer, validating each node's version; on a
  * change it restarts from the root after the last key collected, and so it does every
  * 4096 keys in a new read section, so that a long scan never holds off reclamation.
- * Leaves found are prefetched and copied 16 at a time (key-order neighbours are
- * scattered in memory), always before the read section ends.
+ * A node's children are taken a batch at a time (gather_children(), one version check
+ * per batch). Leaves found are prefetched at once and copied 24 at a time, the older
+ * half of the 48 pending (key-order neighbours are scattered in memory), always before
+ * the read section ends.
  * @fn is called afterwards, outside any read section, so it may call the index.
  *
  * Conversion cost: 13 hook sites - IDX_ALLOC 3 (root, node_new(), leaf_new()), IDX_FREE
@@ -485,6 +487,128 @@ static uintptr_t next_child(struct art_node *n, unsigned from, unsigned *byte)
 			}
 		}
 		return 0;
+	}
+	}
+}
+
+/* Children a scan takes from a node at once (one version check for all of them). */
+#define SCAN_GATHER 16u
+
+/* The 8 index bytes of a Node48 from byte @b (a multiple of 8) as one word, byte b + i
+ * in bits 8i..8i+7. Optimistic like find_child(). */
+static inline uint64_t n48_index_word(struct art_n48 *p, unsigned b)
+{
+#if defined(__SANITIZE_THREAD__)
+	uint64_t w = 0; /* byte by byte: the writers' stores are byte-wide atomics */
+	for (unsigned i = 0; i < 8; i++)
+		w |= (uint64_t)LD(p->index[b + i]) << (8 * i);
+	return w;
+#else
+	return __atomic_load_n((const uint64_t *)(const void *)&p->index[b], __ATOMIC_ACQUIRE);
+#endif
+}
+
+/*
+ * The first children of @n (up to SCAN_GATHER) with key byte >= @from, in key order,
+ * up to the first inner node (which the scan enters before it needs the next ones):
+ * their bytes in @bytes, their tagged pointers in @kids. Returns how many; *@more is
+ * true if children after the last one returned may exist. One pass over the node per
+ * SCAN_GATHER children instead of one next_child() call per child: Node4/16 find the
+ * first key >= @from with one SSE2 compare, a Node48 reads its index 8 bytes at a
+ * time. Optimistic like find_child(): validate @n's version before using any.
+ */
+static unsigned gather_children(struct art_node *n, unsigned from, uint8_t *bytes,
+				uintptr_t *kids, bool *more)
+{
+	unsigned k = 0;
+	*more = false;
+	switch (n->type) {
+	case ART_N4:
+	case ART_N16: {
+		unsigned cnt = LD(n->count);
+		uint64_t w0, w1 = 0;
+		if (n->type == ART_N4) {
+			w0 = LD(((struct art_n4 *)n)->keys);
+			cnt = cnt < 4 ? cnt : 4;
+		} else {
+			w0 = LD(((struct art_n16 *)n)->keys[0]);
+			w1 = LD(((struct art_n16 *)n)->keys[1]);
+			cnt = cnt < 16 ? cnt : 16;
+		}
+		_Atomic uintptr_t *child = small_children(n);
+#if defined(__SSE2__)
+		__m128i keys = _mm_set_epi64x((long long)w1, (long long)w0);
+		__m128i ge = _mm_cmpeq_epi8(_mm_max_epu8(keys, _mm_set1_epi8((char)from)), keys);
+		unsigned mask = (unsigned)_mm_movemask_epi8(ge) & ((1u << cnt) - 1);
+#else
+		unsigned mask = 0;
+		for (unsigned i = 0; i < cnt; i++)
+			if (((i < 8 ? w0 : w1) >> (8 * (i & 7)) & 0xff) >= from)
+				mask |= 1u << i;
+#endif
+		for (; mask; mask &= mask - 1) { /* at most 16 = SCAN_GATHER */
+			unsigned i = (unsigned)__builtin_ctz(mask);
+			uintptr_t c = LD(child[i]);
+			if (!c)
+				continue;
+			bytes[k] = (uint8_t)((i < 8 ? w0 : w1) >> (8 * (i & 7)));
+			kids[k++] = c;
+			if (!is_leaf(c)) {
+				*more = (mask & (mask - 1)) != 0;
+				return k;
+			}
+		}
+		return k;
+	}
+	case ART_N48: {
+		struct art_n48 *p = (struct art_n48 *)n;
+		for (unsigned b = from & ~7u; b < 256; b += 8) {
+			uint64_t w = n48_index_word(p, b);
+			/* High bit of each nonzero byte. */
+			uint64_t nz = (((w & 0x7f7f7f7f7f7f7f7full) + 0x7f7f7f7f7f7f7f7full) | w) &
+				      0x8080808080808080ull;
+			if (b < from)
+				nz &= ~0ull << (8 * (from - b));
+			for (; nz; nz &= nz - 1) {
+				unsigned j = (unsigned)__builtin_ctzll(nz) >> 3;
+				unsigned i = (unsigned)(w >> (8 * j)) & 0xff;
+				if (i > 48)
+					continue;
+				uintptr_t c = LD(p->child[i - 1]);
+				if (!c)
+					continue;
+				if (k == SCAN_GATHER) {
+					*more = true;
+					return k;
+				}
+				bytes[k] = (uint8_t)(b + j);
+				kids[k++] = c;
+				if (!is_leaf(c)) {
+					*more = true;
+					return k;
+				}
+			}
+		}
+		return k;
+	}
+	default: {
+		struct art_n256 *p = (struct art_n256 *)n;
+		for (unsigned b = from; b < 256; b++) {
+			uintptr_t c = LD(p->child[b]);
+			if (!c)
+				continue;
+			if (k == SCAN_GATHER) {
+				*more = true;
+				return k;
+			}
+			bytes[k] = (uint8_t)b;
+			kids[k++] = c;
+			if (!is_leaf(c)) {
+				*more = true;
+				return k;
+			}
+		}
+		return k;
 	}
 	}
 }
@@ -1360,11 +1484,13 @@ struct scan_entry {
 	size_t off; /* key, then value, in the arena */
 };
 
-/* Leaves found but not yet copied: their lines are prefetched together, then copied
- * together, so that a scan waits for about one cache miss per SCAN_AHEAD keys rather
- * than one per key (leaves are allocated in insertion order, so neighbours in key order
- * are scattered in memory). Copied before the read section ends. */
-#define SCAN_AHEAD 32u
+/* Leaves found but not yet copied: each is prefetched when found, and when SCAN_AHEAD
+ * are pending the older half is copied, so that the copies read lines prefetched long
+ * before while the newer half's misses are still in flight: a scan waits for about one
+ * cache miss per SCAN_AHEAD / 2 keys rather than one per key (leaves are allocated in
+ * insertion order, so neighbours in key order are scattered in memory). Copied before
+ * the read section ends. */
+#define SCAN_AHEAD 48u
 /* Result and stack buffers start inside struct scan_state (on the caller's stack) and
  * move to the heap only for longer scans: a scan of a few hundred keys allocates
  * nothing. */
@@ -1442,7 +1568,8 @@ static bool scan_wants(const struct scan_state *s, const struct art_leaf *l)
 	return s->excl ? c > 0 : c >= 0;
 }
 
-/* Copies @l into the result. 0, or TIPS_ENOMEM. */
+/* Copies @l into the result, growing the buffers as needed (scan_flush() copies the
+ * common case itself). 0, or TIPS_ENOMEM. */
 static int scan_emit(struct scan_state *s, const struct art_leaf *l)
 {
 	uint32_t klen = l->klen, vlen = l->vlen;
@@ -1462,30 +1589,45 @@ static int scan_emit(struct scan_state *s, const struct art_leaf *l)
 		s->acap = cap;
 	}
 	unsigned char *dst = s->arena + s->used;
-	if (klen == 8 && vlen == 8) { /* the common case: two word copies, no calls */
-		memcpy(dst, l->key, 8);
-		leaf_value(l, dst + 8, 8);
-	} else {
-		memcpy(dst, l->key, klen);
-		leaf_value(l, dst + klen, vlen);
-	}
+	memcpy(dst, l->key, klen);
+	leaf_value(l, dst + klen, vlen);
 	s->e[s->n++] = (struct scan_entry){ klen, vlen, s->used };
 	s->used += (size_t)klen + vlen;
 	return 0;
 }
 
-/* Copies the pending leaves, in the order found. 0, or TIPS_ENOMEM. */
-static int scan_flush(struct scan_state *s)
+/* Copies the first @np pending leaves, in the order found, and moves the rest to the
+ * front. 0, or TIPS_ENOMEM. */
+static int scan_flush_n(struct scan_state *s, unsigned np)
 {
-	for (unsigned i = 0; i < s->np; i++) {
-		int rc = scan_emit(s, s->pend[i]);
+	unsigned rest = s->np - np;
+	for (unsigned i = 0; i < np; i++) {
+		const struct art_leaf *l = s->pend[i];
+		/* An 8-byte key and value that fit: two word copies, no checks beyond these. */
+		if (l->klen == 8 && l->vlen == 8 && s->n < s->ecap && s->acap - s->used >= 16) {
+			unsigned char *dst = s->arena + s->used;
+			memcpy(dst, l->key, 8);
+			leaf_value(l, dst + 8, 8);
+			s->e[s->n++] = (struct scan_entry){ 8, 8, s->used };
+			s->used += 16;
+			continue;
+		}
+		int rc = scan_emit(s, l);
 		if (rc) {
 			s->np = 0;
 			return rc;
 		}
 	}
-	s->np = 0;
+	for (unsigned i = 0; i < rest; i++)
+		s->pend[i] = s->pend[np + i];
+	s->np = rest;
 	return 0;
+}
+
+/* Copies every pending leaf. 0, or TIPS_ENOMEM. */
+static int scan_flush(struct scan_state *s)
+{
+	return scan_flush_n(s, s->np);
 }
 
 /* Keys collected so far, copied or pending. */
@@ -1500,7 +1642,22 @@ static int scan_take(struct scan_state *s, const struct art_leaf *l)
 {
 	__builtin_prefetch(l);
 	s->pend[s->np++] = l;
-	return s->np == SCAN_AHEAD ? scan_flush(s) : 0;
+	return s->np == SCAN_AHEAD ? scan_flush_n(s, SCAN_AHEAD / 2) : 0;
+}
+
+/* scan_pass() goes on after scan_leaf() returned this. */
+#define SCAN_GO 2
+
+/* Takes leaf @l (validated by the caller): SCAN_GO, or what scan_pass() returns now:
+ * 0 at the limit, 1 at the end of a read section's keys, or TIPS_ENOMEM. */
+static inline int scan_leaf(struct scan_state *s, const struct art_leaf *l)
+{
+	if (scan_take(s, l))
+		return TIPS_ENOMEM;
+	size_t c = scan_count(s);
+	if (c == s->limit)
+		return 0;
+	return c % SCAN_SECTION_KEYS == 0 ? 1 : SCAN_GO;
 }
 
 /* Prefetches @len bytes from @p (whole lines). A hint: nothing is read. */
@@ -1584,43 +1741,50 @@ static int scan_pass(struct art_index *t, struct scan_state *s)
 			if (!lk_check(n, f->v))
 				return 1;
 			if (vl && (!f->bounded || scan_wants(s, as_leaf(vl)))) {
-				if (scan_take(s, as_leaf(vl)))
-					return TIPS_ENOMEM;
-				if (scan_count(s) == s->limit)
-					return 0;
-				if (scan_count(s) % SCAN_SECTION_KEYS == 0)
-					return 1;
+				int rc = scan_leaf(s, as_leaf(vl));
+				if (rc != SCAN_GO)
+					return rc;
 			}
 			f->next = f->bounded && s->blen > f->end ? s->bk[f->end] : 0;
 		}
-		unsigned b = 0;
-		uintptr_t ch = f->next < 256 ? next_child(n, (unsigned)f->next, &b) : 0;
-		if (!lk_check(n, f->v))
-			return 1;
-		if (!ch) {
+		if (f->next >= 256) {
 			sp--;
 			continue;
 		}
-		f->next = (int16_t)(b + 1);
-		bool cb = f->bounded && s->blen > f->end && b == s->bk[f->end];
-		if (is_leaf(ch)) {
-			if (!cb || scan_wants(s, as_leaf(ch))) {
-				if (scan_take(s, as_leaf(ch)))
-					return TIPS_ENOMEM;
-				if (scan_count(s) == s->limit)
-					return 0;
-				if (scan_count(s) % SCAN_SECTION_KEYS == 0)
-					return 1;
-			}
+		uint8_t bytes[SCAN_GATHER];
+		uintptr_t kids[SCAN_GATHER];
+		bool more;
+		unsigned k = gather_children(n, (unsigned)f->next, bytes, kids, &more);
+		if (!lk_check(n, f->v))
+			return 1;
+		/* Only the child at the bound's byte may hold keys below the bound. */
+		int bound_byte = f->bounded && s->blen > f->end ? s->bk[f->end] : -1;
+		unsigned i = 0;
+		for (; i < k && is_leaf(kids[i]); i++) {
+			const struct art_leaf *l = as_leaf(kids[i]);
+			if (bytes[i] == bound_byte && !scan_wants(s, l))
+				continue;
+			int rc = scan_leaf(s, l);
+			if (rc != SCAN_GO)
+				return rc;
+		}
+		if (i == k) { /* only leaves: the node is done, or gather more */
+			if (more)
+				f->next = (int16_t)(bytes[k - 1] + 1);
+			else
+				sp--;
 			continue;
 		}
-		struct art_node *cn = as_node(ch);
+		unsigned b = bytes[i];
+		f->next = (int16_t)(b + 1);
+		bool cb = bytes[i] == bound_byte;
+		struct art_node *cn = as_node(kids[i]);
 		/* The node the scan will most likely enter after @cn is @n's next child:
 		 * its header is fetched together with @cn's, and its body (taking siblings
 		 * to be of @cn's kind) while the scan works through @cn's keys. Hints only:
 		 * @sib is read optimistically and never dereferenced here. */
 		unsigned sb;
-		uintptr_t sib = b < 255 ? next_child(n, b + 1, &sb) : 0;
+		uintptr_t sib = i + 1 < k ? kids[i + 1] : more && b < 255 ? next_child(n, b + 1, &sb) : 0;
 		if (sib && is_leaf(sib))
 			sib = 0;
 		if (sib)
