@@ -376,16 +376,20 @@ static struct ld_entry *find_newest(struct tips_listdb *db, struct ld_tls *t, co
 		if (!ld_bloom_maybe(v->l0[i]->bloom, h))
 			continue;
 		shard_heads(db, v->l0[i], s, heads);
-		if ((e = ld_list_get(db, t, heads, NULL, key, klen, true)))
+		if ((e = ld_list_get(db, t, heads, NULL, NULL, key, klen, true)))
 			return e;
 	}
 	shard_heads(db, NULL, s, heads);
-	struct ld_entry *start = db->scache ? ld_scache_floor(db->scache, key, klen) : NULL;
+	struct ld_entry *above = NULL;
+	struct ld_entry *start = db->scache ? ld_scache_floor(db->scache, key, klen, &above) : NULL;
 	if (start && ld_shard_of(db, ld_key(start), start->klen) != s)
 		start = NULL;
 	if (start)
 		LD_COUNT(t, second_chance_hits, 1);
-	return ld_list_get(db, t, heads, start, key, klen, false);
+	/* A cached element in another shard is in another list: it cannot end this one. */
+	if (above && ld_shard_of(db, ld_key(above), above->klen) != s)
+		above = NULL;
+	return ld_list_get(db, t, heads, start, above, key, klen, false);
 }
 
 int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *val, size_t cap,
@@ -1019,7 +1023,8 @@ static int compact_one(struct tips_listdb *db)
 	pm_persist(&db->manifest->merged_seq, 16);
 	if (db->scache) {
 		pthread_mutex_lock(&db->scache_lock);
-		ld_scache_publish(db->scache);
+		if (ld_scache_publish_due(db->scache))
+			ld_scache_publish(db->scache);
 		pthread_mutex_unlock(&db->scache_lock);
 	}
 	pthread_mutex_lock(&db->view_lock);
@@ -1420,7 +1425,7 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 	if (cfg.cache_entries == UINT64_MAX)
 		cfg.cache_entries = cfg.expected_keys / 8 + 1024;
 	if (cfg.second_chance_entries == UINT64_MAX)
-		cfg.second_chance_entries = cfg.cache_entries / 16;
+		cfg.second_chance_entries = cfg.cache_entries ? cfg.expected_keys / 16 + 64 : 0;
 	struct tips_listdb *db = calloc(1, sizeof(*db));
 	if (!db)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM");
