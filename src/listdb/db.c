@@ -386,9 +386,7 @@ static struct ld_entry *find_newest(struct tips_listdb *db, struct ld_tls *t, co
 		start = NULL;
 	if (start)
 		LD_COUNT(t, second_chance_hits, 1);
-	/* A cached element in another shard is in another list: it cannot end this one. */
-	if (above && ld_shard_of(db, ld_key(above), above->klen) != s)
-		above = NULL;
+	/* @above is only compared by address: one of another shard's list never matches. */
 	return ld_list_get(db, t, heads, start, above, key, klen, false);
 }
 
@@ -725,9 +723,15 @@ struct source {
 	struct ld_entry *e;     /* current entry (NULL: exhausted) */
 };
 
+/* Skips obsolete puts, never tombstones. Zipper marks a merged tombstone obsolete after
+ * the older versions of its key in L1; an L1 cursor may have read such a version as live
+ * before that and an L0 cursor reach the tombstone after it: skipped, the tombstone would
+ * let the scan return the deleted key. A tombstone, obsolete or not, hides only older
+ * versions of its key, which it deletes (tombstones never enter L1: only L0 lists hold
+ * them). */
 static void source_skip_obsolete(struct source *src)
 {
-	while (!src->node && src->e && ld_obsolete(src->e))
+	while (!src->node && src->e && src->e->op != LD_OP_DELETE && ld_obsolete(src->e))
 		src->e = ld_next(src->e, 0);
 }
 
