@@ -793,9 +793,18 @@ static long scan_shard(struct tips_listdb *db, struct ld_view *v, unsigned s, co
 		struct ld_entry *e = src[best].e;
 		if (ld_shard_of(db, ld_key(e), e->klen) != s)
 			break; /* MemTables are not sharded: the shard ends here */
+		bool from_pmtable = !src[best].node;
 		source_advance(&src[best]);
 		if (last && ld_keycmp(ld_key(last), last->klen, ld_key(e), e->klen) == 0)
 			continue; /* an older version (or the same entry seen twice) */
+		/* Read again now: the cursor may have read @e as live before a merge marked it
+		 * obsolete, and the version that made it so may be one the other cursors can
+		 * no longer reach (a merged tombstone is linked nowhere: the element before it
+		 * in L0 now leads into L1 past it). Zipper marks older versions in its scan
+		 * phase, before its merge phase writes any pointer a cursor could follow past
+		 * the newer one. */
+		if (from_pmtable && e->op != LD_OP_DELETE && ld_obsolete(e))
+			continue;
 		last = e;
 		if (e->op == LD_OP_DELETE)
 			continue;
