@@ -243,18 +243,18 @@ static void sc_install(struct ld_scache *c, struct sc_snap *s, struct sc_snap *o
 
 /*
  * A snapshot of the @n sorted items @it with their buckets: about two items per
- * bucket, buckets of equal width over [lo, hi] (interpolation: with keys spread evenly
+ * bucket (at least 2 buckets), buckets of equal width over [lo, hi] (interpolation: with keys spread evenly
  * a search lands within a cache line or two; with clustered keys it degrades to a binary
  * search of the crowded buckets). NULL when out of DRAM.
  */
 static struct sc_snap *sc_snap_build(const struct sc_item *it, size_t n)
 {
-	unsigned bits = 0;
+	unsigned bits = 1; /* at least 1, so that shift stays below 64 */
 	while (bits < 31 && ((size_t)2 << bits) <= n / 2)
-		bits++; /* 2^bits <= max(n / 2, 1) */
+		bits++; /* 2^bits <= max(n / 2, 2) */
 	uint64_t lo = it[0].k8, hi = it[n - 1].k8, d = hi - lo;
 	unsigned width = d ? 64u - (unsigned)__builtin_clzll(d) : 0; /* bits of d */
-	unsigned shift = width > bits ? width - bits : 0;
+	unsigned shift = width > bits ? width - bits : 0; /* <= 63 */
 	size_t nb = (size_t)(d >> shift) + 1; /* <= 2^bits */
 	struct sc_snap *s = malloc(sizeof(*s) + n * sizeof(s->it[0]) + (nb + 1) * sizeof(uint32_t));
 	if (!s)
