@@ -10,6 +10,7 @@
  *   tips-listdb-bench recovery [--rates R1,R2,...] [--seconds S] [--memtable E]
  *                     [--compaction 0|1] [--no-check] [--pool-size BYTES]
  *   tips-listdb-bench puts [--keys N] [--threads T] [--seconds S] [--memtable E]
+ *   tips-listdb-bench gets [--keys N] [--gets N] [--threads T] [--memtable E]
  *   common: [--pool PATH] [--seed S]
  *
  * Keys are 8 bytes, big-endian of i * 0x9E3779B97F4A7C15 (a bijection on 64-bit
@@ -48,6 +49,14 @@
  * reader's (traversals, cross_domain_traversals) and the same for Zipper's scan phase
  * placing the elements (compaction_traversals, compaction_cross): braided vs oblivious,
  * same keys and seed. Oblivious layouts should show about (D-1)/D remote.
+ *
+ * gets (docs/listdb.md, "What a get costs"). The default configuration (lookup caches
+ * sized from --keys) with count_traversals on: T writers put N keys, tips_listdb_flush(db,
+ * 1) merges everything into L1, then T readers do G random checked gets. Reported per
+ * get: the readers' thread CPU time, the elements visited in PMTables (traversals), the
+ * hash cache's hit ratio and the share of gets the second-chance cache gave a start.
+ * With --memtable E > N nothing is flushed: every get is answered by the one mutable
+ * MemTable, a skiplist in DRAM (run with N = a shard's keys for the issue's reference).
  *
  * recovery. For each rate R (ops/s, or "unlimited"): a forked child creates the
  * database and puts keys 0, 1, 2, ... from one thread, paced against CLOCK_MONOTONIC,
@@ -131,6 +140,9 @@ static void usage(FILE *f)
 		"                  [--memtable E (256K)]\n"
 		"  puts            [--keys N (10M)] [--threads T (2)] [--seconds S (no limit)]\n"
 		"                  [--memtable E (default)]: sustained blind puts, defaults\n"
+		"  gets            [--keys N (2M)] [--gets N (=keys)] [--threads T (2)]: gets\n"
+		"                  after a load merged into L1, defaults: CPU and visits per get;\n"
+		"                  [--memtable E > N]: all in one MemTable (a DRAM skiplist)\n"
 		"  recovery        [--rates R,... (100k,300k,unlimited)] [--seconds S (5)]\n"
 		"                  [--memtable E (262144)] [--compaction 0|1 (1)] [--no-check]\n"
 		"  common          [--pool PATH (/dev/shm/tips-listdb-bench-PID)] [--seed S]\n"
@@ -187,7 +199,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->mode = argv[1];
 	bool threads_given = false;
 	if (strcmp(o->mode, "flush-timeline") && strcmp(o->mode, "numa") &&
-	    strcmp(o->mode, "recovery") && strcmp(o->mode, "puts")) {
+	    strcmp(o->mode, "recovery") && strcmp(o->mode, "puts") && strcmp(o->mode, "gets")) {
 		fprintf(stderr, "unknown mode '%s'\n", o->mode);
 		return -1;
 	}
@@ -290,7 +302,7 @@ bad:
 	}
 	if (!strcmp(o->mode, "recovery") && o->seconds == 0)
 		o->seconds = 5;
-	if (!strcmp(o->mode, "puts") && !threads_given)
+	if ((!strcmp(o->mode, "puts") || !strcmp(o->mode, "gets")) && !threads_given)
 		o->threads = 2;
 	return 0;
 }
@@ -817,6 +829,7 @@ struct numa_run {
 	pthread_barrier_t start;
 	_Atomic uint64_t errors;     /* failed puts, missing or wrong gets */
 	_Atomic int domain_err;
+	_Atomic uint64_t reader_cpu_ns; /* the readers' thread CPU time, summed */
 };
 
 struct numa_thread {
@@ -853,12 +866,14 @@ static void *numa_reader(void *arg)
 	unsigned char k[8];
 	uint64_t v, errors = 0;
 	size_t vlen;
+	uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	for (uint64_t j = 0; j < n; j++) {
 		uint64_t i = xorshift(&rng) % r->keys;
 		make_key(i, k);
 		if (tips_listdb_get(r->db, k, 8, &v, sizeof(v), &vlen) || vlen != 8 || v != i)
 			errors++;
 	}
+	atomic_fetch_add(&r->reader_cpu_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0);
 	atomic_fetch_add(&r->errors, errors);
 	return NULL;
 }
@@ -987,6 +1002,76 @@ static int run_numa(const struct options *o, int braided, struct numa_result *re
 			"check %d (%s), l1 elements %" PRIu64 " of %" PRIu64 "\n", put_errors,
 			get_errors, flush_rc, check_rc, check_rc ? tips_errormsg() : "ok",
 			rep.l1_elements, keys);
+	return ok ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ---- gets ---------------------------------------------------------------------------------- */
+
+static int run_gets(const struct options *o)
+{
+	uint64_t keys = o->keys ? o->keys : 2000000;
+	uint64_t gets = o->gets ? o->gets : keys;
+	uint64_t pool_size = o->pool_size ? o->pool_size
+					  : round_pool(keys * POOL_BYTES_PER_ENTRY + POOL_SLACK);
+	if (check_space(o->pool, pool_size, POOL_BYTES_PER_ENTRY))
+		return EXIT_FAIL;
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
+	cfg.pool_size = pool_size;
+	cfg.expected_keys = keys;
+	cfg.count_traversals = 1;
+	/* --memtable larger than --keys: nothing is flushed, every get is answered by the
+	 * mutable MemTable, a DRAM skiplist: the reference a get from L1 is held to. */
+	bool dram = o->memtable > keys;
+	if (o->memtable)
+		cfg.memtable_entries = o->memtable;
+	struct options one = *o;
+	one.domains = 1; /* numa_writer/numa_reader: every thread in domain 0 */
+	struct numa_run r = { .o = &one, .keys = keys, .gets = gets };
+	if (open_fresh(o->pool, &cfg, &r.db))
+		return EXIT_FAIL;
+	double put_s = numa_phase(&r, numa_writer);
+	uint64_t put_errors = atomic_load(&r.errors);
+	int flush_rc = dram ? 0 : tips_listdb_flush(r.db, 1);
+	struct tips_listdb_stats sp, sg;
+	tips_listdb_stats(r.db, &sp);
+	atomic_store(&r.errors, 0);
+	double get_s = numa_phase(&r, numa_reader);
+	uint64_t get_errors = atomic_load(&r.errors);
+	tips_listdb_stats(r.db, &sg);
+	tips_listdb_close(&r.db);
+	tips_listdb_destroy(o->pool);
+	double g = (double)(gets ? gets : 1);
+	double cpu = (double)atomic_load(&r.reader_cpu_ns) / g;
+	double visits = (double)(sg.traversals - sp.traversals) / g;
+	uint64_t lookups = sg.cache_lookups - sp.cache_lookups;
+	double hit = lookups ? (double)(sg.cache_hits - sp.cache_hits) / (double)lookups : 0;
+	double sc = (double)(sg.second_chance_hits - sp.second_chance_hits) / g;
+	bool ok = !put_errors && !get_errors && !flush_rc;
+	j_open();
+	j_str("mode", "gets");
+	j_str("answered_by", dram ? "MemTable (DRAM skiplist)" : "L1 and the caches");
+	j_u64("threads", o->threads);
+	j_u64("keys", keys);
+	j_u64("gets", gets);
+	j_u64("seed", o->seed);
+	j_num("put_s", put_s);
+	j_num("get_s", get_s);
+	j_num("get_mops", g / get_s / 1e6);
+	j_num("cpu_ns_per_get", cpu);
+	j_num("visits_per_get", visits);
+	j_num("cache_hit_ratio", hit);
+	j_num("second_chance_start_share", sc);
+	j_u64("put_errors", put_errors);
+	j_u64("get_errors", get_errors);
+	j_bool("ok", ok);
+	j_close();
+	fprintf(stderr, "gets: %" PRIu64 " gets by %u threads after %" PRIu64 " keys %s: %.3f "
+		"Mops/s, CPU %.0f ns per get, %.1f elements visited per get, hash cache hits "
+		"%.1f%%, second-chance start %.1f%%%s\n", gets, o->threads, keys,
+		dram ? "kept in one MemTable" : "merged into L1", g / get_s / 1e6, cpu, visits,
+		100 * hit, 100 * sc, ok ? "" : "  FAILED");
 	return ok ? EXIT_OK : EXIT_FAIL;
 }
 
@@ -1329,6 +1414,8 @@ int main(int argc, char **argv)
 				1.0 / o.domains);
 	} else if (!strcmp(o.mode, "puts")) {
 		rc = run_puts(&o);
+	} else if (!strcmp(o.mode, "gets")) {
+		rc = run_gets(&o);
 	} else {
 		rc = run_recovery(&o);
 	}

@@ -76,7 +76,8 @@ struct tips_listdb_config {
 	uint64_t cache_entries;    /* lookup hash table: slots of PM addresses (0: none);
 	                              default: expected_keys / 8 */
 	uint64_t second_chance_entries; /* skiplist cache of tall L1 elements (0: none);
-	                              default: cache_entries / 16 */
+	                              default: expected_keys / 16 (about every element
+	                              of height >= 3), 0 when cache_entries is 0 */
 	unsigned bloom_bits;       /* Bloom filter bits per key for each MemTable and L0
 	                              table (default 10; 0: none). Not in the paper. */
 	int count_traversals;      /* 1: count pointer traversals and cross-domain ones */

@@ -376,16 +376,18 @@ static struct ld_entry *find_newest(struct tips_listdb *db, struct ld_tls *t, co
 		if (!ld_bloom_maybe(v->l0[i]->bloom, h))
 			continue;
 		shard_heads(db, v->l0[i], s, heads);
-		if ((e = ld_list_get(db, t, heads, NULL, key, klen, true)))
+		if ((e = ld_list_get(db, t, heads, NULL, NULL, key, klen, true)))
 			return e;
 	}
 	shard_heads(db, NULL, s, heads);
-	struct ld_entry *start = db->scache ? ld_scache_floor(db->scache, key, klen) : NULL;
+	struct ld_entry *above = NULL;
+	struct ld_entry *start = db->scache ? ld_scache_floor(db->scache, key, klen, &above) : NULL;
 	if (start && ld_shard_of(db, ld_key(start), start->klen) != s)
 		start = NULL;
 	if (start)
 		LD_COUNT(t, second_chance_hits, 1);
-	return ld_list_get(db, t, heads, start, key, klen, false);
+	/* @above is only compared by address: one of another shard's list never matches. */
+	return ld_list_get(db, t, heads, start, above, key, klen, false);
 }
 
 int tips_listdb_get(struct tips_listdb *db, const void *key, size_t klen, void *val, size_t cap,
@@ -721,9 +723,15 @@ struct source {
 	struct ld_entry *e;     /* current entry (NULL: exhausted) */
 };
 
+/* Skips obsolete puts, never tombstones. Zipper marks a merged tombstone obsolete after
+ * the older versions of its key in L1; an L1 cursor may have read such a version as live
+ * before that and an L0 cursor reach the tombstone after it: skipped, the tombstone would
+ * let the scan return the deleted key. A tombstone, obsolete or not, hides only older
+ * versions of its key, which it deletes (tombstones never enter L1: only L0 lists hold
+ * them). */
 static void source_skip_obsolete(struct source *src)
 {
-	while (!src->node && src->e && ld_obsolete(src->e))
+	while (!src->node && src->e && src->e->op != LD_OP_DELETE && ld_obsolete(src->e))
 		src->e = ld_next(src->e, 0);
 }
 
@@ -785,9 +793,18 @@ static long scan_shard(struct tips_listdb *db, struct ld_view *v, unsigned s, co
 		struct ld_entry *e = src[best].e;
 		if (ld_shard_of(db, ld_key(e), e->klen) != s)
 			break; /* MemTables are not sharded: the shard ends here */
+		bool from_pmtable = !src[best].node;
 		source_advance(&src[best]);
 		if (last && ld_keycmp(ld_key(last), last->klen, ld_key(e), e->klen) == 0)
 			continue; /* an older version (or the same entry seen twice) */
+		/* Read again now: the cursor may have read @e as live before a merge marked it
+		 * obsolete, and the version that made it so may be one the other cursors can
+		 * no longer reach (a merged tombstone is linked nowhere: the element before it
+		 * in L0 now leads into L1 past it). Zipper marks older versions in its scan
+		 * phase, before its merge phase writes any pointer a cursor could follow past
+		 * the newer one. */
+		if (from_pmtable && e->op != LD_OP_DELETE && ld_obsolete(e))
+			continue;
 		last = e;
 		if (e->op == LD_OP_DELETE)
 			continue;
@@ -1019,7 +1036,8 @@ static int compact_one(struct tips_listdb *db)
 	pm_persist(&db->manifest->merged_seq, 16);
 	if (db->scache) {
 		pthread_mutex_lock(&db->scache_lock);
-		ld_scache_publish(db->scache);
+		if (ld_scache_publish_due(db->scache))
+			ld_scache_publish(db->scache);
 		pthread_mutex_unlock(&db->scache_lock);
 	}
 	pthread_mutex_lock(&db->view_lock);
@@ -1420,7 +1438,7 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 	if (cfg.cache_entries == UINT64_MAX)
 		cfg.cache_entries = cfg.expected_keys / 8 + 1024;
 	if (cfg.second_chance_entries == UINT64_MAX)
-		cfg.second_chance_entries = cfg.cache_entries / 16;
+		cfg.second_chance_entries = cfg.cache_entries ? cfg.expected_keys / 16 + 64 : 0;
 	struct tips_listdb *db = calloc(1, sizeof(*db));
 	if (!db)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM");

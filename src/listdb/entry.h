@@ -108,6 +108,17 @@ static inline int ld_keycmp(const void *a, size_t al, const void *b, size_t bl)
 	return (al > bl) - (al < bl);
 }
 
+/* The first 8 bytes of a key as a big-endian word, zero padded: unequal words order
+ * two keys as ld_keycmp does; equal words need ld_keycmp to tell them apart. */
+static inline uint64_t ld_key8(const void *k, size_t kl)
+{
+	unsigned char b[8] = { 0 };
+	memcpy(b, k, kl < 8 ? kl : 8);
+	uint64_t v;
+	memcpy(&v, b, 8);
+	return __builtin_bswap64(v);
+}
+
 /* <0, 0, >0: entry @e against the search key (k, kl). */
 static inline int ld_cmp_entry_key(const struct ld_entry *e, const void *k, size_t kl)
 {

@@ -1,17 +1,19 @@
 /*
  * lcache.c - ListDB's two DRAM lookup caches (ListDB, OSDI'22, §3.5, Algorithm 4).
  *
- * Hash cache: one atomic slot per bucket holding the PM address of a log entry, at
- * slot hash(key) % slots. Insert is a release store that overwrites whatever was there
+ * Hash cache: one atomic slot per bucket holding the PM address of a log entry and a
+ * 16-bit tag of its key's hash (hc_word), at slot hash(key) % slots. Insert is a release store that overwrites whatever was there
  * (FIFO on collision); lookup is an acquire load followed by a key comparison, so a
  * collision can only cause a miss, never a wrong answer; forget is a CAS from the entry
  * to 0, so it never clears a newer entry that took the slot. All three are lock-free.
  *
- * Second-chance cache: an immutable sorted snapshot {n, e[]} (order ld_cmp_entries, ties
- * by address) behind an atomic pointer. Readers binary-search it inside their grace read
- * section. The single writer buffers offered elements, then builds a new snapshot
- * (merge, drop duplicate addresses, keep the @capacity tallest - SIZE policy), publishes
- * it with a release store and passes the old one to grace_free().
+ * Second-chance cache: an immutable sorted snapshot of {first 8 key bytes, element}
+ * items (order ld_cmp_entries, ties by address) with an interpolation table of buckets,
+ * behind an atomic pointer. Readers find the bucket of their key's first 8 bytes and
+ * search its few items inside their grace read section, reading an element only on equal
+ * words. The single writer buffers offered elements, then builds a new snapshot (merge,
+ * drop duplicate addresses, keep the @capacity tallest - SIZE policy), publishes it with
+ * a release store and passes the old one to grace_free().
  *
  * Invariant: a snapshot reachable from c->snap holds only live entries; once a _forget
  * call returns, no new reader can obtain a dropped entry (the caller then waits a grace
@@ -21,6 +23,7 @@
 #include "listdb/lcache.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/grace.h"
 #include "util/kv.h"
@@ -29,7 +32,7 @@
 
 struct ld_hcache {
 	uint64_t slots;
-	_Atomic(uintptr_t) slot[]; /* [slots]: an entry's address, or 0 */
+	_Atomic(uintptr_t) slot[]; /* [slots]: hc_word() of an entry, or 0 */
 };
 
 static inline uint64_t hc_hash(const void *key, size_t klen)
@@ -37,9 +40,21 @@ static inline uint64_t hc_hash(const void *key, size_t klen)
 	return klen == 8 ? mix64(load64(key) ^ 0x9e3779b97f4a7c15ull) : hash_key(key, klen);
 }
 
-static inline _Atomic(uintptr_t) *hc_slot(struct ld_hcache *c, const void *key, size_t klen)
+/* A slot holds an entry's address with a 16-bit tag of its key's hash in the 16 bits
+ * above bit 47 (user-space addresses have them clear), so a lookup of another key that
+ * maps to the slot is rejected without reading the entry in PM (1 in 32768 pass on to
+ * the key comparison). An entry at an address with any of those bits set is not cached
+ * (x86-64 and AArch64 user space is below 2^48 unless asked otherwise). */
+#define HC_TAG_SHIFT 48
+static inline uintptr_t hc_tag(uint64_t h)
 {
-	return &c->slot[hc_hash(key, klen) % c->slots];
+	return (uintptr_t)((h >> 32) & 0xffff) | 1u; /* never 0 */
+}
+
+#define HC_ADDR_MASK (((uintptr_t)1 << HC_TAG_SHIFT) - 1)
+static inline uintptr_t hc_word(const struct ld_entry *e, uint64_t h)
+{
+	return (uintptr_t)e | hc_tag(h) << HC_TAG_SHIFT;
 }
 
 struct ld_hcache *ld_hcache_create(uint64_t slots)
@@ -60,30 +75,34 @@ void ld_hcache_destroy(struct ld_hcache *c)
 
 void ld_hcache_insert(struct ld_hcache *c, struct ld_entry *e)
 {
-	if (!c || !e)
+	if (!c || !e || ((uintptr_t)e & ~HC_ADDR_MASK))
 		return;
+	uint64_t h = hc_hash(ld_key(e), e->klen);
 	/* release: a reader that sees the address also sees the entry's contents. */
-	atomic_store_explicit(hc_slot(c, ld_key(e), e->klen), (uintptr_t)e,
-			      memory_order_release);
+	atomic_store_explicit(&c->slot[h % c->slots], hc_word(e, h), memory_order_release);
 }
 
 struct ld_entry *ld_hcache_lookup(struct ld_hcache *c, const void *key, size_t klen)
 {
 	if (!c)
 		return NULL;
-	struct ld_entry *e = (struct ld_entry *)atomic_load_explicit(hc_slot(c, key, klen),
-								      memory_order_acquire);
-	if (e && e->klen == klen && memcmp(ld_key(e), key, klen) == 0)
+	uint64_t h = hc_hash(key, klen);
+	uintptr_t w = atomic_load_explicit(&c->slot[h % c->slots], memory_order_acquire);
+	if ((w >> HC_TAG_SHIFT) != hc_tag(h))
+		return NULL; /* empty, or another key's entry */
+	struct ld_entry *e = (struct ld_entry *)(w & HC_ADDR_MASK);
+	if (e->klen == klen && memcmp(ld_key(e), key, klen) == 0)
 		return e;
 	return NULL;
 }
 
 void ld_hcache_forget(struct ld_hcache *c, const struct ld_entry *e)
 {
-	if (!c || !e)
+	if (!c || !e || ((uintptr_t)e & ~HC_ADDR_MASK))
 		return;
-	uintptr_t want = (uintptr_t)e;
-	atomic_compare_exchange_strong_explicit(hc_slot(c, ld_key(e), e->klen), &want, 0,
+	uint64_t h = hc_hash(ld_key(e), e->klen);
+	uintptr_t want = hc_word(e, h);
+	atomic_compare_exchange_strong_explicit(&c->slot[h % c->slots], &want, 0,
 						memory_order_relaxed, memory_order_relaxed);
 }
 
@@ -94,9 +113,20 @@ uint64_t ld_hcache_slots(const struct ld_hcache *c)
 
 /* ---- second-chance cache -------------------------------------------------------- */
 
+/* An element and the first 8 bytes of its key (ld_key8), so that a search compares
+ * words in DRAM and reads the element only when the words are equal. */
+struct sc_item {
+	uint64_t k8;
+	struct ld_entry *e;
+};
+
 struct sc_snap {
 	size_t n;
-	struct ld_entry *e[]; /* [n], sorted by sc_order */
+	uint64_t lo;      /* it[0].k8 */
+	uint64_t hi;      /* it[n-1].k8 */
+	unsigned shift;   /* bucket of a word w in [lo, hi]: (w - lo) >> shift */
+	uint32_t *bucket; /* [nb + 1]: index of the first item of each bucket; [nb] = n */
+	struct sc_item it[]; /* [n], sorted by sc_order; the buckets follow */
 };
 
 struct ld_scache {
@@ -104,20 +134,23 @@ struct ld_scache {
 	_Atomic(struct sc_snap *) snap; /* published snapshot; NULL when empty */
 	_Atomic uint64_t size;          /* its n, readable without a read section */
 	/* Writer only: offered elements, unsorted, at most 2 * capacity (pruned). */
-	struct ld_entry **pend;
+	struct sc_item *pend;
 	size_t npend, pend_cap;
 };
 
-/* A total order: ld_cmp_entries, then address, so duplicate addresses sort adjacent. */
-static int sc_order(const struct ld_entry *a, const struct ld_entry *b)
+/* A total order: ld_cmp_entries (the words first), then address, so duplicate addresses
+ * sort adjacent. */
+static int sc_order(const struct sc_item *a, const struct sc_item *b)
 {
-	int r = ld_cmp_entries(a, b);
-	return r ? r : ((uintptr_t)a > (uintptr_t)b) - ((uintptr_t)a < (uintptr_t)b);
+	if (a->k8 != b->k8)
+		return a->k8 < b->k8 ? -1 : 1;
+	int r = ld_cmp_entries(a->e, b->e);
+	return r ? r : ((uintptr_t)a->e > (uintptr_t)b->e) - ((uintptr_t)a->e < (uintptr_t)b->e);
 }
 
 static int sc_qsort_cmp(const void *a, const void *b)
 {
-	return sc_order(*(struct ld_entry *const *)a, *(struct ld_entry *const *)b);
+	return sc_order(a, b);
 }
 
 static unsigned sc_height(const struct ld_entry *e)
@@ -126,24 +159,24 @@ static unsigned sc_height(const struct ld_entry *e)
 }
 
 /*
- * SIZE policy: keeps the @cap tallest of e[0..n), in their order, and returns how many
+ * SIZE policy: keeps the @cap tallest of it[0..n), in their order, and returns how many
  * remain. The cut height t is found by counting heights; of the elements at height t,
  * an evenly spaced subset fills what is left, so no key range is favoured.
  */
-static size_t sc_keep_tallest(struct ld_entry **e, size_t n, size_t cap)
+static size_t sc_keep_tallest(struct sc_item *it, size_t n, size_t cap)
 {
 	if (n <= cap)
 		return n;
 	size_t count[LD_MAX_HEIGHT + 1] = { 0 };
 	for (size_t i = 0; i < n; i++)
-		count[sc_height(e[i])]++;
+		count[sc_height(it[i].e)]++;
 	unsigned t = LD_MAX_HEIGHT;
 	size_t above = 0; /* elements taller than t */
 	while (above + count[t] < cap)
 		above += count[t--]; /* stops at t >= 0: the counts sum to n > cap */
 	size_t keep = cap - above, acc = 0, m = 0; /* keep of count[t], 0 < keep <= count */
 	for (size_t i = 0; i < n; i++) {
-		unsigned h = sc_height(e[i]);
+		unsigned h = sc_height(it[i].e);
 		if (h < t)
 			continue;
 		if (h == t) { /* Bresenham: exactly keep of count[t], evenly spaced */
@@ -152,18 +185,21 @@ static size_t sc_keep_tallest(struct ld_entry **e, size_t n, size_t cap)
 				continue;
 			acc -= count[t];
 		}
-		e[m++] = e[i];
+		it[m++] = it[i];
 	}
 	return m;
 }
 
+/* Capacity is capped so that an item index fits the 32-bit buckets. */
+#define SC_MAX_CAPACITY (UINT32_MAX / 4)
+
 struct ld_scache *ld_scache_create(uint64_t capacity)
 {
-	if (capacity == 0 || capacity > SIZE_MAX / (4 * sizeof(void *)))
+	if (capacity == 0)
 		return NULL;
 	struct ld_scache *c = calloc(1, sizeof(*c));
 	if (c)
-		c->capacity = capacity;
+		c->capacity = capacity < SC_MAX_CAPACITY ? capacity : SC_MAX_CAPACITY;
 	return c;
 }
 
@@ -182,7 +218,7 @@ void ld_scache_add(struct ld_scache *c, struct ld_entry *e)
 		return;
 	if (c->npend == c->pend_cap) {
 		size_t ncap = c->pend_cap ? 2 * c->pend_cap : 64;
-		struct ld_entry **p = NULL;
+		struct sc_item *p = NULL;
 		if (c->npend < 2 * c->capacity)
 			p = realloc(c->pend, ncap * sizeof(*p));
 		if (p) {
@@ -195,7 +231,7 @@ void ld_scache_add(struct ld_scache *c, struct ld_entry *e)
 				return; /* it is a cache: drop the offer */
 		}
 	}
-	c->pend[c->npend++] = e;
+	c->pend[c->npend++] = (struct sc_item){ ld_key8(ld_key(e), e->klen), e };
 }
 
 static void sc_install(struct ld_scache *c, struct sc_snap *s, struct sc_snap *old)
@@ -203,6 +239,40 @@ static void sc_install(struct ld_scache *c, struct sc_snap *s, struct sc_snap *o
 	atomic_store_explicit(&c->snap, s, memory_order_release);
 	atomic_store_explicit(&c->size, s ? s->n : 0, memory_order_relaxed);
 	grace_free(old); /* readers may still be searching it */
+}
+
+/*
+ * A snapshot of the @n sorted items @it with their buckets: about two items per
+ * bucket (at least 2 buckets), buckets of equal width over [lo, hi] (interpolation: with keys spread evenly
+ * a search lands within a cache line or two; with clustered keys it degrades to a binary
+ * search of the crowded buckets). NULL when out of DRAM.
+ */
+static struct sc_snap *sc_snap_build(const struct sc_item *it, size_t n)
+{
+	unsigned bits = 1; /* at least 1, so that shift stays below 64 */
+	while (bits < 31 && ((size_t)2 << bits) <= n / 2)
+		bits++; /* 2^bits <= max(n / 2, 2) */
+	uint64_t lo = it[0].k8, hi = it[n - 1].k8, d = hi - lo;
+	unsigned width = d ? 64u - (unsigned)__builtin_clzll(d) : 0; /* bits of d */
+	unsigned shift = width > bits ? width - bits : 0; /* <= 63 */
+	size_t nb = (size_t)(d >> shift) + 1; /* <= 2^bits */
+	struct sc_snap *s = malloc(sizeof(*s) + n * sizeof(s->it[0]) + (nb + 1) * sizeof(uint32_t));
+	if (!s)
+		return NULL;
+	s->n = n;
+	s->lo = lo;
+	s->hi = hi;
+	s->shift = shift;
+	s->bucket = (uint32_t *)(void *)&s->it[n];
+	memcpy(s->it, it, n * sizeof(it[0]));
+	size_t j = 0;
+	for (size_t b = 0; b < nb; b++) {
+		while (j < n && ((it[j].k8 - lo) >> shift) < b)
+			j++;
+		s->bucket[b] = (uint32_t)j;
+	}
+	s->bucket[nb] = (uint32_t)n;
+	return s;
 }
 
 /* Merges the snapshot and the pending buffer, dropping what @dead (if given) rejects. */
@@ -213,8 +283,8 @@ static void sc_rebuild(struct ld_scache *c, bool (*dead)(const struct ld_entry *
 	size_t no = old ? old->n : 0, np = c->npend, max = no + np;
 	if (max == 0)
 		return;
-	struct sc_snap *s = malloc(sizeof(*s) + max * sizeof(s->e[0]));
-	if (!s) {
+	struct sc_item *m = malloc(max * sizeof(*m));
+	if (!m) {
 		if (dead) { /* a dead entry must not stay reachable: publish empty */
 			c->npend = 0;
 			sc_install(c, NULL, old);
@@ -224,31 +294,30 @@ static void sc_rebuild(struct ld_scache *c, bool (*dead)(const struct ld_entry *
 	qsort(c->pend, np, sizeof(c->pend[0]), sc_qsort_cmp);
 	size_t i = 0, j = 0, n = 0;
 	while (i < no || j < np) {
-		struct ld_entry *x;
-		if (j == np || (i < no && sc_order(old->e[i], c->pend[j]) <= 0))
-			x = old->e[i++];
+		struct sc_item x;
+		if (j == np || (i < no && sc_order(&old->it[i], &c->pend[j]) <= 0))
+			x = old->it[i++];
 		else
 			x = c->pend[j++];
-		if ((n && s->e[n - 1] == x) || (dead && dead(x, arg)))
+		if ((n && m[n - 1].e == x.e) || (dead && dead(x.e, arg)))
 			continue;
-		s->e[n++] = x;
+		m[n++] = x;
 	}
-	c->npend = 0;
-	n = sc_keep_tallest(s->e, n, c->capacity);
+	n = sc_keep_tallest(m, n, c->capacity);
 	if (np == 0 && n == no) { /* forget found nothing dead: keep the old snapshot */
-		free(s);
+		free(m);
 		return;
 	}
-	if (n == 0) {
-		free(s);
-		s = NULL;
-	} else {
-		s->n = n;
-		if (n < max) { /* not yet visible: shrinking in place is safe */
-			struct sc_snap *t = realloc(s, sizeof(*s) + n * sizeof(s->e[0]));
-			s = t ? t : s;
+	struct sc_snap *s = n ? sc_snap_build(m, n) : NULL;
+	free(m);
+	if (n && !s) {
+		if (dead) {
+			c->npend = 0;
+			sc_install(c, NULL, old);
 		}
+		return;
 	}
+	c->npend = 0;
 	sc_install(c, s, old);
 }
 
@@ -258,6 +327,13 @@ void ld_scache_publish(struct ld_scache *c)
 		sc_rebuild(c, NULL, NULL);
 }
 
+bool ld_scache_publish_due(const struct ld_scache *c)
+{
+	if (!c || !c->npend)
+		return false;
+	return c->npend >= atomic_load_explicit(&c->size, memory_order_relaxed) / 8;
+}
+
 void ld_scache_forget(struct ld_scache *c, bool (*dead)(const struct ld_entry *, void *),
 		      void *arg)
 {
@@ -265,22 +341,46 @@ void ld_scache_forget(struct ld_scache *c, bool (*dead)(const struct ld_entry *,
 		sc_rebuild(c, dead, arg);
 }
 
-struct ld_entry *ld_scache_floor(struct ld_scache *c, const void *key, size_t klen)
+/* Item @x against the search key (@q8 its word): <0, 0, >0. */
+static inline int sc_cmp_key(const struct sc_item *x, uint64_t q8, const void *key, size_t klen)
 {
+	if (x->k8 != q8)
+		return x->k8 < q8 ? -1 : 1;
+	return ld_cmp_entry_key(x->e, key, klen);
+}
+
+struct ld_entry *ld_scache_floor(struct ld_scache *c, const void *key, size_t klen,
+				 struct ld_entry **above)
+{
+	if (above)
+		*above = NULL;
 	if (!c)
 		return NULL;
 	const struct sc_snap *s = atomic_load_explicit(&c->snap, memory_order_acquire);
 	if (!s)
 		return NULL;
-	size_t lo = 0, hi = s->n; /* first index whose key is >= the search key */
+	uint64_t q8 = ld_key8(key, klen);
+	if (q8 < s->lo) { /* every item's word is larger */
+		if (above)
+			*above = s->it[0].e;
+		return NULL;
+	}
+	if (q8 > s->hi)
+		return s->it[s->n - 1].e;
+	/* Items of earlier buckets have smaller words, of later ones larger: the first item
+	 * whose key is >= the search key is in [bucket[b], bucket[b + 1]]. */
+	size_t b = (size_t)((q8 - s->lo) >> s->shift);
+	size_t lo = s->bucket[b], hi = s->bucket[b + 1];
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (ld_cmp_entry_key(s->e[mid], key, klen) < 0)
+		if (sc_cmp_key(&s->it[mid], q8, key, klen) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo ? s->e[lo - 1] : NULL;
+	if (above && lo < s->n)
+		*above = s->it[lo].e;
+	return lo ? s->it[lo - 1].e : NULL;
 }
 
 uint64_t ld_scache_size(const struct ld_scache *c)

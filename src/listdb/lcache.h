@@ -48,8 +48,15 @@ void ld_scache_add(struct ld_scache *c, struct ld_entry *e);
 /* Merge the offered elements into a new sorted snapshot (keeping the tallest
  * @capacity), publish it, free the old one after a grace period. */
 void ld_scache_publish(struct ld_scache *c);
-/* The cached element with the largest key strictly smaller than (key, klen), or NULL. */
-struct ld_entry *ld_scache_floor(struct ld_scache *c, const void *key, size_t klen);
+/* True when enough offers wait that a publish is worth its cost: at least an eighth of
+ * the snapshot's size (a publish copies the whole snapshot, so this keeps the copying
+ * at a few times the elements offered; an unpublished offer only makes some searches
+ * start a little farther from their key). */
+bool ld_scache_publish_due(const struct ld_scache *c);
+/* The cached element with the largest key strictly smaller than (key, klen), or NULL;
+ * *@above (if not NULL): the cached element after it (key >= the search key), or NULL. */
+struct ld_entry *ld_scache_floor(struct ld_scache *c, const void *key, size_t klen,
+				 struct ld_entry **above);
 /* Drop every cached or offered element for which @dead returns true; publishes. */
 void ld_scache_forget(struct ld_scache *c, bool (*dead)(const struct ld_entry *, void *),
 		      void *arg);

@@ -195,10 +195,13 @@ void ld_l0_free(struct ld_l0 *t);
 struct ld_entry *ld_l1_head(const struct tips_listdb *db, unsigned shard, unsigned domain);
 /* Newest live (not obsolete) element with key @k in the list headed by @heads (one
  * sentinel per domain), searched as a thread of @t's domain (@t NULL: no counting),
- * from @start (an element of the list with key < k) if not NULL. @stop_at_l1: give up
- * on meeting an element flagged LD_F_IN_L1 (an L0 table being merged). */
+ * from @start (an element of the list with key < k) if not NULL; @above, if not NULL,
+ * is an element of the list with key >= k, which the search then never reads.
+ * @stop_at_l1: give up on meeting an element flagged LD_F_IN_L1 (an L0 table being
+ * merged). */
 struct ld_entry *ld_list_get(struct tips_listdb *db, struct ld_tls *t, struct ld_entry *const *heads,
-			     struct ld_entry *start, const void *k, size_t kl, bool stop_at_l1);
+			     struct ld_entry *start, const struct ld_entry *above, const void *k,
+			     size_t kl, bool stop_at_l1);
 /* First element with key >= k (kl 0: the first element) at the bottom layer, or NULL. */
 struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *heads,
 			      const void *k, size_t kl);

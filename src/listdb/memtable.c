@@ -18,15 +18,6 @@
 #include <string.h>
 #include <tips/errors.h>
 
-static uint64_t key8_of(const void *k, size_t kl)
-{
-	unsigned char b[8] = { 0 };
-	memcpy(b, k, kl < 8 ? kl : 8);
-	uint64_t v;
-	memcpy(&v, b, 8);
-	return __builtin_bswap64(v);
-}
-
 /* Node against (key, key8, lsn): <0 if the node sorts first. lsn UINT64_MAX sorts a
  * search key before every version of it. */
 static int node_cmp(const struct ld_mnode *n, const void *k, size_t kl, uint64_t key8,
@@ -147,7 +138,7 @@ void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry
 	if (node->heap)
 		atomic_fetch_add(&mt->heap_nodes, 1);
 	node->e = e;
-	node->key8 = key8_of(ld_key(e), e->klen);
+	node->key8 = ld_key8(ld_key(e), e->klen);
 	node->lsn = e->lsn;
 	node->height = h;
 	struct ld_mnode *preds[LD_MAX_HEIGHT], *succs[LD_MAX_HEIGHT];
@@ -169,7 +160,7 @@ void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry
 
 static struct ld_mnode *seek(struct ld_memtable *mt, const void *k, size_t kl)
 {
-	uint64_t key8 = key8_of(k, kl);
+	uint64_t key8 = ld_key8(k, kl);
 	struct ld_mnode *x = mt->head, *n = NULL;
 	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
 		n = atomic_load_explicit(&x->next[l], memory_order_acquire);

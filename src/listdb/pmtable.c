@@ -115,11 +115,33 @@ static inline void count(struct tips_listdb *db, struct ld_tls *t, const struct 
 	}
 }
 
+/* Asks for the lines of the element @e that a comparison reads (its header, next
+ * pointers and, for the usual short keys and heights, its key). */
+static inline void prefetch_entry(const struct ld_entry *e)
+{
+	if (e) {
+		__builtin_prefetch(e);
+		__builtin_prefetch((const char *)e + 56);
+	}
+}
+
+/* Prefetches the elements x leads to on the (up to 3) layers below @l: a search that
+ * stops moving right at x on layer l goes on from x on layer l - 1, so those loads
+ * overlap the one of x's successor on layer l instead of following it. */
+static inline void prefetch_below(const struct ld_entry *x, int l)
+{
+	for (int j = l - 1; j >= 0 && j >= l - 3; j--)
+		prefetch_entry(ld_next(x, (unsigned)j));
+}
+
 /* The last element before (k, newest) in the bottom layer, reached through the upper
- * layers of the searcher's domain. *stopped: an IN_L1 element was met (stop_at_l1). */
+ * layers of the searcher's domain. *stopped: an IN_L1 element was met (stop_at_l1).
+ * @above, if not NULL, is an element known to sort at or after k: reached, it ends the
+ * layer without being read. */
 static struct ld_entry *find_before(struct tips_listdb *db, struct ld_tls *t,
 				    struct ld_entry *const *heads, struct ld_entry *start,
-				    const void *k, size_t kl, bool stop_at_l1, bool *stopped)
+				    const struct ld_entry *above, const void *k, size_t kl,
+				    bool stop_at_l1, bool *stopped)
 {
 	unsigned d = t ? upper_list(db, t->domain) : 0;
 	struct ld_entry *x = start ? start : heads[d];
@@ -128,7 +150,8 @@ static struct ld_entry *find_before(struct tips_listdb *db, struct ld_tls *t,
 		if (l == 0 && !start && x == heads[d])
 			x = heads[0]; /* the bottom layer starts at domain 0's sentinel */
 		struct ld_entry *n = ld_next(x, (unsigned)l);
-		while (n) {
+		prefetch_below(x, l);
+		while (n && n != above) {
 			count(db, t, n);
 			if (ld_cmp_entry_key(n, k, kl) >= 0)
 				break;
@@ -139,16 +162,18 @@ static struct ld_entry *find_before(struct tips_listdb *db, struct ld_tls *t,
 			}
 			x = n;
 			n = ld_next(x, (unsigned)l);
+			prefetch_below(x, l);
 		}
 	}
 	return x;
 }
 
 struct ld_entry *ld_list_get(struct tips_listdb *db, struct ld_tls *t, struct ld_entry *const *heads,
-			     struct ld_entry *start, const void *k, size_t kl, bool stop_at_l1)
+			     struct ld_entry *start, const struct ld_entry *above, const void *k,
+			     size_t kl, bool stop_at_l1)
 {
 	bool stopped = false;
-	struct ld_entry *x = find_before(db, t, heads, start, k, kl, stop_at_l1, &stopped);
+	struct ld_entry *x = find_before(db, t, heads, start, above, k, kl, stop_at_l1, &stopped);
 	if (!x)
 		return NULL;
 	/* x->next[0] may have changed since find_before compared it (Zipper links an
@@ -171,7 +196,7 @@ struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *he
 	if (kl == 0)
 		return ld_next(heads[0], 0);
 	bool stopped = false;
-	struct ld_entry *x = find_before(db, NULL, heads, NULL, k, kl, false, &stopped);
+	struct ld_entry *x = find_before(db, NULL, heads, NULL, NULL, k, kl, false, &stopped);
 	struct ld_entry *n = ld_next(x, 0);
 	while (n && ld_cmp_entry_key(n, k, kl) < 0) /* linked after x meanwhile */
 		n = ld_next(n, 0);

@@ -12,6 +12,10 @@ invariants the measurements rest on hold:
                   clean close (recovered = 0); a paced writer keeps to its rate;
   puts            every put done, something merged, Zipper's fences per merged element
                   near 1 (1.08 expected), CPU per put counted for writers and background;
+  gets            every get found its value; from L1, the second-chance cache gave most
+                  gets their start and they visited few elements (about 7; 11.7 with the
+                  smaller cache of before); with --memtable above --keys, the MemTable
+                  answered every get (no PMTable visited);
 and that a pool path that exists is refused (exit 2).
 Usage: listdb_bench_smoke.py PATH-TO-tips-listdb-bench
 """
@@ -117,6 +121,28 @@ def main():
         check(br["cross_share"] < ob["cross_share"] * 0.8,
               "braided cross share %.3f not below oblivious %.3f"
               % (br["cross_share"], ob["cross_share"]))
+
+    # gets: from L1 and the caches, then from one MemTable (the DRAM reference).
+    keys = 40000
+    rc, objs = run(tool, ["gets", "--keys", str(keys), "--memtable", "4096",
+                          "--pool-size", "32M"], pool)
+    check(rc == 0 and len(objs) == 1, "gets exit %d, %d objects" % (rc, len(objs)))
+    for o in objs:
+        check(o["ok"] and o["get_errors"] == 0 and o["gets"] == keys, "gets: errors")
+        check(o["answered_by"] == "L1 and the caches", "gets: answered by %s" % o["answered_by"])
+        check(o["second_chance_start_share"] > 0.5 and 0 < o["cache_hit_ratio"] < 0.5,
+              "gets: second-chance start %.3f, hash hits %.3f"
+              % (o["second_chance_start_share"], o["cache_hit_ratio"]))
+        check(1 < o["visits_per_get"] < 10, "gets: %.1f visits per get" % o["visits_per_get"])
+        check(o["cpu_ns_per_get"] > 0, "gets: CPU per get")
+    rc, objs = run(tool, ["gets", "--keys", str(keys), "--memtable", "65536",
+                          "--pool-size", "32M"], pool)
+    check(rc == 0 and len(objs) == 1, "gets (MemTable) exit %d, %d objects" % (rc, len(objs)))
+    for o in objs:
+        check(o["ok"] and o["get_errors"] == 0, "gets (MemTable): errors")
+        check(o["answered_by"].startswith("MemTable") and o["visits_per_get"] == 0,
+              "gets (MemTable): answered by %s, %.1f visits" % (o["answered_by"],
+                                                                 o["visits_per_get"]))
 
     # recovery: a paced and an unpaced crash, then the clean close.
     rc, objs = run(tool, ["recovery", "--rates", "20k,unlimited", "--seconds", "0.4",

@@ -3,8 +3,9 @@
  *
  * Entries are built in malloc'd DRAM with the layout of entry.h; the caches only read
  * klen, lsn, height and the key. Checks: hash insert/lookup, FIFO overwrite on a
- * collision (one slot), forget clears only its own entry; second-chance floor at the
- * boundaries, duplicates, SIZE eviction, forget, disabled (NULL) caches; and a small
+ * collision (one slot), forget clears only its own entry; second-chance floor (and the
+ * element above it) at the boundaries, duplicates, the interpolation buckets against a
+ * linear search, SIZE eviction, forget, disabled (NULL) caches; and a small
  * concurrent run - one writer adding, publishing, forgetting and freeing entries (after
  * a grace period, like the garbage collector) while two readers call floor inside read
  * sections and read the keys they get - meant for ASan and TSan builds.
@@ -46,7 +47,7 @@ static struct ld_entry *floor_of(struct ld_scache *c, uint64_t k)
 	unsigned char b[8];
 	be64(b, k);
 	grace_read_enter();
-	struct ld_entry *e = ld_scache_floor(c, b, 8);
+	struct ld_entry *e = ld_scache_floor(c, b, 8, NULL);
 	grace_read_exit();
 	return e;
 }
@@ -106,6 +107,23 @@ static void test_hcache(void)
 	CHECK(ld_hcache_lookup(h, "hello, world?", 13) == NULL);
 	ld_hcache_destroy(h);
 	free(s);
+
+	/* Two elements whose first words are more than 2^63 apart: one bucket of the
+	 * interpolation table per word needs a shift of 63, never 64 (undefined; on x86
+	 * it shifted by 0 and asked malloc for about 2^63 bytes). */
+	struct ld_scache *c2 = ld_scache_create(8);
+	REQUIRE(c2);
+	struct ld_entry *lo_e = mk(0x0100000000000000ull, 1, 3), *hi_e = mk(0xff00000000000000ull, 2, 3);
+	ld_scache_add(c2, hi_e);
+	ld_scache_add(c2, lo_e);
+	ld_scache_publish(c2);
+	CHECK(ld_scache_size(c2) == 2);
+	CHECK(floor_of(c2, 0x8000000000000000ull) == lo_e);
+	CHECK(floor_of(c2, UINT64_MAX) == hi_e);
+	CHECK(floor_of(c2, 1) == NULL);
+	ld_scache_destroy(c2);
+	free(lo_e);
+	free(hi_e);
 
 	/* Disabled cache. */
 	ld_hcache_insert(NULL, a);
@@ -175,9 +193,19 @@ static void test_scache_floor(void)
 	unsigned char k9[9] = { 0 };      /* a key sorts before its longer extensions */
 	memcpy(k9, ld_key(e[2]), 8);
 	grace_read_enter();
-	CHECK(ld_scache_floor(c, k9, 7) == NULL); /* 7 zero bytes: before every key */
-	CHECK(ld_scache_floor(c, k9, 8) == e[1]);
-	CHECK(ld_scache_floor(c, k9, 9) == e[2]);
+	CHECK(ld_scache_floor(c, k9, 7, NULL) == NULL); /* 7 zero bytes: before every key */
+	CHECK(ld_scache_floor(c, k9, 8, NULL) == e[1]);
+	CHECK(ld_scache_floor(c, k9, 9, NULL) == e[2]);
+	/* above: the cached element after the floor (key >= the search key) */
+	struct ld_entry *up;
+	unsigned char kb[8];
+	be64(kb, 50);
+	CHECK(ld_scache_floor(c, kb, 8, &up) == e[4] && up == e[5]);
+	be64(kb, 5);
+	CHECK(ld_scache_floor(c, kb, 8, &up) == NULL && up == e[1]);
+	be64(kb, 1000);
+	CHECK(ld_scache_floor(c, kb, 8, &up) == e[9] && up == NULL);
+	CHECK(ld_scache_floor(c, k9, 9, &up) == e[2] && up == e[3]);
 	grace_read_exit();
 
 	/* Duplicate addresses are dropped; another version of a key is kept. */
@@ -209,11 +237,28 @@ static void test_scache_floor(void)
 	CHECK(floor_of(c, 15) == NULL);
 	CHECK(ld_scache_size(c) == 9);
 
+	/* Two elements whose first words are more than 2^63 apart: one bucket of the
+	 * interpolation table per word needs a shift of 63, never 64 (undefined; on x86
+	 * it shifted by 0 and asked malloc for about 2^63 bytes). */
+	struct ld_scache *c2 = ld_scache_create(8);
+	REQUIRE(c2);
+	struct ld_entry *lo_e = mk(0x0100000000000000ull, 1, 3), *hi_e = mk(0xff00000000000000ull, 2, 3);
+	ld_scache_add(c2, hi_e);
+	ld_scache_add(c2, lo_e);
+	ld_scache_publish(c2);
+	CHECK(ld_scache_size(c2) == 2);
+	CHECK(floor_of(c2, 0x8000000000000000ull) == lo_e);
+	CHECK(floor_of(c2, UINT64_MAX) == hi_e);
+	CHECK(floor_of(c2, 1) == NULL);
+	ld_scache_destroy(c2);
+	free(lo_e);
+	free(hi_e);
+
 	/* Disabled cache. */
 	ld_scache_add(NULL, e[1]);
 	ld_scache_publish(NULL);
 	ld_scache_forget(NULL, dead_if_odd, NULL);
-	CHECK(ld_scache_floor(NULL, "k", 1) == NULL);
+	CHECK(ld_scache_floor(NULL, "k", 1, NULL) == NULL);
 	CHECK(ld_scache_size(NULL) == 0);
 	ld_scache_destroy(NULL);
 
@@ -223,6 +268,90 @@ static void test_scache_floor(void)
 	free(o2);
 	for (int i = 1; i <= 9; i++)
 		free(e[i]);
+}
+
+/* An entry with key @kb (@kl bytes). */
+static struct ld_entry *mkk(const unsigned char *kb, unsigned kl, uint64_t lsn, unsigned height)
+{
+	struct ld_entry *e = calloc(1, ld_entry_size(height, kl, 8));
+	REQUIRE(e);
+	e->lsn = lsn;
+	e->klen = kl;
+	e->vlen = 8;
+	e->op = LD_OP_PUT;
+	e->height = (uint8_t)height;
+	memcpy((unsigned char *)ld_key(e), kb, kl);
+	return e;
+}
+
+static int by_entry_order(const void *a, const void *b)
+{
+	return ld_cmp_entries(*(struct ld_entry *const *)a, *(struct ld_entry *const *)b);
+}
+
+/*
+ * The interpolation buckets against a linear search: for keys spread evenly, keys
+ * crowded into a few buckets with outliers far away, and keys of 1 to 12 bytes that
+ * share their first 8 bytes (equal words: the element's key decides), floor and above
+ * of every key, its neighbours and random keys are those of a scan of the sorted set.
+ */
+static void test_scache_buckets(void)
+{
+	enum { N = 3000 };
+	uint64_t seed = 77;
+	for (int dist = 0; dist < 3; dist++) {
+		struct ld_scache *c = ld_scache_create(N);
+		REQUIRE(c);
+		struct ld_entry *e[N];
+		unsigned char kb[12];
+		for (int i = 0; i < N; i++) {
+			unsigned kl = 8;
+			uint64_t w = rnd(&seed);
+			if (dist == 1) /* crowded: 3 outliers, the rest within 2^12 */
+				w = i < 3 ? rnd(&seed) : 0x4141414141400000ull + (w & 0xfff);
+			if (dist == 2) { /* 1..12 bytes over 16 distinct words */
+				kl = 1 + (unsigned)(w % 12);
+				w = 0x6b00000000000000ull | (w >> 60) << 40;
+			}
+			be64(kb, w);
+			for (unsigned j = 8; j < 12; j++)
+				kb[j] = (unsigned char)rnd(&seed);
+			e[i] = mkk(kb, kl, (uint64_t)i + 1, 3);
+			ld_scache_add(c, e[i]);
+		}
+		ld_scache_publish(c);
+		CHECK(ld_scache_size(c) == N);
+		struct ld_entry *sorted[N];
+		memcpy(sorted, e, sizeof(e));
+		qsort(sorted, N, sizeof(sorted[0]), by_entry_order);
+		for (int q = 0; q < 3 * N; q++) {
+			const struct ld_entry *base = e[q % N];
+			unsigned kl = base->klen;
+			memcpy(kb, ld_key(base), kl);
+			if (q >= N && q < 2 * N) { /* a neighbour: last byte +-1, or one byte more */
+				if (q & 1)
+					kb[kl - 1] = (unsigned char)(kb[kl - 1] + (q & 2 ? 1 : -1));
+				else if (kl < 12)
+					kb[kl++] = 0;
+			} else if (q >= 2 * N) { /* anywhere */
+				kl = 8;
+				be64(kb, dist == 1 && q & 1 ? 0x4141414141400000ull + rnd(&seed) % 0x2000
+							    : rnd(&seed));
+			}
+			size_t lo = 0; /* first element with key >= kb */
+			while (lo < N && ld_cmp_entry_key(sorted[lo], kb, kl) < 0)
+				lo++;
+			struct ld_entry *up = (struct ld_entry *)1;
+			grace_read_enter();
+			struct ld_entry *f = ld_scache_floor(c, kb, kl, &up);
+			grace_read_exit();
+			CHECK(f == (lo ? sorted[lo - 1] : NULL));
+			CHECK(up == (lo < N ? sorted[lo] : NULL));
+		}
+		ld_scache_destroy(c);
+		for (int i = 0; i < N; i++)
+			free(e[i]);
+	}
 }
 
 static void test_scache_evict(void)
@@ -320,8 +449,11 @@ static void *cc_reader(void *arg)
 		uint64_t key = rnd(&s) % (CC_KEYS + 16);
 		be64(k, key);
 		grace_read_enter();
-		struct ld_entry *e = ld_scache_floor(cc->sc, k, 8);
+		struct ld_entry *up;
+		struct ld_entry *e = ld_scache_floor(cc->sc, k, 8, &up);
 		if (e && !(key_of(e) < key && e->klen == 8 && e->height >= 1))
+			atomic_fetch_add(&cc->errors, 1);
+		if (up && !(key_of(up) >= key && up->klen == 8))
 			atomic_fetch_add(&cc->errors, 1);
 		cc->floors++;
 		e = ld_hcache_lookup(cc->hc, k, 8);
@@ -394,6 +526,7 @@ int main(void)
 {
 	test_hcache();
 	test_scache_floor();
+	test_scache_buckets();
 	test_scache_evict();
 	test_concurrent();
 	return test_finish("test_lcache");
