@@ -1160,7 +1160,7 @@ static void usage(FILE *f)
 		"  --listdb-cache N             lookup hash cache slots, 0: none (default\n"
 		"                               expected keys / 8 + 1024)\n"
 		"  --listdb-second-chance N     second-chance cache entries, 0: none (default\n"
-		"                               cache slots / 16)\n"
+		"                               expected keys / 16; 0 with no cache)\n"
 		"  --listdb-compaction-threads N  background flush/compaction threads (1..8,\n"
 		"                               default 1)\n"
 		"  --listdb-domains N           NUMA domains, one pool each (1..8, default 1)\n"
