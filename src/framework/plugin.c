@@ -16,11 +16,7 @@
  * treats that NULL as "do not grow now". The largest such block allocated after the
  * index's creation (fw_header.grown_block, persisted) sets part of the headroom: a
  * table that grew once may double again. Tables sized at creation and never grown
- * (tips-hash) reserve nothing; a table sized at creation that will double (tips-clht)
- * is declared by the index (IDX_GROWS, fw_growth_hint) and counts from the start:
- * without it, a tips-clht pool of 12 or 14 MiB filled its table's overflow area with
- * acknowledged inserts whose first resize the heap could not hold, so replay stalled
- * and the deletes that would have made room were refused. A free the
+ * (tips-hash) reserve nothing. A free the
  * heap cannot record (its MLog lane is full, which replay checks for before each
  * operation) leaks the block instead of stopping the process (`tips pool check`
  * reports the leak).
@@ -54,12 +50,6 @@ static void note_growth(struct tips_db *db, size_t size)
 		}
 		pthread_mutex_unlock(&db->persist_mu);
 	}
-}
-
-void fw_growth_hint(size_t size)
-{
-	if (current)
-		note_growth(current, size);
 }
 
 void *tips_alloc(size_t size)

@@ -679,7 +679,6 @@ static int clht_create(const struct tips_index_config *cfg, void **rootp)
 		IDX_FREE(root);
 		return TIPS_ENOMEM;
 	}
-	IDX_GROWS(((size_t)nb + nb / 4) * CLHT_LINE); /* its first resize needs twice that */
 	root->table = t;
 	root->magic = CLHT_MAGIC;
 	*rootp = root;

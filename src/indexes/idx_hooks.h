@@ -33,11 +33,6 @@
  *                        IDX_LOG of two ranges with one fence instead of two: for an
  *                        operation that logs both before its first store to either
  *                        (the records are durable together when it returns).
- *   IDX_GROWS(size)      create made a table of @size bytes that a later write may
- *                        replace by one twice as large (a hash table that doubles):
- *                        in the tips build admission then keeps room for that
- *                        growth from the start (fw_growth_hint); a no-op in the dram
- *                        build. Tables allocated after create count by themselves.
  *   IDX_CHECK_BLOCK(p, min_size)
  *                        true if @p may be followed: in the tips build, @p starts an
  *                        allocated heap block of >= min_size usable bytes
@@ -97,9 +92,6 @@ int fw_ulog_add_ranges(void *const addr[], const size_t size[], unsigned n);
 				  (const size_t[]){ (s1), (s2) }, 2))
 #define IDX_FREE_BARRIER() ((void)0)
 #define IDX_CHECK_BLOCK(p, min_size) (tips_block_valid((p), (min_size)) != 0)
-/* src/framework/plugin.c: admission keeps room for a table of @size bytes to double. */
-void fw_growth_hint(size_t size);
-#define IDX_GROWS(size) fw_growth_hint(size)
 #else
 #define IDX_VARIANT "dram-"
 #define IDX_ALLOC(size) idx_dram_alloc(size)
@@ -108,7 +100,6 @@ void fw_growth_hint(size_t size);
 #define IDX_LOG2(a1, s1, a2, s2) ((void)(a1), (void)(s1), (void)(a2), (void)(s2))
 #define IDX_FREE_BARRIER() grace_free_barrier()
 #define IDX_CHECK_BLOCK(p, min_size) ((void)(min_size), (p) != NULL)
-#define IDX_GROWS(size) ((void)(size))
 #endif
 
 #define IDX_READ_ENTER() grace_read_enter()
