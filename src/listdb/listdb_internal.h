@@ -255,7 +255,9 @@ struct tips_listdb {
 	pthread_t bg[8];
 	_Atomic int bg_error;    /* 0, or the code of the last failed flush or compaction
 	                            (retried every LD_RETRY_MS; cleared by a success) */
-	_Atomic uint64_t bg_failures; /* failed flushes and compactions so far */
+	_Atomic uint64_t bg_started;  /* flushes and compactions begun so far (written
+	                                 under bg_lock): an attempt's number */
+	_Atomic uint64_t bg_failed;   /* the number of the newest attempt that failed */
 	_Atomic unsigned dram_faults; /* tests: ld_dram_site bits whose allocations fail */
 	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
 	/* compaction work shared by the threads */
