@@ -208,7 +208,7 @@ TIPS_API int tips_listdb_thread_domain(struct tips_listdb *db, unsigned domain);
  * chunks whose entries are all dead). For tests, tools, and making room in a full pool.
  * Thread-safe. Return: 0; TIPS_EINVAL (NULL @db, or @merge asked of a database opened
  * with compaction off); TIPS_ENOMEM (no DRAM for a new MemTable, or a flush or
- * compaction attempted during the call failed: out of DRAM, or in WAL mode no pool room
+ * compaction begun during the call failed: out of DRAM, or in WAL mode no pool room
  * for the copies; the background tries again every 10 ms). */
 TIPS_API int tips_listdb_flush(struct tips_listdb *db, int merge);
 
