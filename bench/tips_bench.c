@@ -240,38 +240,26 @@ static void make_key(const struct options *o, uint64_t id, unsigned char *k)
 }
 
 /*
- * Ids of loaded records drawn ahead, ID_AHEAD at a time, from the thread's generator:
- * PiBench draws a key per operation on the measured path, and so does this, but in
- * chunks, so that the draws run back to back (no cache miss among them) and the
- * operations between two draws' chunks are only the index's work and the counting.
- * Not for `latest`, whose bound (the insert watermark) moves with every insert.
+ * Draws ID_AHEAD ids of loaded records, for run_reads(): PiBench draws a key per
+ * operation on the measured path, and so does that loop, but a chunk at a time, so
+ * that the draws run back to back (no cache miss among them) and only the index's work
+ * and the counting sit between two lookups. Uniform draws keep the generator's state
+ * in registers for the whole chunk.
  */
 #define ID_AHEAD 32
-struct id_ahead {
-	uint64_t id[ID_AHEAD];
-	unsigned next; /* ID_AHEAD: empty */
-};
 
-static __attribute__((noinline)) void refill_ids(struct id_ahead *a, struct keygen *g,
-						  uint64_t n)
+static __attribute__((noinline)) void draw_ids(uint64_t id[ID_AHEAD], struct keygen *g,
+						uint64_t n)
 {
 	if (g->dist == KEYDIST_UNIFORM) {
-		struct rng r = g->rng; /* in registers for the whole chunk */
+		struct rng r = g->rng;
 		for (unsigned j = 0; j < ID_AHEAD; j++)
-			a->id[j] = rng_below(&r, n);
+			id[j] = rng_below(&r, n);
 		g->rng = r;
 	} else {
 		for (unsigned j = 0; j < ID_AHEAD; j++)
-			a->id[j] = keygen_next(g, n);
+			id[j] = keygen_next(g, n);
 	}
-	a->next = 0;
-}
-
-static inline uint64_t next_loaded_id(struct id_ahead *a, struct keygen *g, uint64_t n)
-{
-	if (__builtin_expect(a->next == ID_AHEAD, 0))
-		refill_ids(a, g, n);
-	return a->id[a->next++];
 }
 
 static void make_value(const struct options *o, uint64_t id, uint64_t seq, unsigned char *v)
@@ -443,8 +431,7 @@ static void run_reads(struct bench *b, unsigned t, struct keygen *g, struct rng 
 	struct thread_result *res = &b->res[t];
 	void *store;
 	bench_lookup_fn lookup = bench_lookup_direct(&b->idx, &store);
-	struct id_ahead ahead;
-	uint64_t word[ID_AHEAD];
+	uint64_t id[ID_AHEAD], word[ID_AHEAD];
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
 	size_t klen = o->key_size, vl;
 	make_key(o, 0, k); /* the prefix, written once */
@@ -453,9 +440,9 @@ static void run_reads(struct bench *b, unsigned t, struct keygen *g, struct rng 
 	while (i < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed) &&
 	       !atomic_load_explicit(&b->time_up, memory_order_relaxed)) {
 		unsigned m = hi - i < ID_AHEAD ? (unsigned)(hi - i) : ID_AHEAD;
-		refill_ids(&ahead, g, o->records);
+		draw_ids(id, g, o->records);
 		for (unsigned j = 0; j < m; j++)
-			word[j] = __builtin_bswap64(keygen_scatter(ahead.id[j]));
+			word[j] = __builtin_bswap64(keygen_scatter(id[j]));
 		for (unsigned j = 0; j < m; j++) {
 			memcpy(kw, &word[j], 8);
 			int rc;
@@ -470,7 +457,7 @@ static void run_reads(struct bench *b, unsigned t, struct keygen *g, struct rng 
 				rc = lookup(store, k, klen, v, sizeof(v), &vl);
 			}
 			if (__builtin_expect(rc != 0 && rc != TIPS_ESIZE, 0)) {
-				report_lost(b, op_names[OP_READ], ahead.id[j], rc);
+				report_lost(b, op_names[OP_READ], id[j], rc);
 				res->failed = true;
 				m = j; /* the failed one is not done */
 				hi = i; /* and no chunk after this one */
@@ -492,7 +479,6 @@ static void run_ops(struct bench *b, unsigned t)
 	struct keygen g;
 	keygen_init(&g, o->dist, o->skew, (o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST)
 						  ? &b->zipf : NULL, o->seed, 1000 + t);
-	struct id_ahead ahead = { .next = ID_AHEAD };
 	struct rng sampler;
 	rng_seed(&sampler, o->seed, 5000 + t);
 	uint64_t until_sample = sample_gap(&sampler, o->latency_sample);
@@ -537,12 +523,12 @@ static void run_ops(struct bench *b, unsigned t)
 			id = atomic_fetch_add(&b->next_remove, 1);
 			if (id >= o->records) { /* all loaded keys removed: read instead */
 				op = OP_READ;
-				id = next_loaded_id(&ahead, &g, o->records);
+				id = keygen_next(&g, o->records);
 			}
 		} else if (o->dist == KEYDIST_LATEST) {
 			id = keygen_next(&g, insert_watermark(b));
 		} else {
-			id = next_loaded_id(&ahead, &g, o->records);
+			id = keygen_next(&g, o->records);
 		}
 		if (op == OP_INSERT && id >= b->insert_limit) {
 			/* The pool holds no more: stop here. The thread's inflight bound stays
