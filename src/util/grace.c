@@ -11,11 +11,16 @@
  * cannot see.
  *
  * fork(): only the forking thread lives on in the child, so the reclaimer is gone
- * there. An atfork handler holds the mutex across the fork and, in the child, forgets
- * the reclaimer (the next hand-over starts one) and counts the batches the parent's
- * reclaimer had taken as freed: they leak in the child rather than risk a double free
- * of a chain it was halfway through, and a barrier in the child no longer waits for
- * them forever.
+ * there, and any lock it held at the fork stays held in the child. So the reclaimer
+ * never runs allocator code while a fork may happen: a hand-over that starts it waits
+ * until the thread runs our code (its start-up, a sanitizer's thread set-up included,
+ * is over), and it frees only while holding `freeing_mu`, which an atfork handler
+ * takes before the fork. (glibc's malloc locks itself around fork; ASan's allocator in
+ * GCC 12 does not, and a child that forked during such a free hung on its first
+ * allocation of that size class.) The handler also holds the mutex across the fork
+ * and, in the child, forgets the reclaimer (the next hand-over starts one) and counts
+ * the batches the parent's reclaimer had taken as freed: they leak in the child, and a
+ * barrier in the child no longer waits for them forever.
  *
  * ThreadSanitizer does not see RCU grace periods: a release on a token when a reader
  * leaves its section, and an acquire after each grace period, tell it that what the
@@ -55,31 +60,38 @@ struct grace_batch {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t freeing_mu = PTHREAD_MUTEX_INITIALIZER; /* held while the
+								  reclaimer frees */
 static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER; /* the queue is not empty */
-static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; /* freed_seq moved */
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; /* freed_seq moved, or
+								the reclaimer runs */
 static struct grace_batch *filling;      /* being filled; NULL until the next free */
 static struct grace_batch *queue_head, *queue_tail;
 static uint64_t handed_seq, freed_seq;   /* last batch handed over / freed */
 static uint64_t taken_seq;               /* last batch the reclaimer took to free */
-static int reclaimer_started;
+static int reclaimer_started; /* a thread was created ... */
+static int reclaimer_running; /* ... and runs reclaimer_main */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void before_fork(void)
 {
+	pthread_mutex_lock(&freeing_mu);
 	pthread_mutex_lock(&mu);
 }
 
 static void after_fork_parent(void)
 {
 	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&freeing_mu);
 }
 
 static void after_fork_child(void)
 {
 	pthread_mutex_init(&mu, NULL);
+	pthread_mutex_init(&freeing_mu, NULL);
 	pthread_cond_init(&work_cv, NULL);
 	pthread_cond_init(&done_cv, NULL);
-	reclaimer_started = 0;
+	reclaimer_started = reclaimer_running = 0;
 	if (freed_seq < taken_seq)
 		freed_seq = taken_seq;
 }
@@ -114,6 +126,8 @@ static void *reclaimer_main(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&mu);
+	reclaimer_running = 1;
+	pthread_cond_broadcast(&done_cv);
 	for (;;) {
 		while (!queue_head)
 			pthread_cond_wait(&work_cv, &mu);
@@ -122,7 +136,9 @@ static void *reclaimer_main(void *arg)
 		queue_head = queue_tail = NULL;
 		pthread_mutex_unlock(&mu);
 		grace_wait();
+		pthread_mutex_lock(&freeing_mu);
 		uint64_t last = free_batches(b);
+		pthread_mutex_unlock(&freeing_mu);
 		pthread_mutex_lock(&mu);
 		freed_seq = last;
 		pthread_cond_broadcast(&done_cv);
@@ -171,13 +187,17 @@ static int hand_over(void)
 		if (rc)
 			return -1;
 		reclaimer_started = 1;
+		while (!reclaimer_running) /* its start-up may allocate: not across a fork */
+			pthread_cond_wait(&done_cv, &mu);
 	}
 	pthread_cond_signal(&work_cv);
 	return 0;
 }
 
 /*
- * Never blocks: a writer may call it inside a read section or holding its locks. With no
+ * Never waits for a grace period or for another thread's locks (only, once, for the
+ * reclaimer thread it starts to run): a writer may call it inside a read section or
+ * holding its locks. With no
  * memory for a batch the block is leaked rather than freed unsafely (it is DRAM of a
  * volatile index, and only under memory exhaustion).
  */

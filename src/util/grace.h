@@ -55,7 +55,7 @@ void grace_read_exit(void);
 /* Waits until every read section open at the call has ended. */
 void grace_wait(void);
 
-/* free(@p) after a grace period, without blocking the caller (batched; the frees run
+/* free(@p) after a grace period, without waiting for one (batched; the frees run
  * on a reclaimer thread). NULL is ignored. */
 void grace_free(void *p);
 
