@@ -57,7 +57,11 @@ struct tips_index_ops {
 	int (*update)(void *index, const void *key, size_t klen, const void *val, size_t vlen);
 	int (*remove)(void *index, const void *key, size_t klen);
 	/* Copies the value into @val (up to @cap bytes) and its length into *vlen.
-	 * Return 0 or TIPS_ENOTFOUND. */
+	 * Return 0, TIPS_ENOTFOUND, or TIPS_ESIZE when the value is longer than @cap
+	 * (@cap bytes copied, *vlen the full length). The indexes built into libtips
+	 * return TIPS_ESIZE there, and tips_get() returns their result as it is (a tail
+	 * call); for any other ops table tips_get() checks *vlen against @cap itself, so
+	 * an index that returns 0 there is still served right. */
 	int (*lookup)(void *index, const void *key, size_t klen, void *val, size_t cap,
 		      size_t *vlen);
 	/* Calls @fn for up to @count keys >= @start (klen 0: from the first key), in

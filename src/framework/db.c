@@ -236,7 +236,8 @@ bool key_present(struct tips_db *db, struct cache_bucket *b, const void *key,
 	if (e)
 		return !e->tombstone;
 	size_t vlen;
-	return db->ops->lookup(db->index, key, klen, NULL, 0, &vlen) == 0;
+	int rc = db->ops->lookup(db->index, key, klen, NULL, 0, &vlen);
+	return rc == 0 || rc == TIPS_ESIZE; /* found: with a value, longer than 0 bytes */
 }
 
 static int write_op(struct tips_db *db, unsigned op, const void *key, size_t klen,
@@ -326,11 +327,10 @@ int tips_remove(struct tips_db *db, const void *key, size_t klen)
 
 /* ---- lookups ----------------------------------------------------------------------- */
 
-/* tips_get() when the cache may hold a newer value than the index (@rc 1: not found
- * there yet). Out of line: the common case, nothing unapplied, never comes here. */
-static __attribute__((noinline)) int get_through_cache(struct tips_db *db, const void *key,
-						       size_t klen, void *val, size_t cap,
-						       size_t *vlen)
+/* tips_get() when the cache may hold a newer value than the index. Out of line: the
+ * common case, nothing unapplied, never comes here. */
+static int get_through_cache(struct tips_db *db, const void *key, size_t klen, void *val,
+			     size_t cap, size_t *vlen)
 {
 	struct thread_ctx *ctx = ctx_get(db);
 	int rc = 1;
@@ -364,11 +364,26 @@ static __attribute__((noinline, cold)) int get_too_long(size_t vlen, size_t cap)
 			      vlen, cap);
 }
 
+/* tips_get() but for its fast path: the cache holds unapplied entries, or the index
+ * is not one of libtips' own, which may return 0 for a value longer than @cap. */
+static __attribute__((noinline)) int get_slow(struct tips_db *db, const void *key,
+					      size_t klen, void *val, size_t cap, size_t *vlen)
+{
+	int rc = cache_all_applied(db->cache)
+			 ? db->ops->lookup(db->index, key, klen, val, cap, vlen)
+			 : get_through_cache(db, key, klen, val, cap, vlen);
+	if (rc == 0 && *vlen > cap)
+		return get_too_long(*vlen, cap);
+	return rc;
+}
+
 /*
- * The common case is short on purpose: with nothing unapplied in the cache, a get is
- * the index's lookup alone, not even counted (a per-thread counter there cost 15-20 ns
- * of a 90 ns tips-clht lookup: docs/indexes.md, "Read paths"), and every instruction
- * here sits between two lookups' cache misses.
+ * The common case is short on purpose: with nothing unapplied in the cache and one of
+ * libtips' own indexes (which return TIPS_ESIZE themselves), a get is a tail call to
+ * the index's lookup, not even counted (a per-thread counter there cost 15-20 ns of a
+ * 90 ns tips-clht lookup), with no check after it: every instruction here sits between
+ * two lookups' cache misses, and the frame and the length check after the call cost
+ * tips-art about a quarter of its lookup rate (docs/indexes.md, "Fifth pass").
  */
 int tips_get(struct tips_db *db, const void *key, size_t klen, void *val, size_t cap,
 	     size_t *vlen)
@@ -377,14 +392,9 @@ int tips_get(struct tips_db *db, const void *key, size_t klen, void *val, size_t
 		return tips_set_error(TIPS_EINVAL, "tips_get: database, key, vlen required");
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND; /* no such key can have been written */
-	int rc;
-	if (__builtin_expect(cache_all_applied(db->cache), 1)) /* nothing newer in the cache */
-		rc = db->ops->lookup(db->index, key, klen, val, cap, vlen);
-	else
-		rc = get_through_cache(db, key, klen, val, cap, vlen);
-	if (__builtin_expect(rc == 0 && *vlen > cap, 0))
-		return get_too_long(*vlen, cap);
-	return rc;
+	if (__builtin_expect(db->lookup_sizes && cache_all_applied(db->cache), 1))
+		return db->ops->lookup(db->index, key, klen, val, cap, vlen);
+	return get_slow(db, key, klen, val, cap, vlen);
 }
 
 /* ---- scans ------------------------------------------------------------------------- */
@@ -1005,6 +1015,7 @@ int tips_open(const char *path, const struct tips_config *config,
 	config_defaults(&db->cfg);
 	db->id = atomic_fetch_add(&next_db_id, 1);
 	db->ops = ops;
+	db->lookup_sizes = tips_index_find(ops->name) == ops;
 	pthread_mutex_init(&db->ologs.lock, NULL);
 	pthread_cond_init(&db->ologs.room, NULL);
 	pthread_rwlockattr_t ra;

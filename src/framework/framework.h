@@ -210,6 +210,8 @@ struct tips_db {
 	const struct tips_index_ops *ops;
 	void *root;                       /* the index's root object */
 	void *index;                      /* the index's open handle */
+	bool lookup_sizes;                /* ops is built in: its lookup returns TIPS_ESIZE
+	                                     itself (tips_get's fast path) */
 	struct tips_config cfg;           /* with defaults filled in */
 
 	struct cache *cache;

@@ -1286,6 +1286,7 @@ static int art_lookup(void *index, const void *key, size_t klen, void *val, size
 	IDX_READ_ENTER();
 	while ((r = locate(t, key, (uint32_t)klen, &p, false)) < 0)
 		;
+	int rc = TIPS_ENOTFOUND;
 	if (r) {
 		uint32_t n;
 		if (__builtin_expect(p.l->vlen == 8 && cap >= 8, 1)) {
@@ -1293,14 +1294,16 @@ static int art_lookup(void *index, const void *key, size_t klen, void *val, size
 			uint64_t w = atomic_load_explicit(&p.l->v8, memory_order_acquire);
 			memcpy(val, &w, 8);
 			n = 8;
+			rc = 0;
 		} else {
 			n = leaf_value(p.l, val, cap);
+			rc = IDX_FOUND(n, cap);
 		}
 		if (vlen)
 			*vlen = n;
 	}
 	IDX_READ_EXIT();
-	return r ? 0 : TIPS_ENOTFOUND;
+	return rc;
 }
 
 static int art_update(void *index, const void *key, size_t klen, const void *val, size_t vlen)

@@ -1036,10 +1036,15 @@ static int bpt_lookup(void *index, const void *key, size_t klen, void *val, size
 
 	IDX_READ_ENTER();
 	for (unsigned attempt = 0; attempt < BPT_OPT_TRIES; attempt++) {
-		int o = lookup_optimistic(t, &k, val, cap, vlen);
+		size_t len;
+		int o = lookup_optimistic(t, &k, val, cap, &len);
 		if (o == OPT_FOUND || o == OPT_ABSENT) {
 			IDX_READ_EXIT();
-			return o == OPT_FOUND ? 0 : TIPS_ENOTFOUND;
+			if (o == OPT_ABSENT)
+				return TIPS_ENOTFOUND;
+			if (vlen)
+				*vlen = len;
+			return IDX_FOUND(len, cap);
 		}
 		if (o == OPT_LOCK)
 			break;
@@ -1059,6 +1064,7 @@ static int bpt_lookup(void *index, const void *key, size_t klen, void *val, size
 			memcpy(val, slot_value(n, s), len < cap ? len : cap);
 		if (vlen)
 			*vlen = len;
+		rc = IDX_FOUND(len, cap);
 	} else {
 		rc = TIPS_ENOTFOUND;
 	}

@@ -692,10 +692,15 @@ static int bst_lookup(void *index, const void *key, size_t klen, void *val, size
 
 	IDX_READ_ENTER();
 	for (unsigned attempt = 0; attempt < BST_OPT_TRIES && BST_OPTIMISTIC; attempt++) {
-		int o = lookup_optimistic(t, &k, val, cap, vlen);
+		size_t len;
+		int o = lookup_optimistic(t, &k, val, cap, &len);
 		if (o != OPT_RETRY) {
 			IDX_READ_EXIT();
-			return o == OPT_FOUND ? 0 : TIPS_ENOTFOUND;
+			if (o == OPT_ABSENT)
+				return TIPS_ENOTFOUND;
+			if (vlen)
+				*vlen = len;
+			return IDX_FOUND(len, cap);
 		}
 		for (unsigned i = 0; i < 1u << attempt; i++)
 			cpu_relax();
@@ -712,7 +717,7 @@ static int bst_lookup(void *index, const void *key, size_t klen, void *val, size
 				memcpy(val, node_value(n), n->vlen < cap ? n->vlen : cap);
 			if (vlen)
 				*vlen = n->vlen;
-			rc = 0;
+			rc = IDX_FOUND(n->vlen, cap);
 			break;
 		}
 		n = c < 0 ? n->left : n->right;

@@ -955,10 +955,10 @@ static int clht_remove(void *index, const void *key, size_t klen)
  * is outstanding (docs/indexes.md, "Read paths").
  */
 /* Copies the value of slot @i (layout @m, value word @vw) into @val (@cap bytes at
- * most) and its length into *@vlen. Out of line: lookup8() inlines only the common
- * case, an 8-byte value into a buffer that holds it. */
-static __attribute__((noinline)) void value_out(uint32_t m, int i, uint64_t vw, void *val,
-						size_t cap, size_t *vlen)
+ * most) and its length into *@vlen; returns IDX_FOUND. Out of line: lookup8() inlines
+ * only the common case, an 8-byte value into a buffer that holds it. */
+static __attribute__((noinline)) int value_out(uint32_t m, int i, uint64_t vw, void *val,
+					       size_t cap, size_t *vlen)
 {
 	const void *v;
 	size_t n;
@@ -967,6 +967,7 @@ static __attribute__((noinline)) void value_out(uint32_t m, int i, uint64_t vw, 
 		memcpy(val, v, n < cap ? n : cap);
 	if (vlen)
 		*vlen = n;
+	return IDX_FOUND(n, cap);
 }
 
 static int lookup8(struct clht_index *h, uint64_t word, void *val, size_t cap, size_t *vlen)
@@ -1002,7 +1003,7 @@ static int lookup8(struct clht_index *h, uint64_t word, void *val, size_t cap, s
 				if (vlen)
 					*vlen = 8;
 			} else {
-				value_out(m, i, vw, val, cap, vlen);
+				rc = value_out(m, i, vw, val, cap, vlen);
 			}
 			break;
 		}
@@ -1052,7 +1053,7 @@ static int lookup_any(struct clht_index *h, const void *key, size_t klen, void *
 				memcpy(val, v, n < cap ? n : cap);
 			if (vlen)
 				*vlen = n;
-			rc = 0;
+			rc = IDX_FOUND(n, cap);
 			break;
 		}
 	}

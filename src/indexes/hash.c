@@ -353,6 +353,7 @@ static int hash_lookup(void *index, const void *key, size_t klen, void *val, siz
 			memcpy(val, node_value(n), n->vlen < cap ? n->vlen : cap);
 		if (vlen)
 			*vlen = n->vlen;
+		rc = IDX_FOUND(n->vlen, cap);
 	} else {
 		rc = TIPS_ENOTFOUND;
 	}

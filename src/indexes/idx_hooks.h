@@ -122,4 +122,22 @@ static int idx_corrupt(const char *index, const void *node, const char *fmt, ...
 	return tips_set_error(TIPS_ECORRUPT, "%s: node %p: %s", index, node, what);
 }
 
+/*
+ * What a lookup that found a value of @n bytes returns for a buffer of @cap bytes
+ * (having copied min(@n, @cap) bytes and stored @n in *vlen): 0, or TIPS_ESIZE with a
+ * message when the value is longer (plug-in contract, tips/plugin.h). Checked here,
+ * where the length is at hand, so that tips_get() can end in a tail call to the
+ * index: a check after the call, and the frame it needs, made tips-art's lookups
+ * overlap less (docs/indexes.md, "Fifth pass").
+ */
+#define IDX_FOUND(n, cap) (__builtin_expect((size_t)(n) <= (size_t)(cap), 1) ? 0 : \
+			   idx_value_too_long((size_t)(n), (size_t)(cap)))
+
+__attribute__((cold, noinline, unused))
+static int idx_value_too_long(size_t n, size_t cap)
+{
+	return tips_set_error(TIPS_ESIZE, "%s lookup: the value has %zu bytes, the buffer %zu",
+			      IDX_NAME, n, cap);
+}
+
 #endif /* TIPS_IDX_HOOKS_H */

@@ -655,6 +655,7 @@ static int lf_lookup(void *index, const void *key, size_t klen, void *val, size_
 			leaf_value_copy(l, val, cap);
 		if (vlen)
 			*vlen = l->h.vlen;
+		rc = IDX_FOUND(l->h.vlen, cap);
 	} else {
 		rc = TIPS_ENOTFOUND;
 	}

@@ -515,7 +515,7 @@ static int lf_lookup(void *index, const void *key, size_t klen, void *val, size_
 		}
 		if (vlen)
 			*vlen = len;
-		rc = 0;
+		rc = IDX_FOUND(len, cap);
 		break;
 	}
 	IDX_READ_EXIT();

@@ -23,7 +23,7 @@
 static char path[256];
 static const struct tips_index_ops *ops;
 
-static struct tips_db *open_db(unsigned workers_up)
+static struct tips_db *open_db_with(const struct tips_index_ops *o, unsigned workers_up)
 {
 	struct tips_config cfg;
 	tips_config_init(&cfg);
@@ -32,11 +32,16 @@ static struct tips_db *open_db(unsigned workers_up)
 	cfg.expected_keys = 4096;
 	cfg.workers_up = workers_up;
 	struct tips_db *db = NULL;
-	int rc = tips_open(path, &cfg, ops, &db);
+	int rc = tips_open(path, &cfg, o, &db);
 	if (rc)
 		fprintf(stderr, "tips_open: %s\n", tips_errormsg());
 	REQUIRE(rc == 0);
 	return db;
+}
+
+static struct tips_db *open_db(unsigned workers_up)
+{
+	return open_db_with(ops, workers_up);
 }
 
 static void key_of(uint64_t k, unsigned char out[8])
@@ -696,6 +701,80 @@ static void test_ulog_groups(void)
 	unlink(ppath);
 }
 
+/* An index of the caller's written to the plug-in contract before 0.4: found, longer
+ * than the buffer, it returns 0 (tips_get then judges the length itself). */
+static int lookup_returns_0(void *index, const void *key, size_t klen, void *val, size_t cap,
+			    size_t *vlen)
+{
+	int rc = ops->lookup(index, key, klen, val, cap, vlen);
+	return rc == TIPS_ESIZE ? 0 : rc;
+}
+
+/* One of the lengths checks of test_get_sizes. */
+static void check_get(struct tips_db *db, const char *key, size_t cap, int want_rc,
+		      const void *want, size_t want_len)
+{
+	unsigned char buf[128];
+	memset(buf, 0xAA, sizeof(buf));
+	size_t vl = 12345;
+	CHECK_RC(tips_get(db, key, strlen(key), cap ? buf : NULL, cap, &vl), want_rc);
+	if (want_rc == TIPS_ESIZE)
+		CHECK(strstr(tips_errormsg(), "buffer") != NULL);
+	if (want_rc == TIPS_ENOTFOUND)
+		return;
+	size_t copied = want_len < cap ? want_len : cap;
+	CHECK(vl == want_len);
+	CHECK(memcmp(buf, want, copied) == 0);
+	CHECK(copied == sizeof(buf) || buf[copied] == 0xAA);
+}
+
+/*
+ * tips_get's lengths on the fast path (replay has applied everything, or a reopen left
+ * the cache empty: the index's lookup answers, and a built-in index reports TIPS_ESIZE
+ * itself), for the index under test and for a copy of it that keeps the old contract;
+ * and a conditional write judged through the index with no buffer (key_present) sees
+ * a key whose value is longer than that.
+ */
+static void test_get_sizes(void)
+{
+	struct tips_index_ops mine = *ops;
+	mine.name = "test-old-contract";
+	mine.lookup = lookup_returns_0;
+	unsigned char v100[100];
+	for (int i = 0; i < 100; i++)
+		v100[i] = (unsigned char)(i * 7 + 1);
+	for (int pass = 0; pass < 2; pass++) {
+		const struct tips_index_ops *o = pass ? &mine : ops;
+		struct tips_db *db = open_db_with(o, 2);
+		CHECK_RC(tips_put(db, "w8", 2, "12345678", 8), 0);
+		CHECK_RC(tips_put(db, "w100", 4, v100, 100), 0);
+		CHECK_RC(tips_put(db, "w0", 2, "", 0), 0);
+		struct tips_stats st;
+		WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the puts");
+		for (int reopened = 0; reopened < 2; reopened++) {
+			check_get(db, "w8", 4, TIPS_ESIZE, "12345678", 8);
+			check_get(db, "w8", 8, 0, "12345678", 8);
+			check_get(db, "w8", 0, TIPS_ESIZE, "", 8);
+			check_get(db, "w100", 99, TIPS_ESIZE, v100, 100);
+			check_get(db, "w100", 100, 0, v100, 100);
+			check_get(db, "w0", 0, 0, "", 0);
+			check_get(db, "none", 8, TIPS_ENOTFOUND, "", 0);
+			if (!reopened) {
+				CHECK_RC(tips_close(&db), 0);
+				db = open_db_with(o, 2);
+			}
+		}
+		/* After the reopen the cache is empty: these conditions ask the index. */
+		CHECK_RC(tips_insert(db, "w100", 4, "x", 1), TIPS_EKEYEXISTS);
+		CHECK_RC(tips_insert(db, "w8", 2, "x", 1), TIPS_EKEYEXISTS);
+		CHECK_RC(tips_update(db, "w0", 2, "y", 1), 0);
+		check_get(db, "w100", 100, 0, v100, 100);
+		check_get(db, "w0", 8, 0, "y", 1);
+		CHECK_RC(tips_close(&db), 0);
+		unlink(path);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "tips-hash";
@@ -705,6 +784,7 @@ int main(int argc, char **argv)
 	REQUIRE(ops != NULL);
 	test_path(path, sizeof(path), "/dev/shm", "framework");
 	test_semantics();
+	test_get_sizes();
 	test_fences();
 	test_scan();
 	test_scan_overlay_bound();

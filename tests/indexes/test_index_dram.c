@@ -234,14 +234,16 @@ static void test_basic(const struct tips_index_ops *ops)
 	CHECK(lookup_is(&x, "apples", 6, "2", 1));
 	CHECK(lookup_is(&x, k, 5, "back", 4));
 
-	/* Small buffer: copies cap bytes, reports the full length. */
+	/* Small buffer: TIPS_ESIZE (plugin contract), copies cap bytes, reports the full
+	 * length; a buffer of exactly the value's length is enough. */
 	unsigned char big[100];
 	for (int i = 0; i < 100; i++)
 		big[i] = (unsigned char)(i * 7 + 1);
 	CHECK_RC(ops->insert(x.h, "big", 3, big, 100), 0);
 	memset(buf, 0xAA, sizeof(buf));
 	vl = 0;
-	CHECK_RC(ops->lookup(x.h, "big", 3, buf, 10, &vl), 0);
+	CHECK_RC(ops->lookup(x.h, "big", 3, buf, 10, &vl), TIPS_ESIZE);
+	CHECK(strstr(tips_errormsg(), "buffer") != NULL);
 	CHECK(vl == 100);
 	CHECK(memcmp(buf, big, 10) == 0);
 	int untouched = 1;
@@ -249,8 +251,20 @@ static void test_basic(const struct tips_index_ops *ops)
 		untouched &= buf[i] == 0xAA;
 	CHECK(untouched);
 	vl = 0;
-	CHECK_RC(ops->lookup(x.h, "big", 3, NULL, 0, &vl), 0);
+	CHECK_RC(ops->lookup(x.h, "big", 3, NULL, 0, &vl), TIPS_ESIZE);
 	CHECK(vl == 100);
+	vl = 0;
+	CHECK_RC(ops->lookup(x.h, "big", 3, buf, 100, &vl), 0);
+	CHECK(vl == 100 && memcmp(buf, big, 100) == 0);
+	/* An 8-byte value (the indexes' inline fast paths) into 4 bytes. */
+	CHECK_RC(ops->insert(x.h, "word", 4, "12345678", 8), 0);
+	memset(buf, 0xAA, sizeof(buf));
+	vl = 0;
+	CHECK_RC(ops->lookup(x.h, "word", 4, buf, 4, &vl), TIPS_ESIZE);
+	CHECK(vl == 8 && memcmp(buf, "1234", 4) == 0 && buf[4] == 0xAA);
+	CHECK_RC(ops->lookup(x.h, "word", 4, buf, 8, &vl), 0);
+	CHECK(vl == 8 && memcmp(buf, "12345678", 8) == 0);
+	CHECK_RC(ops->remove(x.h, "word", 4), 0);
 
 	/* Remove, then absent everywhere, then insert again. */
 	CHECK_RC(ops->remove(x.h, k, 5), 0);
