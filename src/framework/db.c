@@ -360,8 +360,7 @@ static int get_through_cache(struct tips_db *db, const void *key, size_t klen, v
 
 static __attribute__((noinline, cold)) int get_too_long(size_t vlen, size_t cap)
 {
-	return tips_set_error(TIPS_ESIZE, "tips_get: the value has %zu bytes, the buffer %zu",
-			      vlen, cap);
+	return tips_set_error_size("tips_get", vlen, cap);
 }
 
 /* tips_get() but for its fast path: the cache holds unapplied entries, or the index

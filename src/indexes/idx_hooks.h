@@ -66,6 +66,7 @@
 #include <stdlib.h>
 
 #include "indexes/idx_alloc.h"
+#include "util/errors_internal.h"
 #include "util/grace.h"
 
 #ifndef IDX_PREFIX
@@ -136,8 +137,7 @@ static int idx_corrupt(const char *index, const void *node, const char *fmt, ...
 __attribute__((cold, noinline, unused))
 static int idx_value_too_long(size_t n, size_t cap)
 {
-	return tips_set_error(TIPS_ESIZE, "%s lookup: the value has %zu bytes, the buffer %zu",
-			      IDX_NAME, n, cap);
+	return tips_set_error_size(IDX_NAME " lookup", n, cap);
 }
 
 #endif /* TIPS_IDX_HOOKS_H */

@@ -2,7 +2,13 @@
  * errors.c - names of the TIPS_E* codes and the per-thread error message.
  *
  * Invariant: tips_errormsg() always returns a NUL-terminated thread-local string; a
- * failing call sets it through tips_set_error() before it returns the code.
+ * failing call sets it through tips_set_error() (or, for a value longer than a
+ * lookup's buffer, tips_set_error_size()) before it returns the code.
+ *
+ * tips_set_error_size() only records its numbers; tips_errormsg() formats them when
+ * it is asked. A buffer too small is an ordinary outcome on hot paths (a write that
+ * asks the index whether its key exists looks it up with no buffer), and formatting
+ * a message there cost more than the lookup.
  */
 #include "util/errors_internal.h"
 
@@ -14,6 +20,12 @@
 #include <string.h>
 
 static _Thread_local char last_message[512];
+/* A message not formatted yet (tips_set_error_size): who, the value's length, the
+ * buffer's; who == NULL when last_message is current. */
+static _Thread_local struct {
+	const char *who;
+	size_t vlen, cap;
+} pending_size;
 
 static const char *const error_names[] = {
 	[0] = "invalid argument",
@@ -53,11 +65,26 @@ const char *tips_strerror(int code)
 
 const char *tips_errormsg(void)
 {
+	if (pending_size.who) {
+		snprintf(last_message, sizeof(last_message),
+			 "%s: the value has %zu bytes, the buffer %zu", pending_size.who,
+			 pending_size.vlen, pending_size.cap);
+		pending_size.who = NULL;
+	}
 	return last_message;
+}
+
+int tips_set_error_size(const char *who, size_t vlen, size_t cap)
+{
+	pending_size.who = who;
+	pending_size.vlen = vlen;
+	pending_size.cap = cap;
+	return TIPS_ESIZE;
 }
 
 int tips_set_error(int code, const char *fmt, ...)
 {
+	pending_size.who = NULL;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(last_message, sizeof(last_message), fmt, ap);

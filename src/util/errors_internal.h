@@ -19,6 +19,11 @@
 int write_args_check(const void *handle, const void *key, size_t klen, const void *val,
 		     size_t vlen);
 
+/* TIPS_ESIZE for a value of @vlen bytes and a buffer of @cap: the message ("@who: the
+ * value has ... bytes, the buffer ...") is formatted only if tips_errormsg() asks for
+ * it. @who must be a string that outlives the thread (a literal). */
+int tips_set_error_size(const char *who, size_t vlen, size_t cap);
+
 /* Aborts with a message naming the broken invariant; for internal bugs only. */
 #define TIPS_INVARIANT(cond, what)                                                       \
 	do {                                                                             \

@@ -770,6 +770,15 @@ static void test_get_sizes(void)
 		CHECK_RC(tips_update(db, "w0", 2, "y", 1), 0);
 		check_get(db, "w100", 100, 0, v100, 100);
 		check_get(db, "w0", 8, 0, "y", 1);
+		/* The message of a short buffer is formatted when asked for; a later error
+		 * replaces it, and it names the length and the buffer. */
+		size_t vl;
+		unsigned char small[3];
+		CHECK_RC(tips_get(db, "w100", 4, small, sizeof(small), &vl), TIPS_ESIZE);
+		CHECK_RC(tips_put(db, "w100", 0, "v", 1), TIPS_EINVAL);
+		CHECK(strstr(tips_errormsg(), "buffer") == NULL);
+		CHECK_RC(tips_get(db, "w100", 4, small, sizeof(small), &vl), TIPS_ESIZE);
+		CHECK(strstr(tips_errormsg(), "the value has 100 bytes, the buffer 3") != NULL);
 		CHECK_RC(tips_close(&db), 0);
 		unlink(path);
 	}
