@@ -32,6 +32,7 @@ struct options {
 	enum keydist dist;
 	bool keep, quiet;
 	bool no_settle; /* start the run phase without waiting for the load's replay */
+	bool lookup_index; /* --lookup-via index: C calls a tips-* index's lookup directly */
 	bool upsert;    /* inserts and updates are blind puts (bench_put) */
 	unsigned batch; /* --batch: writes per batch commit (0: single writes) */
 	/* listdb (--listdb-*): its knobs, from tips_listdb_config_init() and the options (handed

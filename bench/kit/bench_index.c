@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "bench_index.h"
+#include "framework/framework.h" /* bench_lookup_past_facade: db->ops, db->index */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -550,6 +551,14 @@ bench_lookup_fn bench_lookup_direct(const struct bench_index *b, void **store)
 	}
 	*store = b->handle;
 	return b->ops->lookup;
+}
+
+bench_lookup_fn bench_lookup_past_facade(const struct bench_index *b, void **store)
+{
+	if (!b->db)
+		return bench_lookup_direct(b, store);
+	*store = b->db->index;
+	return b->db->ops->lookup;
 }
 
 static int count_pair(const void *k, size_t kl, const void *v, size_t vl, void *arg)

@@ -185,6 +185,10 @@ int bench_lookup(struct bench_index *b, const void *k, size_t kl, void *v, size_
 typedef int (*bench_lookup_fn)(void *store, const void *k, size_t kl, void *v, size_t cap,
 			       size_t *vl);
 bench_lookup_fn bench_lookup_direct(const struct bench_index *b, void **store);
+/* For a tips-* index, its own lookup on the database's index handle, past tips_get()
+ * and its cache check (right only while nothing is unapplied: a settled, read-only
+ * run); for any other store, bench_lookup_direct(). */
+bench_lookup_fn bench_lookup_past_facade(const struct bench_index *b, void **store);
 /* 1 if bench_batch_commit() works on @b: tips-* (tips_batch_commit), listdb
  * (tips_listdb_batch_commit) and dram-* (the operations one by one: the volatile
  * baseline has no atomicity to keep); not pmdk-hash. */

@@ -87,7 +87,15 @@ fi
 run_ok dram-hash-upsert --index dram-hash --records 3000 --ops 3000 --read 0.3 \
 	--insert 0.3 --update 0.2 --remove 0.2 --upsert --threads 3
 
+# Past the facade: every loaded key must still be found (a miss exits 1).
+for idx in tips-art tips-clht; do
+	grep -qx "$idx" <<<"$indexes" && run_ok "$idx-past-facade" --index "$idx" \
+		--records 3000 --ops 3000 --workload c --lookup-via index
+done
+
 set +e
+"$BENCH" --index tips-art --workload a --lookup-via index --records 10 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "--lookup-via index with writes in the run must exit 2"
 "$BENCH" --index dram-hash --listdb-memtable 100 --records 10 >/dev/null 2>&1
 [[ $? -eq 2 ]] || fail "a --listdb-* option with another index must exit 2"
 "$BENCH" --index listdb --listdb-flush xyz --records 10 >/dev/null 2>&1
