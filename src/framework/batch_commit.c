@@ -142,7 +142,7 @@ static int make_entries(struct tips_batch *b, struct pending *p, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct batch_item *it = &b->items[p[i].item];
 		bool del = p[i].op == OLOG_OP_DELETE;
-		p[i].entry = cache_entry_new(batch_key(b, p[i].item), it->klen,
+		p[i].entry = cache_entry_new(NULL, NULL, batch_key(b, p[i].item), it->klen,
 					     batch_val(b, p[i].item), del ? 0 : it->vlen, del);
 		if (!p[i].entry) {
 			free_entries(p, i);

@@ -12,6 +12,11 @@
  * nearly full (7/8 of its capacity: sweeping before it is full spares writers the wait)
  * or full. Unlinked entries are freed after a grace period (util/grace.h), so a reader
  * that still holds one reads valid memory.
+ * Small entries (an 8-byte key and value: CACHE_SMALL_ENTRY bytes in all) are recycled
+ * rather than freed: gc hands them, after the grace period, to a pool of batches that
+ * writers take whole into their thread's stash, so a write's entry costs a pointer pop
+ * instead of a malloc, and gc's frees (blocks of another thread's arena) go away. The
+ * pool holds at most the cache's capacity of entries; beyond that they are freed.
  * Invariant: an entry leaves the chain only after it was applied, so a key absent from
  * the cache has all its writes in the index, and a key's newest entry leaves only once
  * no older entry of the key is linked (bucket_trim), so a lock-free reader that walks
@@ -47,6 +52,11 @@ struct cache {
 	uint64_t *queue;                 /* buckets whose chain passed the bound */
 	size_t nqueue, queue_cap;
 	bool sweep;                      /* the cache is full: sweep all buckets */
+	/* Recycled small entries: batches of up to SPARE_BATCH linked through `next`. */
+	pthread_mutex_t spare_mu;
+	struct cache_entry **spare;      /* batch heads */
+	size_t nspare, spare_cap;        /* batches held, room for */
+	uint64_t spare_entries;          /* entries in them */
 	bool applied_more;               /* replay applied entries since the last pass */
 	bool stop;
 };
@@ -131,10 +141,42 @@ void cache_read_unlock(void)
 	grace_read_exit();
 }
 
-struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
+/* Every entry of up to this many bytes (header, key, value) is a block of exactly this
+ * size, so that any of them can take any small write. */
+#define CACHE_SMALL_ENTRY 64u
+#define SPARE_BATCH 64u
+
+static inline bool entry_small(size_t klen, size_t vlen)
+{
+	return sizeof(struct cache_entry) + klen + vlen <= CACHE_SMALL_ENTRY;
+}
+
+/* Takes a batch of recycled entries into @stash; false if the pool has none. */
+static __attribute__((noinline)) bool stash_refill(struct cache *c, struct cache_stash *stash)
+{
+	pthread_mutex_lock(&c->spare_mu);
+	bool got = c->nspare > 0;
+	if (got) {
+		stash->head = c->spare[--c->nspare];
+		c->spare_entries -= SPARE_BATCH; /* every pooled batch is full */
+	}
+	pthread_mutex_unlock(&c->spare_mu);
+	return got;
+}
+
+struct cache_entry *cache_entry_new(struct cache *c, struct cache_stash *stash,
+				    const void *key, size_t klen, const void *val,
 				    size_t vlen, bool tombstone)
 {
-	struct cache_entry *e = malloc(sizeof(*e) + klen + vlen);
+	struct cache_entry *e;
+	if (!entry_small(klen, vlen))
+		e = malloc(sizeof(*e) + klen + vlen);
+	else if (stash && (stash->head || stash_refill(c, stash))) {
+		e = stash->head;
+		stash->head = atomic_load_explicit(&e->next, memory_order_relaxed);
+	} else {
+		e = malloc(CACHE_SMALL_ENTRY);
+	}
 	if (!e)
 		return NULL;
 	atomic_init(&e->next, NULL);
@@ -274,6 +316,9 @@ void cache_applied_more(struct cache *c)
 struct unlinked {
 	struct cache_entry **v;
 	size_t n, cap;
+	/* Small entries freed since the last full batch went to the pool (gc's own). */
+	struct cache_entry *batch;
+	unsigned in_batch;
 };
 
 /* Room for one more unlinked entry; false without DRAM (the entry then stays linked
@@ -352,13 +397,64 @@ static unsigned bucket_trim(struct cache_bucket *b, unsigned keep, struct unlink
 	return len;
 }
 
+void cache_stash_free(struct cache_stash *stash)
+{
+	struct cache_entry *e = stash->head;
+	while (e) {
+		struct cache_entry *next = atomic_load_explicit(&e->next, memory_order_relaxed);
+		free(e);
+		e = next;
+	}
+	stash->head = NULL;
+}
+
+/* Gives a full batch of SPARE_BATCH small entries, linked from @head, to the pool, or
+ * frees it when the pool holds the cache's capacity already (or cannot grow). */
+static void spare_put(struct cache *c, struct cache_entry *head)
+{
+	pthread_mutex_lock(&c->spare_mu);
+	bool kept = false;
+	if (c->spare_entries + SPARE_BATCH <= c->capacity) {
+		if (c->nspare == c->spare_cap) {
+			size_t cap = c->spare_cap ? c->spare_cap * 2 : 64;
+			struct cache_entry **v = realloc(c->spare, cap * sizeof(*v));
+			if (v) {
+				c->spare = v;
+				c->spare_cap = cap;
+			}
+		}
+		if (c->nspare < c->spare_cap) {
+			c->spare[c->nspare++] = head;
+			c->spare_entries += SPARE_BATCH;
+			kept = true;
+		}
+	}
+	pthread_mutex_unlock(&c->spare_mu);
+	if (!kept) {
+		struct cache_stash s = { head };
+		cache_stash_free(&s);
+	}
+}
+
 static void free_after_grace(struct cache *c, struct unlinked *u)
 {
 	if (!u->n)
 		return;
 	grace_wait(); /* no reader can still hold an unlinked entry */
-	for (size_t i = 0; i < u->n; i++)
-		free(u->v[i]);
+	for (size_t i = 0; i < u->n; i++) {
+		struct cache_entry *e = u->v[i];
+		if (!entry_small(e->klen, e->vlen)) {
+			free(e);
+			continue;
+		}
+		atomic_store_explicit(&e->next, u->batch, memory_order_relaxed);
+		u->batch = e;
+		if (++u->in_batch == SPARE_BATCH) {
+			spare_put(c, u->batch);
+			u->batch = NULL;
+			u->in_batch = 0;
+		}
+	}
 	atomic_fetch_sub(&c->live, u->n);
 	atomic_fetch_add(&c->unlinked, u->n);
 	u->n = 0;
@@ -413,6 +509,8 @@ static void *gc_main(void *arg)
 	pthread_mutex_unlock(&c->mu);
 	free(work);
 	free(u.v);
+	struct cache_stash partial = { u.batch };
+	cache_stash_free(&partial);
 	return NULL;
 }
 
@@ -435,6 +533,7 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	c->high_water = capacity - capacity / 8;
 	c->chain_bound = chain_bound;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->spare_mu, NULL);
 	pthread_cond_init(&c->gc_cv, NULL);
 	pthread_cond_init(&c->room_cv, NULL);
 	if (pthread_create(&c->gc_thread, NULL, gc_main, c)) {
@@ -465,6 +564,12 @@ void cache_delete(struct cache *c)
 			e = next;
 		}
 	}
+	for (size_t i = 0; i < c->nspare; i++) {
+		struct cache_stash s = { c->spare[i] };
+		cache_stash_free(&s);
+	}
+	free(c->spare);
+	pthread_mutex_destroy(&c->spare_mu);
 	free(c->queue);
 	free(c->buckets);
 	pthread_mutex_destroy(&c->mu);

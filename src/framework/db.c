@@ -65,6 +65,7 @@ static void ctx_detach(struct thread_ctx *ctx)
 	ctx->cache_credit = 0;
 	admit_release(db, ctx->heap_credit);
 	ctx->heap_credit = 0;
+	cache_stash_free(&ctx->stash);
 	if (ctx->log) {
 		pthread_mutex_lock(&db->ologs.lock);
 		ctx->log->in_use = false;
@@ -213,6 +214,7 @@ int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64_t cost
 	}
 	admit_release(db, ctx->heap_credit);
 	ctx->heap_credit = 0;
+	cache_stash_free(&ctx->stash);
 	for (int attempt = 0;; attempt++) {
 		uint64_t got = admit_reserve(db, cost, cost > ADMIT_BATCH ? cost : ADMIT_BATCH, del);
 		if (got) {
@@ -266,7 +268,8 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		rc = refuse(db, "no DRAM cache room");
 		goto refund;
 	}
-	struct cache_entry *e = cache_entry_new(key, klen, val, vlen, op == OLOG_OP_DELETE);
+	struct cache_entry *e = cache_entry_new(db->cache, &ctx->stash, key, klen, val, vlen,
+						op == OLOG_OP_DELETE);
 	if (!e) {
 		rc = tips_set_error(TIPS_ENOMEM, "out of DRAM for a cache entry");
 		goto refund;

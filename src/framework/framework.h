@@ -63,8 +63,19 @@ unsigned cache_reserve(struct cache *c, bool (*may_wait)(void *), void *arg);
 /* Wakes every reservation waiting for room, to ask may_wait again. */
 void cache_wake_waiters(struct cache *c);
 void cache_unreserve(struct cache *c, unsigned n);
-struct cache_entry *cache_entry_new(const void *key, size_t klen, const void *val,
+/* A thread's spare small entries (cache_entry_new takes from it); refilled a batch at
+ * a time from the entries gc freed. */
+struct cache_stash {
+	struct cache_entry *head;
+};
+/* A new entry (not published). A small one (CACHE_SMALL_ENTRY bytes with its key and
+ * value) comes from @stash (NULL: none), refilled from what gc recycled, else malloc;
+ * either way it is a malloc block that free() may release. */
+struct cache_entry *cache_entry_new(struct cache *c, struct cache_stash *stash,
+				    const void *key, size_t klen, const void *val,
 				    size_t vlen, bool tombstone);
+/* Frees the entries @stash holds (its thread leaves the database). */
+void cache_stash_free(struct cache_stash *stash);
 /* Publishes @e at the head of @b (the linearization point). Bucket lock held.
  * Returns true if the chain is now longer than the bound. */
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e);
@@ -187,6 +198,7 @@ struct thread_ctx {
 	struct olog *log;             /* this thread's OLog slot, or NULL */
 	unsigned cache_credit;        /* cache entries reserved and not used yet */
 	uint64_t heap_credit;         /* heap bytes admitted (admit.c) and not used yet */
+	struct cache_stash stash;     /* spare small cache entries */
 	struct thread_counters c;
 	struct thread_ctx *next_in_db;
 	struct thread_ctx *next_in_thread;
