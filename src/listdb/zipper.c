@@ -1,6 +1,7 @@
 /*
  * zipper.c - Zipper compaction (ListDB, OSDI'22, §3.4, Algorithm 3): merges one shard of
- * an L0 table into the same shard of L1 in place, by pointer updates only.
+ * the L0 tables of a compaction (one, or several merged together: struct ld_merge) into
+ * the same shard of L1 in place, by pointer updates only.
  *
  * Scan phase, head to tail: for each L0 element, find its predecessor in L1 at every
  * layer it has (in its own domain's lists for layers >= 1 when braided; in the bottom
@@ -9,7 +10,9 @@
  * element that is not the newest of its key in the table, or that is a tombstone, is
  * marked obsolete too and not linked at all (in L1, the last level, it shadows nothing
  * that is not already obsolete). The elements come from the table's array (t->elems,
- * in list order), split into up to LD_SCAN_WAYS stretches searched at once, each search
+ * in list order; for several tables, their arrays merged into one in that order: key,
+ * then newest first, so "the newest of its key" is among all of them), split into up
+ * to LD_SCAN_WAYS stretches searched at once, each search
  * prefetching the element it compares next and yielding to the next one, so that the
  * cache misses of several searches overlap (one search alone waits for each in turn).
  * Merge phase, tail to head, pipelined, one fence per element plus one per upper layer
@@ -55,11 +58,13 @@ struct push {
 	struct ld_entry *preds[LD_MAX_HEIGHT];
 };
 
-/* A compaction thread's buffers, each with room for the largest shard of the table. */
+/* A compaction thread's buffers, each with room for the largest shard of the merge
+ * (summed over its tables). */
 struct ld_zipper_mem {
 	struct push *stack;
 	struct ld_entry **tombs;
-	struct cursor *cursors; /* [LD_SCAN_WAYS] */
+	struct ld_entry **elems; /* several tables: a shard's elements, merged */
+	struct cursor *cursors;  /* [LD_SCAN_WAYS] */
 };
 
 static inline bool same_key(const struct ld_entry *a, const struct ld_entry *b)
@@ -105,15 +110,23 @@ static void write_element(struct push *p, const struct push *pending)
 				      pending->preds[l] == p->preds[l];
 		ld_set_next(e, l, before_pending ? pending->e : ld_next(p->preds[l], l));
 	}
-	atomic_fetch_or(&e->flags, LD_F_IN_L1);
+	/* A plain store, not a locked OR: nothing else writes @e's flags while it is merged
+	 * (its obsolete mark, if any, came from this shard's scan phase, on this thread;
+	 * chunk reclamation and other compactions hold compaction_lock, which this one's
+	 * thread holds until every shard is done; WAL flushes mark only log entries, never
+	 * merged). A locked instruction waits for every flush issued before it, like a
+	 * fence: it took 27% of ld_zipper_shards' samples. */
+	atomic_store_explicit(&e->flags,
+			      atomic_load_explicit(&e->flags, memory_order_relaxed) | LD_F_IN_L1,
+			      memory_order_release);
 	pm_flush(e, sizeof(*e) + 8u * h);
 }
 
 /* Links @p->e on its upper layers (its bottom link is durable), bottom-up, each store
  * flushed and fenced before the next one (the first needs none: the bottom link is
  * durable; the last is made durable by the next element's fence), so that the element
- * is durably linked on a prefix of its layers; counts the element as merged. */
-static void link_upper(struct tips_listdb *db, struct push *p)
+ * is durably linked on a prefix of its layers. */
+static void link_upper(struct push *p)
 {
 	struct ld_entry *e = p->e;
 	unsigned h = e->height;
@@ -122,12 +135,6 @@ static void link_upper(struct tips_listdb *db, struct push *p)
 			pm_drain(); /* layer l-1 durable before layer l */
 		ld_set_next(p->preds[l], l, e);
 		pm_flush((const void *)&p->preds[l]->next[l], 8);
-	}
-	atomic_fetch_add(&db->st.entries_merged, 1);
-	if (db->scache && h >= 3) {
-		pthread_mutex_lock(&db->scache_lock);
-		ld_scache_add(db->scache, e);
-		pthread_mutex_unlock(&db->scache_lock);
 	}
 }
 
@@ -212,14 +219,14 @@ static bool cursor_step(struct tips_listdb *db, struct cursor *c, struct ld_entr
 		c->p->e = NULL; /* not linked unless it is placed below */
 		struct ld_entry *n = c->n;
 		if (c->i > 0 && same_key(elems[c->i - 1], e)) {
-			ld_mark_obsolete(db, e); /* an older version in the same table */
+			ld_mark_obsolete(db, e); /* an older version (this merge's tables) */
 		} else {
 			/* older versions already in L1 */
 			for (; n && same_key(n, e); n = ld_next(n, 0))
 				ld_mark_obsolete(db, n);
 			if (e->op == LD_OP_DELETE)
 				/* Marked at the end of the scan, after every older version
-				 * of its key (in L1 and later in this table): readers skip
+				 * of its key (in L1 and later in the merge): readers skip
 				 * obsolete elements. */
 				tombs[(*ntombs)++] = e;
 			else
@@ -245,14 +252,53 @@ static inline void prefetch_merge(const struct push *p)
 		__builtin_prefetch(&p->preds[l]->next[l], 1);
 }
 
-static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s,
+static size_t shard_elements(const struct ld_merge *g, unsigned s)
+{
+	size_t n = 0;
+	for (unsigned i = 0; i < g->n; i++)
+		n += g->t[i]->nshard[s];
+	return n;
+}
+
+/* Shard @s's elements of every table of @g in list order (key, then newest first): the
+ * table's own array for one table, else the tables' arrays merged into @out (k-way, k
+ * <= LD_MERGE_MAX: each step takes the smallest of the tables' next elements). */
+static struct ld_entry **shard_elems(const struct ld_merge *g, unsigned s, struct ld_entry **out)
+{
+	if (g->n == 1)
+		return g->t[0]->elems + g->t[0]->first[s];
+	struct ld_entry **next[LD_MERGE_MAX], **end[LD_MERGE_MAX];
+	unsigned k = 0;
+	for (unsigned i = 0; i < g->n; i++)
+		if (g->t[i]->nshard[s]) {
+			next[k] = g->t[i]->elems + g->t[i]->first[s];
+			end[k] = next[k] + g->t[i]->nshard[s];
+			k++;
+		}
+	size_t o = 0;
+	while (k > 0) {
+		unsigned b = 0;
+		for (unsigned i = 1; i < k; i++)
+			if (ld_cmp_entries(*next[i], *next[b]) < 0)
+				b = i;
+		out[o++] = *next[b]++;
+		if (next[b] == end[b]) { /* that table's shard is done */
+			k--;
+			next[b] = next[k];
+			end[b] = end[k];
+		}
+	}
+	return out;
+}
+
+static void merge_shard(struct tips_listdb *db, const struct ld_merge *g, unsigned s,
 			struct ld_zipper_mem *m)
 {
 	struct visits vis = { 0, 0 };
 	struct push *stack = m->stack;
 	struct ld_entry **tombs = m->tombs;
-	struct ld_entry **elems = t->elems + t->first[s];
-	size_t n = t->nshard[s];
+	struct ld_entry **elems = shard_elems(g, s, m->elems);
+	size_t n = shard_elements(g, s);
 	size_t ntombs = 0;
 
 	/* I. scan phase, head to tail, in LD_SCAN_WAYS stretches at once: each element's
@@ -285,8 +331,12 @@ static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s,
 	atomic_fetch_add(&db->st.ccross, vis.cross);
 
 	/* II. merge phase, tail to head, one fence per element (see the top of the file);
-	 * the lines of the elements LD_MERGE_AHEAD ahead are prefetched */
+	 * the lines of the elements LD_MERGE_AHEAD ahead are prefetched. No locked
+	 * instruction per element (the merged count, the second-chance offers: once per
+	 * shard below): each would wait for the flushes before it like a fence (the
+	 * count's atomic add took 95% of link_upper's samples). */
 	struct push *pending = NULL;
+	size_t merged = 0;
 	for (size_t i = n; i-- > 0;) {
 		if (i >= LD_MERGE_AHEAD)
 			prefetch_merge(&stack[i - LD_MERGE_AHEAD]);
@@ -296,30 +346,40 @@ static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s,
 		write_element(p, pending);
 		pm_drain(); /* p->e durable; and pending's bottom link */
 		if (pending)
-			link_upper(db, pending);
+			link_upper(pending);
 		ld_set_next(p->preds[0], 0, p->e); /* the linearization point */
 		pm_flush((const void *)&p->preds[0]->next[0], 8);
 		pending = p;
+		merged++;
 	}
 	if (pending) {
 		pm_drain();
-		link_upper(db, pending);
+		link_upper(pending);
+	}
+	atomic_fetch_add(&db->st.entries_merged, merged);
+	if (db->scache) { /* the tall elements linked, offered as start points for gets */
+		pthread_mutex_lock(&db->scache_lock);
+		for (size_t i = 0; i < n; i++)
+			if (stack[i].e && stack[i].e->height >= 3)
+				ld_scache_add(db->scache, stack[i].e);
+		pthread_mutex_unlock(&db->scache_lock);
 	}
 }
 
-struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_l0 *t)
+struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_merge *g)
 {
 	size_t cap = 1;
 	for (unsigned s = 0; s < db->shards; s++)
-		if (t->nshard[s] > cap)
-			cap = t->nshard[s];
+		if (shard_elements(g, s) > cap)
+			cap = shard_elements(g, s);
 	struct ld_zipper_mem *m = ld_dram_calloc(db, LD_DRAM_ZIPPER, sizeof(*m));
 	if (!m)
 		return NULL;
 	m->stack = malloc(cap * sizeof(*m->stack));
 	m->tombs = malloc(cap * sizeof(*m->tombs));
+	m->elems = g->n > 1 ? malloc(cap * sizeof(*m->elems)) : NULL;
 	m->cursors = malloc(LD_SCAN_WAYS * sizeof(*m->cursors));
-	if (!m->stack || !m->tombs || !m->cursors) {
+	if (!m->stack || !m->tombs || (g->n > 1 && !m->elems) || !m->cursors) {
 		ld_zipper_mem_free(m);
 		return NULL;
 	}
@@ -332,20 +392,21 @@ void ld_zipper_mem_free(struct ld_zipper_mem *m)
 		return;
 	free(m->stack);
 	free(m->tombs);
+	free(m->elems);
 	free(m->cursors);
 	free(m);
 }
 
-void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_mem *m)
+void ld_zipper_shards(struct tips_listdb *db, const struct ld_merge *g, struct ld_zipper_mem *m)
 {
 	for (;;) {
 		unsigned s = atomic_fetch_add(&db->next_shard, 1);
 		if (s >= db->shards)
 			break;
-		if (t->nshard[s]) {
+		if (shard_elements(g, s)) {
 			struct tips_pm_counters c0, c1;
 			tips_pm_counters_thread(&c0);
-			merge_shard(db, t, s, m);
+			merge_shard(db, g, s, m);
 			tips_pm_counters_thread(&c1);
 			atomic_fetch_add(&db->st.compaction_fences, c1.fences - c0.fences);
 		}
