@@ -1270,16 +1270,23 @@ static void collect_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
 	r->v[r->n++] = e;
 }
 
-static int by_seq_then_order(const void *a, const void *b)
+/* Entries @x and @y of tables @sx and @sy: by table, then by ld_cmp_entries, then by
+ * address (WAL twins share an LSN). */
+static int by_table_then_order(const struct ld_entry *x, uint64_t sx, const struct ld_entry *y,
+			       uint64_t sy)
 {
-	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
-	uint64_t sx = LD_SEQ(x->lsn), sy = LD_SEQ(y->lsn);
 	if (sx != sy)
 		return sx < sy ? -1 : 1;
 	int c = ld_cmp_entries(x, y);
 	if (c)
 		return c;
 	return (x > y) - (x < y);
+}
+
+static int by_seq_then_order(const void *a, const void *b)
+{
+	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
+	return by_table_then_order(x, LD_SEQ(x->lsn), y, LD_SEQ(y->lsn));
 }
 
 /* The tables of an interrupted compaction: seqs first .. last (none when first is 0). */
@@ -1299,14 +1306,8 @@ static int by_seq_merge_as_one(const void *a, const void *b, void *arg)
 {
 	const struct merge_range *m = arg;
 	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
-	uint64_t sx = in_merge(m, x) ? m->first : LD_SEQ(x->lsn);
-	uint64_t sy = in_merge(m, y) ? m->first : LD_SEQ(y->lsn);
-	if (sx != sy)
-		return sx < sy ? -1 : 1;
-	int c = ld_cmp_entries(x, y);
-	if (c)
-		return c;
-	return (x > y) - (x < y);
+	return by_table_then_order(x, in_merge(m, x) ? m->first : LD_SEQ(x->lsn),
+				   y, in_merge(m, y) ? m->first : LD_SEQ(y->lsn));
 }
 
 /*
