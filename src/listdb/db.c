@@ -5,17 +5,16 @@
  * compaction (Algorithm 3).
  *
  * Tables. db->mutable_mt takes writes; a full one is sealed and joins the immutable
- * list; the oldest immutable one is flushed into an L0 table; the oldest L0 tables
- * (every one waiting, up to LD_MERGE_MAX) are merged into L1 together. Readers see the
- * lists through an RCU-published view (struct ld_view): every table they find stays
- * readable until they leave their read section.
+ * list; the oldest immutable one is flushed into an L0 table; the oldest L0 table is
+ * merged into L1. Readers see the lists through an RCU-published view (struct ld_view):
+ * every table they find stays readable until they leave their read section.
  * Invariants:
  *   - a MemTable of seq S holds exactly the entries with LD_SEQ(lsn) == S; a table moves
  *     to the next list (immutable -> L0 -> gone) only after its successor form holds
  *     every entry, and the view is republished in that order, so a reader that looks
  *     newest-to-oldest never misses an entry that was acknowledged before it started;
- *   - tables are flushed and merged oldest first; merged_seq advances only after the
- *     tables of a compaction are wholly in L1 and it has fenced;
+ *   - tables are flushed and merged oldest first; merged_seq advances only after a
+ *     table is wholly in L1 and the compaction has fenced;
  *   - a write batch's entries enter a MemTable only after its one fence, all in one
  *     MemTable, so a flush never links an entry of an unfinished commit.
  */
@@ -186,7 +185,7 @@ static bool stall_help(struct tips_listdb *db)
 		return false; /* a hint only: checked again under bg_lock */
 	pthread_mutex_unlock(&db->view_lock);
 	pthread_mutex_lock(&db->bg_lock);
-	if (db->compacting.n && atomic_load(&db->next_shard) < db->shards)
+	if (db->compacting && atomic_load(&db->next_shard) < db->shards)
 		bg_help_compaction(db);
 	pthread_mutex_unlock(&db->bg_lock);
 	pthread_mutex_lock(&db->view_lock);
@@ -996,60 +995,45 @@ static unsigned compaction_view_cap(const struct tips_listdb *db)
 	return now > bound ? now : bound;
 }
 
-/* The L0 tables one compaction merges: every one waiting, oldest first, up to
- * LD_MERGE_MAX; the caller holds view_lock. */
-static void merge_take(struct tips_listdb *db, struct ld_merge *g)
-{
-	g->n = 0;
-	for (struct ld_l0 *t = db->l0_oldest; t && g->n < LD_MERGE_MAX; t = t->newer)
-		g->t[g->n++] = t;
-}
-
-/* Merges the oldest L0 tables (every one waiting, up to LD_MERGE_MAX) into L1 together
- * with every idle compaction thread's help. Its DRAM (the view that ends it, this
- * thread's Zipper buffers) is taken before the MANIFEST records the compaction; without
- * it nothing is begun: TIPS_ENOMEM, and the caller tries again later. Once begun it
- * cannot fail. */
+/* Merges the oldest L0 table into L1 with every idle compaction thread's help. Its
+ * DRAM (the view that ends it, this thread's Zipper buffers) is taken before the
+ * MANIFEST records the compaction; without it nothing is begun: TIPS_ENOMEM, and the
+ * caller tries again later. Once begun it cannot fail. */
 static int compact_one(struct tips_listdb *db)
 {
-	struct ld_merge g;
 	pthread_mutex_lock(&db->view_lock);
-	merge_take(db, &g);
-	struct ld_view *v = g.n ? view_new(db, compaction_view_cap(db)) : NULL;
+	struct ld_l0 *t = db->l0_oldest;
+	struct ld_view *v = t ? view_new(db, compaction_view_cap(db)) : NULL;
 	pthread_mutex_unlock(&db->view_lock);
-	if (!g.n)
+	if (!t)
 		return 0;
-	struct ld_zipper_mem *zm = v ? ld_zipper_mem_new(db, &g) : NULL;
+	struct ld_zipper_mem *zm = v ? ld_zipper_mem_new(db, t) : NULL;
 	if (!zm) {
 		free(v);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a compaction");
 	}
-	/* the micro-log: begin. compacting_last first, durable before compacting_seq
-	 * names the merge (a crash between them leaves compacting_seq 0: nothing begun) */
-	db->manifest->compacting_last = g.t[g.n - 1]->seq;
-	pm_persist(&db->manifest->compacting_last, 8);
-	db->manifest->compacting_seq = g.t[0]->seq;
+	db->manifest->compacting_seq = t->seq; /* the micro-log: begin */
 	pm_persist(&db->manifest->compacting_seq, 8);
 	pthread_mutex_lock(&db->bg_lock);
 	atomic_store(&db->next_shard, 0);
-	db->compacting = g;
+	db->compacting = t;
 	pthread_cond_broadcast(&db->bg_cond);
 	pthread_mutex_lock(&db->view_lock);
 	pthread_cond_broadcast(&db->stall_cond); /* stalled writers help (stall_help) */
 	pthread_mutex_unlock(&db->view_lock);
 	pthread_mutex_unlock(&db->bg_lock);
-	ld_zipper_shards(db, &g, zm);
+	ld_zipper_shards(db, t, zm);
 	ld_zipper_mem_free(zm);
 	/* Every shard is taken; those taken by helpers are done once helpers_in is 0 (a
 	 * helper is counted from before it takes a shard until it is done, and none joins
-	 * once compacting.n is 0). */
+	 * once compacting is NULL). */
 	pthread_mutex_lock(&db->bg_lock);
-	db->compacting.n = 0;
+	db->compacting = NULL;
 	while (db->helpers_in)
 		pthread_cond_wait(&db->bg_cond, &db->bg_lock);
 	pthread_mutex_unlock(&db->bg_lock);
 	pm_drain();
-	db->manifest->merged_seq = g.t[g.n - 1]->seq + 1; /* the micro-log: done */
+	db->manifest->merged_seq = t->seq + 1; /* the micro-log: done */
 	db->manifest->compacting_seq = 0;
 	pm_persist(&db->manifest->merged_seq, 16);
 	if (db->scache) {
@@ -1059,21 +1043,20 @@ static int compact_one(struct tips_listdb *db)
 		pthread_mutex_unlock(&db->scache_lock);
 	}
 	pthread_mutex_lock(&db->view_lock);
-	db->l0_oldest = g.t[g.n - 1]->newer;
-	db->nl0 -= g.n;
+	db->l0_oldest = t->newer;
+	db->nl0--;
 	view_publish(db, v, atomic_load(&db->mutable_mt));
 	pthread_cond_broadcast(&db->stall_cond);
 	pthread_mutex_unlock(&db->view_lock);
 	atomic_fetch_add(&db->st.compactions, 1);
 	grace_wait();
-	for (unsigned i = 0; i < g.n; i++)
-		ld_l0_free(g.t[i]);
+	ld_l0_free(t);
 	return 0;
 }
 
 static bool bg_has_work(struct tips_listdb *db)
 {
-	if (db->compacting.n && atomic_load(&db->next_shard) < db->shards)
+	if (db->compacting && atomic_load(&db->next_shard) < db->shards)
 		return true; /* shards of a running compaction are free to take */
 	if (!db->flushing && atomic_load(&db->nimm) > 0)
 		return true;
@@ -1115,15 +1098,15 @@ static void bg_back_off(struct tips_listdb *db)
 /* A helper of a running compaction: merges shards while any is left. */
 static void bg_help_compaction(struct tips_listdb *db)
 {
-	struct ld_merge g = db->compacting;
+	struct ld_l0 *t = db->compacting;
 	db->helpers_in++;
 	pthread_mutex_unlock(&db->bg_lock);
 	uint64_t c0 = thread_cpu_ns();
 	struct tips_pm_counters pm0;
 	tips_pm_counters_thread(&pm0);
-	struct ld_zipper_mem *zm = ld_zipper_mem_new(db, &g);
+	struct ld_zipper_mem *zm = ld_zipper_mem_new(db, t);
 	if (zm)
-		ld_zipper_shards(db, &g, zm);
+		ld_zipper_shards(db, t, zm);
 	ld_zipper_mem_free(zm);
 	pm_counters_to_background(&pm0); /* a writer's own counters: its puts only */
 	atomic_fetch_add(&db->st.compaction_cpu_ns, thread_cpu_ns() - c0);
@@ -1143,7 +1126,7 @@ static void *bg_main(void *arg)
 			pthread_cond_wait(&db->bg_cond, &db->bg_lock);
 		if (db->stop)
 			break;
-		if (db->compacting.n && atomic_load(&db->next_shard) < db->shards) {
+		if (db->compacting && atomic_load(&db->next_shard) < db->shards) {
 			bg_help_compaction(db);
 			continue;
 		}
@@ -1270,11 +1253,10 @@ static void collect_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
 	r->v[r->n++] = e;
 }
 
-/* Entries @x and @y of tables @sx and @sy: by table, then by ld_cmp_entries, then by
- * address (WAL twins share an LSN). */
-static int by_table_then_order(const struct ld_entry *x, uint64_t sx, const struct ld_entry *y,
-			       uint64_t sy)
+static int by_seq_then_order(const void *a, const void *b)
 {
+	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
+	uint64_t sx = LD_SEQ(x->lsn), sy = LD_SEQ(y->lsn);
 	if (sx != sy)
 		return sx < sy ? -1 : 1;
 	int c = ld_cmp_entries(x, y);
@@ -1283,77 +1265,11 @@ static int by_table_then_order(const struct ld_entry *x, uint64_t sx, const stru
 	return (x > y) - (x < y);
 }
 
-static int by_seq_then_order(const void *a, const void *b)
-{
-	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
-	return by_table_then_order(x, LD_SEQ(x->lsn), y, LD_SEQ(y->lsn));
-}
-
-/* The tables of an interrupted compaction: seqs first .. last (none when first is 0). */
-struct merge_range {
-	uint64_t first, last;
-};
-
-static bool in_merge(const struct merge_range *m, const struct ld_entry *e)
-{
-	uint64_t seq = LD_SEQ(e->lsn);
-	return m->first && seq >= m->first && seq <= m->last;
-}
-
-/* by_seq_then_order, except that the tables of the interrupted compaction @arg sort as
- * one (by key, newest first across them, the order in which that merge placed them). */
-static int by_seq_merge_as_one(const void *a, const void *b, void *arg)
-{
-	const struct merge_range *m = arg;
-	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
-	return by_table_then_order(x, in_merge(m, x) ? m->first : LD_SEQ(x->lsn),
-				   y, in_merge(m, y) ? m->first : LD_SEQ(y->lsn));
-}
-
-/*
- * After the filter of recover(): the entries of the interrupted merge @m sit in one
- * run of @v (they sorted as one table), in key order. Splits that run into its tables
- * again, each still in key order: a stable counting sort by table, one read of each
- * entry's LSN, where a second qsort of everything had doubled the recovery time (each
- * comparison of a sort reads two entries in PM).
- */
-static void split_merge_run(struct ld_entry **v, size_t n, const struct merge_range *m)
-{
-	size_t a = 0;
-	while (a < n && !in_merge(m, v[a]))
-		a++;
-	size_t b = a;
-	while (b < n && in_merge(m, v[b]))
-		b++;
-	uint64_t tables = m->last - m->first + 1;
-	struct ld_entry **tmp = b - a > 1 && tables <= 64 ? malloc((b - a) * sizeof(*tmp)) : NULL;
-	if (!tmp) { /* no DRAM for the copy, or an unexpected range: sort the run */
-		if (b - a > 1)
-			qsort(v + a, b - a, sizeof(*v), by_seq_then_order);
-		return;
-	}
-	size_t start[65] = { 0 };
-	for (size_t i = a; i < b; i++)
-		start[LD_SEQ(v[i]->lsn) - m->first + 1]++;
-	for (uint64_t t = 1; t <= tables; t++)
-		start[t] += start[t - 1];
-	for (size_t i = a; i < b; i++)
-		tmp[start[LD_SEQ(v[i]->lsn) - m->first]++] = v[i];
-	memcpy(v + a, tmp, (b - a) * sizeof(*tmp));
-	free(tmp);
-}
-
-/* How many of a shard's smallest IN_L1-flagged merge entries recovery asks L1 about
- * (two can lack a durable link, see recover(); the others cost nothing to ask). */
-#define RECOVER_CHECKS 4u
-
 static int recover(struct tips_listdb *db)
 {
 	uint64_t t0 = now_ns();
 	struct recovered r = { .merged = db->manifest->merged_seq };
-	struct merge_range mr = { db->manifest->compacting_seq, db->manifest->compacting_seq };
-	if (mr.first && db->manifest->compacting_last > mr.first)
-		mr.last = db->manifest->compacting_last; /* else one table (or layout 3: 0) */
+	uint64_t comp = db->manifest->compacting_seq;
 	for (unsigned d = 0; d < db->domains; d++)
 		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++) {
 			struct ld_chunk *c = &db->dom[d].chunks[s];
@@ -1376,18 +1292,9 @@ static int recover(struct tips_listdb *db)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM while recovering the log");
 	}
 	if (r.n)
-		qsort_r(r.v, r.n, sizeof(*r.v), by_seq_merge_as_one, &mr);
-	/* Entries of the tables being merged that are already linked in L1 stay there (of a
-	 * key, only its newest version among them: the merge links no other); the rest,
-	 * and every newer table, become L0 tables again, each its own table as before the
-	 * merge. Whether an entry flagged IN_L1 is really linked is asked only of the
-	 * RECOVER_CHECKS smallest flagged entries of each shard, with a finger (the merge's
-	 * entries come in key order): a shard's merge links its elements one at a time from
-	 * its largest key down, each flagged just before its own link, and each element's
-	 * fence makes the link before it durable, so at most the last two flagged (the
-	 * smallest: the one being linked and the one before it) can lack a durable link;
-	 * every other flagged entry is in L1. Asking every flagged entry (hundreds of
-	 * thousands after a crash in an 8-table merge) tripled the recovery time. WAL mode: a copy and its log
+		qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
+	/* Entries of the table being merged that are already linked in L1 stay there; the
+	 * rest, and every newer table, become L0 tables again. WAL mode: a copy and its log
 	 * entry share an LSN (adjacent after the sort); exactly one of them is kept.
 	 * Fixes (dbg):
 	 *  - WAL twins: the dedupe used to keep the lower-addressed twin, and an in-L1 twin
@@ -1406,31 +1313,22 @@ static int recover(struct tips_listdb *db)
 	 * be set, and the parse counts nothing for seq >= merged_seq), so that the chunk can
 	 * still be reclaimed. */
 	size_t w = 0;
-	const struct ld_entry *l1_last = NULL; /* the last entry of the merge kept in L1 */
-	struct ld_entry *finger[LD_MAX_HEIGHT];
-	unsigned finger_shard = ~0u;
-	unsigned checked[LD_MAX_SHARDS] = { 0 }; /* flagged entries asked, per shard */
+	const struct ld_entry *l1_last = NULL; /* the last entry of table comp kept in L1 */
 	for (size_t i = 0; i < r.n;) {
 		size_t j = i + 1;
 		while (j < r.n && r.v[j]->lsn == r.v[i]->lsn)
 			j++;
 		struct ld_entry *keep = NULL;
 		bool in_l1 = false, superseded = false;
-		if (in_merge(&mr, r.v[i]) && l1_last &&
+		if (LD_SEQ(r.v[i]->lsn) == comp && l1_last &&
 		    ld_keycmp(ld_key(l1_last), l1_last->klen, ld_key(r.v[i]), r.v[i]->klen) == 0)
 			superseded = true; /* sorted newest first: l1_last is newer */
 		for (size_t x = i; x < j && !in_l1 && !superseded; x++) {
 			struct ld_entry *e = r.v[x];
-			if (in_merge(&mr, e) && (atomic_load(&e->flags) & LD_F_IN_L1)) {
+			if (LD_SEQ(e->lsn) == comp && (atomic_load(&e->flags) & LD_F_IN_L1)) {
 				struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
-				unsigned sh = ld_shard_of(db, ld_key(e), e->klen);
-				shard_heads(db, NULL, sh, heads);
-				if (sh != finger_shard) {
-					memset(finger, 0, sizeof(finger));
-					finger_shard = sh;
-				}
-				if (checked[sh] >= RECOVER_CHECKS ||
-				    (checked[sh]++, ld_list_contains_next(db, heads, e, finger))) {
+				shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
+				if (ld_list_contains(db, heads, e)) {
 					keep = e;
 					in_l1 = true;
 					l1_last = e;
@@ -1460,8 +1358,6 @@ static int recover(struct tips_listdb *db)
 		i = j;
 	}
 	r.n = w;
-	if (r.n && mr.last > mr.first) /* the merge's tables are separate L0 tables again */
-		split_merge_run(r.v, r.n, &mr);
 	struct ld_l0 **tail = &db->l0_oldest;
 	for (size_t i = 0; i < r.n;) {
 		size_t j = i;
@@ -1486,8 +1382,8 @@ static int recover(struct tips_listdb *db)
 	uint64_t next = r.max_seq + 1;
 	if (next < db->manifest->merged_seq)
 		next = db->manifest->merged_seq;
-	if (mr.first && next <= mr.last)
-		next = mr.last + 1;
+	if (comp && next <= comp)
+		next = comp + 1;
 	db->next_seq = next;
 	free(r.v);
 	db->recovery_ms = (double)(now_ns() - t0) / 1e6;

@@ -24,10 +24,8 @@
  *   - L1: an element is made durable with all its next pointers before the first durable
  *     pointer to it is written; every L1 pointer store is flushed, and compaction fences
  *     before it records a table as merged (manifest.merged_seq);
- *   - every table with seq < merged_seq is wholly in L1; the tables compacting_seq ..
- *     compacting_last, merged together by one compaction, may be partly in L1 (entries
- *     flagged LD_F_IN_L1 and reachable from L1), each key by its newest version among
- *     them only.
+ *   - every table with seq < merged_seq is wholly in L1; the table compacting_seq may be
+ *     partly in L1 (entries flagged LD_F_IN_L1 and reachable from L1).
  */
 #ifndef TIPS_LISTDB_INTERNAL_H
 #define TIPS_LISTDB_INTERNAL_H
@@ -43,10 +41,8 @@
 #include "listdb/lcache.h"
 
 #define LD_MAGIC 0x31424474734c6954ull /* "TiLstDB1" */
-#define LD_LAYOUT_VERSION 4u /* 2: entry checksum from hash_key (e01bf1c); 3: write
-                                batch headers in the log (entry.h); 4: compactions of
-                                several tables (compacting_last); layout 3 pools are
-                                read and upgraded at open (log.c, check_root) */
+#define LD_LAYOUT_VERSION 3u /* 2: entry checksum from hash_key (e01bf1c); 3: write
+                                batch headers in the log (entry.h) */
 #define LD_CHUNK_SIZE (1u << 20)
 #define LD_MAX_CHUNKS 60000u
 #define LD_MAX_SHARDS 16u
@@ -76,11 +72,8 @@ struct ld_root {
 	uint8_t db_uuid[16]; /* uuid of the domain-0 pool: the pools belong together */
 	/* MANIFEST (domain 0 only) */
 	uint64_t merged_seq;     /* tables with seq < merged_seq are wholly in L1 */
-	uint64_t compacting_seq; /* 0, or the first table being merged (the micro-log) */
-	uint64_t compacting_last; /* layout 4: the last table of that merge, persisted
-	                             before compacting_seq names it (0 in a layout-3 pool,
-	                             whose merges were of one table) */
-	uint64_t pad2[3];
+	uint64_t compacting_seq; /* 0, or the table being merged (the micro-log) */
+	uint64_t pad2[4];
 	/* L1 sentinels: [shard][domain], each an entry of LD_MAX_HEIGHT layers, key "" */
 	unsigned char l1_heads[LD_MAX_SHARDS][TIPS_LISTDB_MAX_DOMAINS][LD_HEAD_BYTES];
 	uint64_t chunk_slots[LD_MAX_CHUNKS]; /* heap blocks of this domain's chunks */
@@ -216,26 +209,10 @@ struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *he
  * @d (braided) or the shared ones, layer 0 in the bottom list. */
 void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
 		   unsigned d, struct ld_entry **preds);
-/* 1 if @e is linked in the bottom layer of the list, for elements asked in ascending
- * order (recovery, the entries of an interrupted compaction): @finger ([LD_MAX_HEIGHT], all NULL for the first call and
- * whenever @heads change) keeps each layer's position, so a run of calls costs one walk
- * of the list rather than a search from the heads each. */
-bool ld_list_contains_next(struct tips_listdb *db, struct ld_entry *const *heads,
-			   const struct ld_entry *e, struct ld_entry **finger);
+/* 1 if @e is linked in the bottom layer of the list. */
+bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e);
 
 /* ---- the database ------------------------------------------------------------------ */
-
-/* The L0 tables one compaction merges into L1 together, oldest first, consecutive seqs
- * (the MANIFEST records the range: compacting_seq .. compacting_last). Zipper places
- * their elements in one pass, in key order across the tables, so each element's search
- * for its place in L1 starts from a nearer predecessor: the gap between two merged
- * elements shrinks with the number of tables, and the search is most of a merge's cost
- * (docs/listdb.md, "What bounds a put"). */
-#define LD_MERGE_MAX 8u
-struct ld_merge {
-	struct ld_l0 *t[LD_MERGE_MAX];
-	unsigned n; /* 0: no compaction under way */
-};
 
 struct ld_view {
 	struct ld_memtable *mutable_mt;
@@ -284,7 +261,7 @@ struct tips_listdb {
 	_Atomic unsigned dram_faults; /* tests: ld_dram_site bits whose allocations fail */
 	pthread_mutex_t compaction_lock; /* L1 writers: compaction, gc */
 	/* compaction work shared by the threads */
-	struct ld_merge compacting; /* under bg_lock; n == 0: none */
+	struct ld_l0 *compacting; /* under bg_lock */
 	_Atomic unsigned next_shard; /* set under bg_lock with compacting; >= shards
 	                                 whenever no compaction runs */
 
@@ -357,13 +334,13 @@ uint64_t ld_chunk_parse(struct ld_chunk *c, ld_entry_fn fn, void *arg);
 int ld_chunk_free(struct tips_listdb *db, struct ld_chunk *c);
 void ld_mark_obsolete(struct tips_listdb *db, struct ld_entry *e);
 
-/* zipper.c: a compaction thread's buffers for merging @g (sized by its largest shard,
- * summed over its tables); NULL when DRAM is out, before anything was changed. */
-struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_merge *g);
+/* zipper.c: a compaction thread's buffers for merging @t (sized by its largest shard);
+ * NULL when DRAM is out, before anything was changed. */
+struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_l0 *t);
 void ld_zipper_mem_free(struct ld_zipper_mem *m);
-/* Merges shards of db->compacting (@g) until none is left to take; run by every
+/* Merges shards of db->compacting (@t) until none is left to take; run by every
  * compaction thread of the round, each with its own @m. Cannot fail. */
-void ld_zipper_shards(struct tips_listdb *db, const struct ld_merge *g, struct ld_zipper_mem *m);
+void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_mem *m);
 /* gc.c: reclaims fully obsolete chunks; the caller holds compaction_lock. */
 void ld_gc_run(struct tips_listdb *db);
 void ld_gc_recount(struct tips_listdb *db);

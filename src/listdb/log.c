@@ -94,23 +94,15 @@ static int check_root(struct tips_listdb *db, unsigned d, const uint8_t *uuid, c
 	if (r->magic != LD_MAGIC)
 		return tips_set_error(TIPS_EMISMATCH, "%s: a TIPS pool that does not hold a "
 				      "ListDB database", path);
-	if (r->layout_version != LD_LAYOUT_VERSION && r->layout_version != 3)
-		return tips_set_error(TIPS_EVERSION, "%s: ListDB layout %u, this build reads "
-				      "layouts 3 and %u", path, r->layout_version,
-				      LD_LAYOUT_VERSION);
+	if (r->layout_version != LD_LAYOUT_VERSION)
+		return tips_set_error(TIPS_EVERSION, "%s: ListDB layout %u, this build reads %u",
+				      path, r->layout_version, LD_LAYOUT_VERSION);
 	if (r->domain != d || memcmp(r->db_uuid, uuid, 16) != 0)
 		return tips_set_error(TIPS_ECORRUPT, "%s: domain pool of another database "
 				      "(or of another domain)", path);
 	if (r->domains == 0 || r->domains > TIPS_LISTDB_MAX_DOMAINS || r->shards == 0 ||
 	    r->shards > LD_MAX_SHARDS || r->merged_seq == 0)
 		return tips_set_error(TIPS_ECORRUPT, "%s: damaged ListDB root", path);
-	if (r->layout_version == 3) {
-		/* Layout 3 differs only by compacting_last, 0 there (its merges were of one
-		 * table, and the root was zeroed at creation); a layout-3 build would ignore
-		 * it, so the pool is marked layout 4 and such a build refuses it from now on. */
-		r->layout_version = LD_LAYOUT_VERSION;
-		pm_persist(&r->layout_version, sizeof(r->layout_version));
-	}
 	return 0;
 }
 

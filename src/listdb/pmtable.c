@@ -220,33 +220,9 @@ void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const 
 	}
 }
 
-
-/* The later of two elements of one list; a sentinel (key "") comes first. */
-static struct ld_entry *later_of(struct ld_entry *a, struct ld_entry *b)
+bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e)
 {
-	if (a->klen == 0)
-		return b;
-	if (b->klen == 0)
-		return a;
-	return ld_cmp_entries(a, b) >= 0 ? a : b;
-}
-
-bool ld_list_contains_next(struct tips_listdb *db, struct ld_entry *const *heads,
-			   const struct ld_entry *e, struct ld_entry **finger)
-{
-	(void)db;
-	struct ld_entry *x = NULL;
-	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
-		/* the upper layers of domain 0 (every element is in the bottom
-		 * layer); finger[l] < e */
-		struct ld_entry *r = finger[l] ? finger[l] : heads[0];
-		x = x ? later_of(x, r) : r;
-		struct ld_entry *n = ld_next(x, (unsigned)l);
-		while (n && ld_cmp_entries(n, e) < 0) {
-			x = n;
-			n = ld_next(x, (unsigned)l);
-		}
-		finger[l] = x;
-	}
-	return ld_next(x, 0) == e;
+	struct ld_entry *preds[LD_MAX_HEIGHT];
+	ld_list_preds(db, heads, e, 0, preds);
+	return ld_next(preds[0], 0) == e;
 }

@@ -1,7 +1,6 @@
 /*
  * zipper.c - Zipper compaction (ListDB, OSDI'22, §3.4, Algorithm 3): merges one shard of
- * the L0 tables of a compaction (one, or several merged together: struct ld_merge) into
- * the same shard of L1 in place, by pointer updates only.
+ * an L0 table into the same shard of L1 in place, by pointer updates only.
  *
  * Scan phase, head to tail: for each L0 element, find its predecessor in L1 at every
  * layer it has (in its own domain's lists for layers >= 1 when braided; in the bottom
@@ -10,9 +9,7 @@
  * element that is not the newest of its key in the table, or that is a tombstone, is
  * marked obsolete too and not linked at all (in L1, the last level, it shadows nothing
  * that is not already obsolete). The elements come from the table's array (t->elems,
- * in list order; for several tables, their arrays merged into one in that order: key,
- * then newest first, so "the newest of its key" is among all of them), split into up
- * to LD_SCAN_WAYS stretches searched at once, each search
+ * in list order), split into up to LD_SCAN_WAYS stretches searched at once, each search
  * prefetching the element it compares next and yielding to the next one, so that the
  * cache misses of several searches overlap (one search alone waits for each in turn).
  * Merge phase, tail to head, pipelined, one fence per element plus one per upper layer
@@ -58,13 +55,11 @@ struct push {
 	struct ld_entry *preds[LD_MAX_HEIGHT];
 };
 
-/* A compaction thread's buffers, each with room for the largest shard of the merge
- * (summed over its tables). */
+/* A compaction thread's buffers, each with room for the largest shard of the table. */
 struct ld_zipper_mem {
 	struct push *stack;
 	struct ld_entry **tombs;
-	struct ld_entry **elems; /* several tables: a shard's elements, merged */
-	struct cursor *cursors;  /* [LD_SCAN_WAYS] */
+	struct cursor *cursors; /* [LD_SCAN_WAYS] */
 };
 
 static inline bool same_key(const struct ld_entry *a, const struct ld_entry *b)
@@ -219,14 +214,14 @@ static bool cursor_step(struct tips_listdb *db, struct cursor *c, struct ld_entr
 		c->p->e = NULL; /* not linked unless it is placed below */
 		struct ld_entry *n = c->n;
 		if (c->i > 0 && same_key(elems[c->i - 1], e)) {
-			ld_mark_obsolete(db, e); /* an older version (this merge's tables) */
+			ld_mark_obsolete(db, e); /* an older version in the same table */
 		} else {
 			/* older versions already in L1 */
 			for (; n && same_key(n, e); n = ld_next(n, 0))
 				ld_mark_obsolete(db, n);
 			if (e->op == LD_OP_DELETE)
 				/* Marked at the end of the scan, after every older version
-				 * of its key (in L1 and later in the merge): readers skip
+				 * of its key (in L1 and later in this table): readers skip
 				 * obsolete elements. */
 				tombs[(*ntombs)++] = e;
 			else
@@ -252,53 +247,14 @@ static inline void prefetch_merge(const struct push *p)
 		__builtin_prefetch(&p->preds[l]->next[l], 1);
 }
 
-static size_t shard_elements(const struct ld_merge *g, unsigned s)
-{
-	size_t n = 0;
-	for (unsigned i = 0; i < g->n; i++)
-		n += g->t[i]->nshard[s];
-	return n;
-}
-
-/* Shard @s's elements of every table of @g in list order (key, then newest first): the
- * table's own array for one table, else the tables' arrays merged into @out (k-way, k
- * <= LD_MERGE_MAX: each step takes the smallest of the tables' next elements). */
-static struct ld_entry **shard_elems(const struct ld_merge *g, unsigned s, struct ld_entry **out)
-{
-	if (g->n == 1)
-		return g->t[0]->elems + g->t[0]->first[s];
-	struct ld_entry **next[LD_MERGE_MAX], **end[LD_MERGE_MAX];
-	unsigned k = 0;
-	for (unsigned i = 0; i < g->n; i++)
-		if (g->t[i]->nshard[s]) {
-			next[k] = g->t[i]->elems + g->t[i]->first[s];
-			end[k] = next[k] + g->t[i]->nshard[s];
-			k++;
-		}
-	size_t o = 0;
-	while (k > 0) {
-		unsigned b = 0;
-		for (unsigned i = 1; i < k; i++)
-			if (ld_cmp_entries(*next[i], *next[b]) < 0)
-				b = i;
-		out[o++] = *next[b]++;
-		if (next[b] == end[b]) { /* that table's shard is done */
-			k--;
-			next[b] = next[k];
-			end[b] = end[k];
-		}
-	}
-	return out;
-}
-
-static void merge_shard(struct tips_listdb *db, const struct ld_merge *g, unsigned s,
+static void merge_shard(struct tips_listdb *db, struct ld_l0 *t, unsigned s,
 			struct ld_zipper_mem *m)
 {
 	struct visits vis = { 0, 0 };
 	struct push *stack = m->stack;
 	struct ld_entry **tombs = m->tombs;
-	struct ld_entry **elems = shard_elems(g, s, m->elems);
-	size_t n = shard_elements(g, s);
+	struct ld_entry **elems = t->elems + t->first[s];
+	size_t n = t->nshard[s];
 	size_t ntombs = 0;
 
 	/* I. scan phase, head to tail, in LD_SCAN_WAYS stretches at once: each element's
@@ -366,20 +322,19 @@ static void merge_shard(struct tips_listdb *db, const struct ld_merge *g, unsign
 	}
 }
 
-struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_merge *g)
+struct ld_zipper_mem *ld_zipper_mem_new(struct tips_listdb *db, const struct ld_l0 *t)
 {
 	size_t cap = 1;
 	for (unsigned s = 0; s < db->shards; s++)
-		if (shard_elements(g, s) > cap)
-			cap = shard_elements(g, s);
+		if (t->nshard[s] > cap)
+			cap = t->nshard[s];
 	struct ld_zipper_mem *m = ld_dram_calloc(db, LD_DRAM_ZIPPER, sizeof(*m));
 	if (!m)
 		return NULL;
 	m->stack = malloc(cap * sizeof(*m->stack));
 	m->tombs = malloc(cap * sizeof(*m->tombs));
-	m->elems = g->n > 1 ? malloc(cap * sizeof(*m->elems)) : NULL;
 	m->cursors = malloc(LD_SCAN_WAYS * sizeof(*m->cursors));
-	if (!m->stack || !m->tombs || (g->n > 1 && !m->elems) || !m->cursors) {
+	if (!m->stack || !m->tombs || !m->cursors) {
 		ld_zipper_mem_free(m);
 		return NULL;
 	}
@@ -392,21 +347,20 @@ void ld_zipper_mem_free(struct ld_zipper_mem *m)
 		return;
 	free(m->stack);
 	free(m->tombs);
-	free(m->elems);
 	free(m->cursors);
 	free(m);
 }
 
-void ld_zipper_shards(struct tips_listdb *db, const struct ld_merge *g, struct ld_zipper_mem *m)
+void ld_zipper_shards(struct tips_listdb *db, struct ld_l0 *t, struct ld_zipper_mem *m)
 {
 	for (;;) {
 		unsigned s = atomic_fetch_add(&db->next_shard, 1);
 		if (s >= db->shards)
 			break;
-		if (shard_elements(g, s)) {
+		if (t->nshard[s]) {
 			struct tips_pm_counters c0, c1;
 			tips_pm_counters_thread(&c0);
-			merge_shard(db, g, s, m);
+			merge_shard(db, t, s, m);
 			tips_pm_counters_thread(&c1);
 			atomic_fetch_add(&db->st.compaction_fences, c1.fences - c0.fences);
 		}

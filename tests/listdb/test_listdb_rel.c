@@ -415,10 +415,6 @@ static void set_version_99(struct ld_root *r) { r->layout_version = 99; }
 /* Layout 2: the log before write batches (its readers would stop at a batch header). */
 static void set_version_2(struct ld_root *r) { r->layout_version = 2; }
 static void set_domains_0(struct ld_root *r) { r->domains = 0; }
-/* Layout 3: merges of one table (no compacting_last); read and upgraded to layout 4. */
-static void set_version_3(struct ld_root *r) { r->layout_version = 3; }
-static uint32_t root_version;
-static void get_version(struct ld_root *r) { root_version = r->layout_version; }
 
 static void test_codes(void)
 {
@@ -453,21 +449,11 @@ static void test_codes(void)
 	cfg.pool_size = 32ull << 20;
 	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	CHECK_LISTED(tips_listdb_open(path, &cfg, &db2), TIPS_ELOCKED, "tips_listdb_open");
-	CHECK_RC(tips_listdb_put(db, "layout", 6, "3", 1), 0);
 	CHECK_RC(tips_listdb_close(&db), 0);
 	poke_root(path, set_version_99);
 	CHECK_LISTED(tips_listdb_open(path, &cfg, &db), TIPS_EVERSION, "tips_listdb_open");
 	poke_root(path, set_version_2);
 	CHECK_LISTED(tips_listdb_open(path, &cfg, &db), TIPS_EVERSION, "tips_listdb_open");
-	poke_root(path, set_version_3); /* opens, its key intact, and is layout 4 after */
-	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
-	char v3[8];
-	size_t v3len = 0;
-	CHECK_RC(tips_listdb_get(db, "layout", 6, v3, sizeof(v3), &v3len), 0);
-	CHECK(v3len == 1 && v3[0] == '3');
-	CHECK_RC(tips_listdb_close(&db), 0);
-	poke_root(path, get_version);
-	CHECK(root_version == 4);
 	tips_listdb_destroy(path);
 	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
 	CHECK_RC(tips_listdb_close(&db), 0);
