@@ -214,7 +214,6 @@ int admit(struct tips_db *db, struct thread_ctx *ctx, unsigned op, uint64_t cost
 	}
 	admit_release(db, ctx->heap_credit);
 	ctx->heap_credit = 0;
-	cache_stash_free(&ctx->stash);
 	for (int attempt = 0;; attempt++) {
 		uint64_t got = admit_reserve(db, cost, cost > ADMIT_BATCH ? cost : ADMIT_BATCH, del);
 		if (got) {
