@@ -54,9 +54,8 @@ struct cache {
 	bool sweep;                      /* the cache is full: sweep all buckets */
 	/* Recycled small entries: batches of up to SPARE_BATCH linked through `next`. */
 	pthread_mutex_t spare_mu;
-	struct cache_entry **spare;      /* batch heads */
+	struct cache_entry **spare;      /* batch heads, each a full batch */
 	size_t nspare, spare_cap;        /* batches held, room for */
-	uint64_t spare_entries;          /* entries in them */
 	bool applied_more;               /* replay applied entries since the last pass */
 	bool stop;
 };
@@ -156,10 +155,8 @@ static __attribute__((noinline)) bool stash_refill(struct cache *c, struct cache
 {
 	pthread_mutex_lock(&c->spare_mu);
 	bool got = c->nspare > 0;
-	if (got) {
+	if (got)
 		stash->head = c->spare[--c->nspare];
-		c->spare_entries -= SPARE_BATCH; /* every pooled batch is full */
-	}
 	pthread_mutex_unlock(&c->spare_mu);
 	return got;
 }
@@ -397,14 +394,19 @@ static unsigned bucket_trim(struct cache_bucket *b, unsigned keep, struct unlink
 	return len;
 }
 
-void cache_stash_free(struct cache_stash *stash)
+/* Frees a chain of entries linked through `next` (unpublished, or no reader left). */
+static void free_chain(struct cache_entry *e)
 {
-	struct cache_entry *e = stash->head;
 	while (e) {
 		struct cache_entry *next = atomic_load_explicit(&e->next, memory_order_relaxed);
 		free(e);
 		e = next;
 	}
+}
+
+void cache_stash_free(struct cache_stash *stash)
+{
+	free_chain(stash->head);
 	stash->head = NULL;
 }
 
@@ -414,7 +416,7 @@ static void spare_put(struct cache *c, struct cache_entry *head)
 {
 	pthread_mutex_lock(&c->spare_mu);
 	bool kept = false;
-	if (c->spare_entries + SPARE_BATCH <= c->capacity) {
+	if ((c->nspare + 1) * SPARE_BATCH <= c->capacity) {
 		if (c->nspare == c->spare_cap) {
 			size_t cap = c->spare_cap ? c->spare_cap * 2 : 64;
 			struct cache_entry **v = realloc(c->spare, cap * sizeof(*v));
@@ -425,15 +427,12 @@ static void spare_put(struct cache *c, struct cache_entry *head)
 		}
 		if (c->nspare < c->spare_cap) {
 			c->spare[c->nspare++] = head;
-			c->spare_entries += SPARE_BATCH;
 			kept = true;
 		}
 	}
 	pthread_mutex_unlock(&c->spare_mu);
-	if (!kept) {
-		struct cache_stash s = { head };
-		cache_stash_free(&s);
-	}
+	if (!kept)
+		free_chain(head);
 }
 
 static void free_after_grace(struct cache *c, struct unlinked *u)
@@ -509,8 +508,7 @@ static void *gc_main(void *arg)
 	pthread_mutex_unlock(&c->mu);
 	free(work);
 	free(u.v);
-	struct cache_stash partial = { u.batch };
-	cache_stash_free(&partial);
+	free_chain(u.batch);
 	return NULL;
 }
 
@@ -556,18 +554,10 @@ void cache_delete(struct cache *c)
 	pthread_mutex_unlock(&c->mu);
 	pthread_join(c->gc_thread, NULL);
 	/* No reader may run now (close is exclusive): free without a grace period. */
-	for (uint64_t i = 0; i <= c->mask; i++) {
-		struct cache_entry *e = atomic_load(&c->buckets[i].head);
-		while (e) {
-			struct cache_entry *next = atomic_load(&e->next);
-			free(e);
-			e = next;
-		}
-	}
-	for (size_t i = 0; i < c->nspare; i++) {
-		struct cache_stash s = { c->spare[i] };
-		cache_stash_free(&s);
-	}
+	for (uint64_t i = 0; i <= c->mask; i++)
+		free_chain(atomic_load(&c->buckets[i].head));
+	for (size_t i = 0; i < c->nspare; i++)
+		free_chain(c->spare[i]);
 	free(c->spare);
 	pthread_mutex_destroy(&c->spare_mu);
 	free(c->queue);
