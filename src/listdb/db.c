@@ -1,6 +1,6 @@
 /*
- * db.c - ListDB's front end: open and recovery (Algorithm 5), put/delete (Algorithm 1),
- * write batches (tips/batch.h), get (Algorithm 4), scan (a merging iterator over every
+ * db.c - ListDB's front end: open (its recovery, Algorithm 5, is recover.c), put/delete
+ * (Algorithm 1), write batches (tips/batch.h), get (Algorithm 4), scan (a merging iterator over every
  * level), and the background threads that flush MemTables (Algorithm 2) and run Zipper
  * compaction (Algorithm 3).
  *
@@ -1218,178 +1218,6 @@ int tips_listdb_thread_domain(struct tips_listdb *db, unsigned domain)
 	return 0;
 }
 
-/* ---- recovery (Algorithm 5) --------------------------------------------------------------- */
-
-struct recovered {
-	struct ld_entry **v;
-	size_t n, cap;
-	uint64_t merged, max_seq;
-	bool oom;
-};
-
-static void collect_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
-{
-	struct recovered *r = arg;
-	uint64_t seq = LD_SEQ(e->lsn);
-	if (seq > atomic_load(&c->max_seq))
-		atomic_store(&c->max_seq, seq);
-	if (seq > r->max_seq)
-		r->max_seq = seq;
-	if (seq < r->merged) {
-		if (ld_obsolete(e))
-			atomic_fetch_add(&c->obsolete, 1);
-		return;
-	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 4096;
-		struct ld_entry **v = realloc(r->v, cap * sizeof(*v));
-		if (!v) {
-			r->oom = true;
-			return;
-		}
-		r->v = v;
-		r->cap = cap;
-	}
-	r->v[r->n++] = e;
-}
-
-static int by_seq_then_order(const void *a, const void *b)
-{
-	const struct ld_entry *x = *(struct ld_entry *const *)a, *y = *(struct ld_entry *const *)b;
-	uint64_t sx = LD_SEQ(x->lsn), sy = LD_SEQ(y->lsn);
-	if (sx != sy)
-		return sx < sy ? -1 : 1;
-	int c = ld_cmp_entries(x, y);
-	if (c)
-		return c;
-	return (x > y) - (x < y);
-}
-
-static int recover(struct tips_listdb *db)
-{
-	uint64_t t0 = now_ns();
-	struct recovered r = { .merged = db->manifest->merged_seq };
-	uint64_t comp = db->manifest->compacting_seq;
-	for (unsigned d = 0; d < db->domains; d++)
-		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++) {
-			struct ld_chunk *c = &db->dom[d].chunks[s];
-			if (atomic_load(&c->state) != LD_CS_UNCOUNTED)
-				continue;
-			uint64_t rm = c->hdr->retired_max_seq;
-			if (rm && rm < r.merged) {
-				db->recount_pending = true; /* wholly merged: counted later */
-				if (rm > r.max_seq)
-					r.max_seq = rm;
-				continue;
-			}
-			atomic_store(&c->max_seq, c->hdr->created_seq);
-			uint64_t n = ld_chunk_parse(c, collect_entry, &r);
-			atomic_store(&c->entries, (uint32_t)n);
-			atomic_store(&c->state, LD_CS_RETIRED);
-		}
-	if (r.oom) {
-		free(r.v);
-		return tips_set_error(TIPS_ENOMEM, "out of DRAM while recovering the log");
-	}
-	if (r.n)
-		qsort(r.v, r.n, sizeof(*r.v), by_seq_then_order);
-	/* Entries of the table being merged that are already linked in L1 stay there; the
-	 * rest, and every newer table, become L0 tables again. WAL mode: a copy and its log
-	 * entry share an LSN (adjacent after the sort); exactly one of them is kept.
-	 * Fixes (dbg):
-	 *  - WAL twins: the dedupe used to keep the lower-addressed twin, and an in-L1 twin
-	 *    left the other one behind as a new entry: when the interrupted compaction had
-	 *    linked the copy into L1, its log entry was rebuilt into L0 and the redone
-	 *    merge linked it next to the copy, an equal (key, LSN) pair that breaks L1's
-	 *    order ("bottom layer out of order"). Now the twin in L1 wins; else the copy
-	 *    (what compaction merges in WAL mode).
-	 *  - Superseded versions: an older version (or tombstone) of a key whose newest
-	 *    version in the same table is already in L1 was rebuilt into L0 with its flags
-	 *    cleared, as the only version of the key in that L0 table, so a get found it
-	 *    there before looking in L1 (a stale value, or a tombstone: "not found") until
-	 *    the redone merge; that merge then linked an older put into L1 as live. The
-	 *    interrupted merge had marked it obsolete in its scan phase: it stays so.
-	 * What is dropped is marked obsolete and counted in its chunk (its flag may already
-	 * be set, and the parse counts nothing for seq >= merged_seq), so that the chunk can
-	 * still be reclaimed. */
-	size_t w = 0;
-	const struct ld_entry *l1_last = NULL; /* the last entry of table comp kept in L1 */
-	for (size_t i = 0; i < r.n;) {
-		size_t j = i + 1;
-		while (j < r.n && r.v[j]->lsn == r.v[i]->lsn)
-			j++;
-		struct ld_entry *keep = NULL;
-		bool in_l1 = false, superseded = false;
-		if (LD_SEQ(r.v[i]->lsn) == comp && l1_last &&
-		    ld_keycmp(ld_key(l1_last), l1_last->klen, ld_key(r.v[i]), r.v[i]->klen) == 0)
-			superseded = true; /* sorted newest first: l1_last is newer */
-		for (size_t x = i; x < j && !in_l1 && !superseded; x++) {
-			struct ld_entry *e = r.v[x];
-			if (LD_SEQ(e->lsn) == comp && (atomic_load(&e->flags) & LD_F_IN_L1)) {
-				struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
-				shard_heads(db, NULL, ld_shard_of(db, ld_key(e), e->klen), heads);
-				if (ld_list_contains(db, heads, e)) {
-					keep = e;
-					in_l1 = true;
-					l1_last = e;
-				}
-			}
-		}
-		for (size_t x = i; x < j && !keep && !superseded; x++) {
-			struct ld_chunk *c = ld_chunk_of(db, r.v[x]);
-			if (c && c->hdr->kind == LD_CHUNK_COPY)
-				keep = r.v[x];
-		}
-		if (!keep && !superseded)
-			keep = r.v[i];
-		for (size_t x = i; x < j; x++) {
-			if (r.v[x] == keep)
-				continue;
-			atomic_fetch_or(&r.v[x]->flags, LD_F_OBSOLETE);
-			pm_flush((const void *)&r.v[x]->flags, 1);
-			struct ld_chunk *c = ld_chunk_of(db, r.v[x]);
-			if (c)
-				atomic_fetch_add(&c->obsolete, 1);
-		}
-		if (keep && !in_l1) {
-			atomic_store(&keep->flags, 0); /* a redone compaction marks it again */
-			r.v[w++] = keep;
-		}
-		i = j;
-	}
-	r.n = w;
-	struct ld_l0 **tail = &db->l0_oldest;
-	for (size_t i = 0; i < r.n;) {
-		size_t j = i;
-		while (j < r.n && LD_SEQ(r.v[j]->lsn) == LD_SEQ(r.v[i]->lsn))
-			j++;
-		struct ld_l0 *t = calloc(1, sizeof(*t));
-		if (!t || ld_l0_link(db, t, r.v + i, j - i, NULL)) {
-			free(t);
-			free(r.v);
-			return tips_set_error(TIPS_ENOMEM, "out of DRAM while rebuilding L0");
-		}
-		t->seq = LD_SEQ(r.v[i]->lsn);
-		if (db->cfg.bloom_bits && (t->bloom = ld_bloom_create(j - i, db->cfg.bloom_bits)))
-			for (size_t x = i; x < j; x++)
-				ld_bloom_add(t->bloom, ld_bloom_hash(ld_key(r.v[x]), r.v[x]->klen));
-		*tail = t;
-		tail = &t->newer;
-		atomic_fetch_add(&db->nl0, 1);
-		i = j;
-	}
-	db->recovered_entries = r.n;
-	uint64_t next = r.max_seq + 1;
-	if (next < db->manifest->merged_seq)
-		next = db->manifest->merged_seq;
-	if (comp && next <= comp)
-		next = comp + 1;
-	db->next_seq = next;
-	free(r.v);
-	db->recovery_ms = (double)(now_ns() - t0) / 1e6;
-	return 0;
-}
-
 /* ---- open / close ------------------------------------------------------------------------- */
 
 static void destroy(struct tips_listdb *db)
@@ -1482,7 +1310,7 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 		destroy(db);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for the lookup caches");
 	}
-	if ((rc = recover(db))) {
+	if ((rc = ld_recover(db))) {
 		destroy(db);
 		return rc;
 	}

@@ -192,6 +192,9 @@ unsigned ld_domain_of(const struct tips_listdb *db, const void *p);
 int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
 	       struct ld_hcache *hc);
 void ld_l0_free(struct ld_l0 *t);
+/* recover.c: rebuilds the L0 tables from the log at open (Algorithm 5); sets
+ * next_seq, recovered_entries, recovery_ms. 0, or TIPS_ENOMEM. */
+int ld_recover(struct tips_listdb *db);
 struct ld_entry *ld_l1_head(const struct tips_listdb *db, unsigned shard, unsigned domain);
 /* Newest live (not obsolete) element with key @k in the list headed by @heads (one
  * sentinel per domain), searched as a thread of @t's domain (@t NULL: no counting),
@@ -209,8 +212,12 @@ struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *he
  * @d (braided) or the shared ones, layer 0 in the bottom list. */
 void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
 		   unsigned d, struct ld_entry **preds);
-/* 1 if @e is linked in the bottom layer of the list. */
-bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e);
+/* 1 if @e is linked in the bottom layer of the list. @finger, if not NULL, is
+ * LD_MAX_HEIGHT pointers, all NULL before the first call, that carry each layer's
+ * predecessor from one call to the next: for calls on one list with entries in
+ * ascending ld_cmp_entries order, each search starts where the last one stopped. */
+bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
+		      struct ld_entry **finger);
 
 /* ---- the database ------------------------------------------------------------------ */
 

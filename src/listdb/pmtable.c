@@ -44,6 +44,8 @@ static inline unsigned upper_list(const struct tips_listdb *db, unsigned d)
 	return db->braided ? d : 0;
 }
 
+#define LINK_PREFETCH 8
+
 int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted, size_t n,
 	       struct ld_hcache *hc)
 {
@@ -70,6 +72,10 @@ int ld_l0_link(struct tips_listdb *db, struct ld_l0 *t, struct ld_entry **sorted
 	const struct ld_entry *prev = NULL;
 	for (size_t i = 0; i < n; i++) {
 		struct ld_entry *e = sorted[i];
+		/* Sorted order is random order in PM: fetch ahead, or every entry is a miss
+		 * in turn (recovery links ~0.5M of them; docs/listdb.md, "Recovery"). */
+		if (i + LINK_PREFETCH < n)
+			__builtin_prefetch(sorted[i + LINK_PREFETCH], 1);
 		unsigned s = ld_shard_of(db, ld_key(e), e->klen);
 		if (s != shard) {
 			shard = s;
@@ -220,9 +226,41 @@ void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const 
 	}
 }
 
-bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e)
+/* Whether @x is one of the list's sentinels (for the finger of ld_list_contains). */
+static bool is_head(const struct tips_listdb *db, struct ld_entry *const *heads,
+		    const struct ld_entry *x)
+{
+	for (unsigned d = 0; d < db->domains; d++)
+		if (x == heads[d])
+			return true;
+	return false;
+}
+
+bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
+		      struct ld_entry **finger)
 {
 	struct ld_entry *preds[LD_MAX_HEIGHT];
-	ld_list_preds(db, heads, e, 0, preds);
-	return ld_next(preds[0], 0) == e;
+	if (!finger) {
+		ld_list_preds(db, heads, e, 0, preds);
+		return ld_next(preds[0], 0) == e;
+	}
+	unsigned u = upper_list(db, 0);
+	struct ld_entry *x = heads[u];
+	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
+		if (l == 0 && x == heads[u])
+			x = heads[0];
+		/* The last call's predecessor on this layer precedes e too: start from it
+		 * if it is further along than the layer above left us. */
+		struct ld_entry *f = finger[l];
+		if (f && f != x && !is_head(db, heads, f) &&
+		    (is_head(db, heads, x) || ld_cmp_entries(f, x) > 0))
+			x = f;
+		struct ld_entry *n = ld_next(x, (unsigned)l);
+		while (n && ld_cmp_entries(n, e) < 0) {
+			x = n;
+			n = ld_next(x, (unsigned)l);
+		}
+		finger[l] = x;
+	}
+	return ld_next(x, 0) == e;
 }

@@ -11,6 +11,8 @@
  *     writes in every level, ESIZE on a short buffer (with the real length),
  *     ETOOBIG beyond TIPS_MAX_KEY / TIPS_MAX_VALUE, EINVAL for empty keys and bad domains;
  *     keys of 1..1024 bytes that are prefixes of each other; values of 0..64 KiB;
+ *   - order: recovery's sort on dense, long, padded, many-version and random keys, all
+ *     rebuilt into L0 by a reopen (compaction off), against a model;
  *   - WAL mode with copy chunks whose LSNs decrease (keys put in descending order),
  *     overwritten, reopened and garbage-collected: tips_listdb_check and every key;
  *   - the random workload (puts, overwrites, deletes, re-puts, checked writes, gets and
@@ -707,6 +709,146 @@ static void test_prefixes(void)
 	tips_listdb_destroy(path);
 }
 
+/*
+ * Recovery's sort (src/listdb/recover.c) on the key shapes that take its other paths:
+ * dense 8-byte integers (equal high bytes), long keys sharing their first 8 bytes, one
+ * key in many versions, keys equal up to zero padding ("a", "a\0", ...), random keys,
+ * and deletes. With compaction off every entry stays in the log and in L0, so the
+ * reopen rebuilds all of them; then the check, a get of every key and a full scan in
+ * order must agree with the model.
+ */
+enum { ORD_MAX = 5200 };
+struct ord_key {
+	unsigned char k[16];
+	unsigned klen;
+	uint64_t val; /* 8-byte value; present only if live */
+	int live;
+};
+static struct ord_key ord_keys[ORD_MAX];
+static unsigned ord_n;
+
+static int ord_cmp(const void *a, const void *b)
+{
+	const struct ord_key *x = a, *y = b;
+	unsigned m = x->klen < y->klen ? x->klen : y->klen;
+	int c = memcmp(x->k, y->k, m);
+	return c ? c : (int)x->klen - (int)y->klen;
+}
+
+static void ord_put(struct tips_listdb *db, unsigned id, uint64_t val)
+{
+	ord_keys[id].val = val;
+	ord_keys[id].live = 1;
+	CHECK_RC(tips_listdb_put(db, ord_keys[id].k, ord_keys[id].klen, &val, 8), 0);
+}
+
+struct ord_scan {
+	unsigned next; /* index into the sorted live keys */
+	int bad;
+};
+
+static int ord_scan_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	struct ord_scan *o = arg;
+	while (o->next < ord_n && !ord_keys[o->next].live)
+		o->next++;
+	const struct ord_key *w = o->next < ord_n ? &ord_keys[o->next] : NULL;
+	if (!w || klen != w->klen || memcmp(key, w->k, klen) != 0 || vlen != 8 ||
+	    memcmp(val, &w->val, 8) != 0) {
+		if (!o->bad)
+			fprintf(stderr, "[%s] scan: key %u out of order or wrong\n", ld_phase, o->next);
+		o->bad = 1;
+		return 1;
+	}
+	o->next++;
+	return 0;
+}
+
+static void verify_ord(struct tips_listdb *db, const char *phase)
+{
+	ld_phase = phase;
+	long live = 0;
+	for (unsigned i = 0; i < ord_n; i++) {
+		uint64_t got = 0;
+		size_t vl = 0;
+		int rc = tips_listdb_get(db, ord_keys[i].k, ord_keys[i].klen, &got, 8, &vl);
+		if (ord_keys[i].live ? (rc != 0 || vl != 8 || got != ord_keys[i].val)
+				     : rc != TIPS_ENOTFOUND)
+			MISMATCH("key %u (%u bytes): rc %d, value %llu, wanted %s %llu", i,
+				 ord_keys[i].klen, rc, (unsigned long long)got,
+				 ord_keys[i].live ? "value" : "not found",
+				 (unsigned long long)ord_keys[i].val);
+		live += ord_keys[i].live;
+	}
+	struct ord_scan o = { 0, 0 };
+	long n = tips_listdb_scan(db, NULL, 0, ORD_MAX + 10, ord_scan_cb, &o);
+	CHECK(!o.bad);
+	CHECK(n == live);
+	check_db(db, NULL, phase);
+}
+
+static void test_recovery_order(void)
+{
+	char path[256];
+	ld_phase = "recovery order";
+	ld_path(path, sizeof(path));
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg);
+	cfg.flags = TIPS_LISTDB_CREATE;
+	cfg.pool_size = 64ull << 20;
+	cfg.memtable_entries = 2048;
+	cfg.compaction = 0; /* everything stays in L0: the reopen rebuilds it all */
+	struct tips_listdb *db = NULL;
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+	ord_n = 0;
+	uint64_t s = 77;
+	for (unsigned i = 0; i < 2000; i++, ord_n++) { /* dense integers */
+		be64(ord_keys[ord_n].k, 1000 + i);
+		ord_keys[ord_n].klen = 8;
+	}
+	for (unsigned i = 0; i < 300; i++, ord_n++) { /* 16 bytes, one 8-byte prefix */
+		memcpy(ord_keys[ord_n].k, "PREFIX00", 8);
+		be64(ord_keys[ord_n].k + 8, rnd(&s));
+		ord_keys[ord_n].klen = 16;
+	}
+	for (unsigned L = 1; L <= 12; L++, ord_n++) { /* "a", "a\0", ... */
+		memset(ord_keys[ord_n].k, 0, sizeof(ord_keys[ord_n].k));
+		ord_keys[ord_n].k[0] = 'a';
+		ord_keys[ord_n].klen = L;
+	}
+	for (unsigned i = 0; i < 2000; i++, ord_n++) { /* random */
+		be64(ord_keys[ord_n].k, rnd(&s));
+		ord_keys[ord_n].klen = 8;
+	}
+	REQUIRE(ord_n <= ORD_MAX);
+	qsort(ord_keys, ord_n, sizeof(ord_keys[0]), ord_cmp);
+	/* Scrambled order of first puts (a stride coprime with ord_n), then one key in
+	 * 600 versions (spanning MemTables), then deletes and re-puts. */
+	unsigned stride = 7919;
+	while (ord_n % stride == 0)
+		stride += 2;
+	for (unsigned i = 0; i < ord_n; i++)
+		ord_put(db, (unsigned)(((uint64_t)i * stride) % ord_n), i);
+	for (unsigned v = 0; v < 600; v++)
+		ord_put(db, ord_n / 2, 1000000 + v);
+	for (unsigned i = 0; i < ord_n; i += 5) {
+		ord_keys[i].live = 0;
+		CHECK_RC(tips_listdb_delete(db, ord_keys[i].k, ord_keys[i].klen), 0);
+	}
+	for (unsigned i = 0; i < ord_n; i += 15)
+		ord_put(db, i, 2000000 + i);
+	verify_ord(db, "recovery order: live");
+	CHECK_RC(tips_listdb_close(&db), 0);
+	cfg.flags = 0;
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+	struct tips_listdb_stats st;
+	tips_listdb_stats(db, &st);
+	CHECK(st.recovered_entries >= ord_n); /* the reopen rebuilt L0 from the log */
+	verify_ord(db, "recovery order: after reopen");
+	CHECK_RC(tips_listdb_close(&db), 0);
+	tips_listdb_destroy(path);
+}
+
 static void big_value(unsigned i, size_t len, unsigned char *out)
 {
 	for (size_t j = 0; j < len; j++)
@@ -1391,7 +1533,7 @@ int main(int argc, char **argv)
 			quick = 1;
 		else {
 			fprintf(stderr, "usage: test_listdb [--ops N] [--quick] [--mode iul|wal] [--only "
-				"codes|prefixes|values|wal|bad|full|traversals|recovery|matrix]\n");
+				"codes|prefixes|values|order|wal|bad|full|traversals|recovery|matrix]\n");
 			return 2;
 		}
 	}
@@ -1405,6 +1547,8 @@ int main(int argc, char **argv)
 		test_prefixes();
 	if (wanted(only, "values"))
 		test_values();
+	if (wanted(only, "order"))
+		test_recovery_order();
 	if (wanted(only, "wal") && only_mode != TIPS_LISTDB_FLUSH_IUL)
 		test_wal_order();
 	if (wanted(only, "bad"))

@@ -1,0 +1,403 @@
+/*
+ * recover.c - ListDB's recovery (OSDI'22, §3.6, Algorithm 5): the log entries of tables
+ * not yet wholly merged into L1 are parsed, sorted and linked into L0 tables again.
+ *
+ * Invariant: after ld_recover() every valid log entry with seq >= the MANIFEST's
+ * merged_seq is reachable exactly once (in L1, where the interrupted compaction had
+ * linked it, or in the rebuilt L0 table of its seq), or marked obsolete and counted in
+ * its chunk; the L0 tables are sorted by ld_cmp_entries and linked oldest first.
+ *
+ * Speed. Open time is this rebuild, and it follows the L0 backlog (about 0.5M entries
+ * after a second of puts). The entries lie in PM in log order, so every step that
+ * reads them in key order misses the cache once per entry. So the parse, which reads
+ * each entry while it streams the log, copies what the rest needs into a DRAM record
+ * (the key's first 8 bytes as a big-endian word, LSN, length, flags); the
+ * sort (a radix pass on the key words per table, then insertion sorts of the small
+ * buckets) and the duplicate pass read only the records, and the one pass that has to
+ * touch every entry again (linking) prefetches ahead (docs/listdb.md, "Recovery").
+ */
+#define _GNU_SOURCE
+#include "listdb/listdb_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pm/pm.h"
+
+/* What recovery needs of one parsed entry, in DRAM. */
+struct rec {
+	uint64_t key8; /* ld_key8(): big-endian first 8 key bytes */
+	uint64_t lsn;
+	struct ld_entry *e;
+	uint32_t klen;
+	uint8_t flags; /* e->flags at parse */
+};
+
+struct recovered {
+	struct rec *v;
+	size_t n, cap;
+	uint64_t merged, max_seq;
+	bool oom;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void collect_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
+{
+	struct recovered *r = arg;
+	uint64_t seq = LD_SEQ(e->lsn);
+	if (seq > atomic_load(&c->max_seq))
+		atomic_store(&c->max_seq, seq);
+	if (seq > r->max_seq)
+		r->max_seq = seq;
+	if (seq < r->merged) {
+		if (ld_obsolete(e))
+			atomic_fetch_add(&c->obsolete, 1);
+		return;
+	}
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 4096;
+		struct rec *v = realloc(r->v, cap * sizeof(*v));
+		if (!v) {
+			r->oom = true;
+			return;
+		}
+		r->v = v;
+		r->cap = cap;
+	}
+	r->v[r->n++] = (struct rec){
+		.key8 = ld_key8(ld_key(e), e->klen),
+		.lsn = e->lsn,
+		.e = e,
+		.klen = e->klen,
+		.flags = atomic_load(&e->flags),
+	};
+}
+
+/* <0, 0, >0: the keys of @a and @b in ld_keycmp order, reading PM only when the first
+ * 8 bytes are equal and the keys are not both exactly 8 bytes long. */
+static inline int rec_keycmp(const struct rec *a, const struct rec *b)
+{
+	if (a->key8 != b->key8)
+		return a->key8 < b->key8 ? -1 : 1;
+	if (a->klen == 8 && b->klen == 8)
+		return 0;
+	return ld_keycmp(ld_key(a->e), a->klen, ld_key(b->e), b->klen);
+}
+
+/* Recovery order: seq ascending, then ld_cmp_entries (key ascending, LSN descending),
+ * then address (WAL twins share an LSN). */
+static inline int rec_cmp(const struct rec *a, const struct rec *b)
+{
+	uint64_t sa = LD_SEQ(a->lsn), sb = LD_SEQ(b->lsn);
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	int c = rec_keycmp(a, b);
+	if (c)
+		return c;
+	if (a->lsn != b->lsn)
+		return a->lsn > b->lsn ? -1 : 1;
+	return (a->e > b->e) - (a->e < b->e);
+}
+
+static int rec_cmp_q(const void *a, const void *b)
+{
+	return rec_cmp(a, b);
+}
+
+static void insertion_sort(struct rec *a, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		struct rec x = a[i];
+		size_t j = i;
+		while (j > 0 && rec_cmp(&x, &a[j - 1]) < 0) {
+			a[j] = a[j - 1];
+			j--;
+		}
+		a[j] = x;
+	}
+}
+
+#define SMALL_SORT 24
+
+/*
+ * Sorts @n records of one seq by rec_cmp: buckets on the key word's bits just below its
+ * highest bit that differs among them (so dense keys spread as well as random ones),
+ * about 4 records per bucket, each bucket sorted the same way, small ones by insertion.
+ * Records whose key words are all equal (versions of one key, long keys sharing 8
+ * bytes) go to qsort. @tmp has room for @n records. false: out of DRAM (@a unchanged
+ * as a multiset, not sorted).
+ */
+static bool sort_one_seq(struct rec *a, struct rec *tmp, size_t n)
+{
+	if (n <= SMALL_SORT) {
+		insertion_sort(a, n);
+		return true;
+	}
+	uint64_t diff = 0;
+	for (size_t i = 1; i < n; i++)
+		diff |= a[i].key8 ^ a[0].key8;
+	if (!diff) {
+		qsort(a, n, sizeof(*a), rec_cmp_q);
+		return true;
+	}
+	unsigned top = 63u - (unsigned)__builtin_clzll(diff); /* highest differing bit */
+	unsigned bits = 1;
+	while (bits < 16 && ((size_t)4 << bits) < n)
+		bits++;
+	if (bits > top + 1)
+		bits = top + 1;
+	unsigned shift = top + 1 - bits;
+	size_t nb = (size_t)1 << bits, mask = nb - 1;
+	size_t *start = calloc(nb + 1, sizeof(*start));
+	if (!start)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		start[((a[i].key8 >> shift) & mask) + 1]++;
+	for (size_t b = 0; b < nb; b++)
+		start[b + 1] += start[b];
+	size_t *fill = malloc(nb * sizeof(*fill));
+	if (!fill) {
+		free(start);
+		return false;
+	}
+	memcpy(fill, start, nb * sizeof(*fill));
+	for (size_t i = 0; i < n; i++)
+		tmp[fill[(a[i].key8 >> shift) & mask]++] = a[i];
+	free(fill);
+	memcpy(a, tmp, n * sizeof(*a));
+	bool ok = true;
+	for (size_t b = 0; b < nb && ok; b++)
+		ok = sort_one_seq(a + start[b], tmp + start[b], start[b + 1] - start[b]);
+	free(start);
+	return ok;
+}
+
+/* Sorts every record by rec_cmp: grouped by seq (a counting pass; a seq range wider
+ * than the records, which a sane log never has, goes to qsort), then each seq's run by
+ * sort_one_seq(). false: out of DRAM. */
+static bool sort_recs(struct rec *v, size_t n)
+{
+	if (n < 2)
+		return true;
+	uint64_t lo = LD_SEQ(v[0].lsn), hi = lo;
+	for (size_t i = 1; i < n; i++) {
+		uint64_t s = LD_SEQ(v[i].lsn);
+		lo = s < lo ? s : lo;
+		hi = s > hi ? s : hi;
+	}
+	if (hi - lo >= n) {
+		qsort(v, n, sizeof(*v), rec_cmp_q);
+		return true;
+	}
+	size_t ns = (size_t)(hi - lo) + 1;
+	struct rec *tmp = malloc(n * sizeof(*tmp));
+	size_t *start = calloc(ns + 1, sizeof(*start)), *fill = malloc(ns * sizeof(*fill));
+	bool ok = tmp && start && fill;
+	if (ok) {
+		for (size_t i = 0; i < n; i++)
+			start[LD_SEQ(v[i].lsn) - lo + 1]++;
+		for (size_t s = 0; s < ns; s++)
+			start[s + 1] += start[s];
+		memcpy(fill, start, ns * sizeof(*fill));
+		for (size_t i = 0; i < n; i++)
+			tmp[fill[LD_SEQ(v[i].lsn) - lo]++] = v[i];
+		memcpy(v, tmp, n * sizeof(*v));
+		for (size_t s = 0; s < ns && ok; s++)
+			ok = sort_one_seq(v + start[s], tmp + start[s], start[s + 1] - start[s]);
+	}
+	free(fill);
+	free(start);
+	free(tmp);
+	return ok;
+}
+
+/* Marks @e obsolete (durably: a reclaimed chunk must not come back) and counts it in
+ * its chunk. */
+static void drop_entry(struct tips_listdb *db, struct ld_entry *e)
+{
+	atomic_fetch_or(&e->flags, LD_F_OBSOLETE);
+	pm_flush((const void *)&e->flags, 1);
+	struct ld_chunk *c = ld_chunk_of(db, e);
+	if (c)
+		atomic_fetch_add(&c->obsolete, 1);
+}
+
+/* The L1 search of keep_one_per_lsn(): its records come in ascending order, so each
+ * search of a shard resumes from the last one's predecessors (a search from the heads
+ * was about 1.5 us each, and an interrupted compaction can leave a whole table's
+ * entries to check). */
+struct l1_finger {
+	unsigned shard;
+	struct ld_entry *preds[LD_MAX_HEIGHT];
+};
+
+static bool in_l1(struct tips_listdb *db, const struct ld_entry *e, struct l1_finger *f)
+{
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
+	unsigned s = ld_shard_of(db, ld_key(e), e->klen);
+	if (s != f->shard) {
+		f->shard = s;
+		memset(f->preds, 0, sizeof(f->preds));
+	}
+	for (unsigned d = 0; d < db->domains; d++)
+		heads[d] = ld_l1_head(db, s, d);
+	return ld_list_contains(db, heads, e, f->preds);
+}
+
+/*
+ * Keeps, of each group of records with one LSN, the one entry that will be reachable,
+ * and compacts them to the front of r->v; returns how many. Entries of the table being
+ * merged (seq @comp) that are already linked in L1 stay there; the rest, and every newer
+ * table, become L0 tables again. WAL mode: a copy and its log entry share an LSN
+ * (adjacent after the sort); exactly one of them is kept.
+ * Fixes (dbg):
+ *  - WAL twins: the dedupe used to keep the lower-addressed twin, and an in-L1 twin
+ *    left the other one behind as a new entry: when the interrupted compaction had
+ *    linked the copy into L1, its log entry was rebuilt into L0 and the redone merge
+ *    linked it next to the copy, an equal (key, LSN) pair that breaks L1's order
+ *    ("bottom layer out of order"). Now the twin in L1 wins; else the copy (what
+ *    compaction merges in WAL mode).
+ *  - Superseded versions: an older version (or tombstone) of a key whose newest version
+ *    in the same table is already in L1 was rebuilt into L0 with its flags cleared, as
+ *    the only version of the key in that L0 table, so a get found it there before
+ *    looking in L1 (a stale value, or a tombstone: "not found") until the redone merge;
+ *    that merge then linked an older put into L1 as live. The interrupted merge had
+ *    marked it obsolete in its scan phase: it stays so.
+ * What is dropped is marked obsolete and counted in its chunk (its flag may already be
+ * set, and the parse counts nothing for seq >= merged_seq), so that the chunk can still
+ * be reclaimed. A kept entry's flags are cleared (a redone compaction marks it again).
+ */
+static size_t keep_one_per_lsn(struct tips_listdb *db, struct recovered *r, uint64_t comp)
+{
+	struct rec *v = r->v;
+	size_t w = 0;
+	struct rec l1_last = { 0 }; /* the last record of table comp kept in L1, if have_l1 */
+	bool have_l1 = false;
+	struct l1_finger finger = { .shard = ~0u };
+	for (size_t i = 0; i < r->n;) {
+		size_t j = i + 1;
+		while (j < r->n && v[j].lsn == v[i].lsn)
+			j++;
+		size_t keep = SIZE_MAX;
+		bool linked = false, superseded = false;
+		if (LD_SEQ(v[i].lsn) == comp && have_l1 && rec_keycmp(&l1_last, &v[i]) == 0)
+			superseded = true; /* sorted newest first: l1_last is newer */
+		for (size_t x = i; x < j && !linked && !superseded; x++)
+			if (LD_SEQ(v[x].lsn) == comp && (v[x].flags & LD_F_IN_L1) &&
+			    in_l1(db, v[x].e, &finger)) {
+				keep = x;
+				linked = true;
+			}
+		for (size_t x = i; x < j && keep == SIZE_MAX && !superseded; x++) {
+			struct ld_chunk *c = ld_chunk_of(db, v[x].e);
+			if (c && c->hdr->kind == LD_CHUNK_COPY)
+				keep = x;
+		}
+		if (keep == SIZE_MAX && !superseded)
+			keep = i;
+		for (size_t x = i; x < j; x++)
+			if (x != keep)
+				drop_entry(db, v[x].e);
+		if (linked) {
+			l1_last = v[keep]; /* a copy: v[keep] may be overwritten below */
+			have_l1 = true;
+		} else if (keep != SIZE_MAX) {
+			if (v[keep].flags)
+				atomic_store(&v[keep].e->flags, 0);
+			v[w++] = v[keep]; /* w <= i <= keep */
+		}
+		i = j;
+	}
+	return w;
+}
+
+/* ld_bloom_hash() of the record's key; from the record alone for an 8-byte key. */
+static uint64_t rec_bloom_hash(const struct rec *r)
+{
+	if (r->klen != 8)
+		return ld_bloom_hash(ld_key(r->e), r->klen);
+	uint64_t k = __builtin_bswap64(r->key8); /* the key's bytes again */
+	return ld_bloom_hash(&k, 8);
+}
+
+/* Links the @n kept records, sorted, into one L0 table per seq, oldest first. */
+static int rebuild_l0(struct tips_listdb *db, const struct rec *v, size_t n)
+{
+	struct ld_entry **sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	if (!sorted)
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM while rebuilding L0");
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = v[i].e;
+	struct ld_l0 **tail = &db->l0_oldest;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0;) {
+		size_t j = i;
+		while (j < n && LD_SEQ(v[j].lsn) == LD_SEQ(v[i].lsn))
+			j++;
+		struct ld_l0 *t = calloc(1, sizeof(*t));
+		if (!t || ld_l0_link(db, t, sorted + i, j - i, NULL)) {
+			free(t);
+			rc = tips_set_error(TIPS_ENOMEM, "out of DRAM while rebuilding L0");
+			break;
+		}
+		t->seq = LD_SEQ(v[i].lsn);
+		if (db->cfg.bloom_bits && (t->bloom = ld_bloom_create(j - i, db->cfg.bloom_bits)))
+			for (size_t x = i; x < j; x++)
+				ld_bloom_add(t->bloom, rec_bloom_hash(&v[x]));
+		*tail = t;
+		tail = &t->newer;
+		atomic_fetch_add(&db->nl0, 1);
+		i = j;
+	}
+	free(sorted);
+	return rc;
+}
+
+int ld_recover(struct tips_listdb *db)
+{
+	uint64_t t0 = now_ns();
+	struct recovered r = { .merged = db->manifest->merged_seq };
+	uint64_t comp = db->manifest->compacting_seq;
+	for (unsigned d = 0; d < db->domains; d++)
+		for (unsigned s = 0; s < LD_MAX_CHUNKS; s++) {
+			struct ld_chunk *c = &db->dom[d].chunks[s];
+			if (atomic_load(&c->state) != LD_CS_UNCOUNTED)
+				continue;
+			uint64_t rm = c->hdr->retired_max_seq;
+			if (rm && rm < r.merged) {
+				db->recount_pending = true; /* wholly merged: counted later */
+				if (rm > r.max_seq)
+					r.max_seq = rm;
+				continue;
+			}
+			atomic_store(&c->max_seq, c->hdr->created_seq);
+			uint64_t n = ld_chunk_parse(c, collect_entry, &r);
+			atomic_store(&c->entries, (uint32_t)n);
+			atomic_store(&c->state, LD_CS_RETIRED);
+		}
+	if (r.oom || !sort_recs(r.v, r.n)) {
+		free(r.v);
+		return tips_set_error(TIPS_ENOMEM, "out of DRAM while recovering the log");
+	}
+	r.n = keep_one_per_lsn(db, &r, comp);
+	int rc = rebuild_l0(db, r.v, r.n);
+	free(r.v);
+	if (rc)
+		return rc;
+	db->recovered_entries = r.n;
+	uint64_t next = r.max_seq + 1;
+	if (next < db->manifest->merged_seq)
+		next = db->manifest->merged_seq;
+	if (comp && next <= comp)
+		next = comp + 1;
+	db->next_seq = next;
+	db->recovery_ms = (double)(now_ns() - t0) / 1e6;
+	return 0;
+}
