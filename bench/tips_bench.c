@@ -1398,11 +1398,12 @@ static void json_config(FILE *json, const struct options *o)
 	fprintf(json, "{\"index\":\"%s\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
 		"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
-		"\"max_seconds\":%g,\"seconds\":%g,\"upsert\":%s,\"batch\":%u,\"ratios\":{",
+		"\"max_seconds\":%g,\"seconds\":%g,\"upsert\":%s,\"batch\":%u,"
+		"\"pool_dir\":\"%s\",\"pool_pages\":\"%s\",\"ratios\":{",
 		o->index, (unsigned long long)o->records, (unsigned long long)o->ops, o->threads,
 		o->workload, keydist_name(o->dist), o->skew, o->key_size, o->value_size,
 		o->scan_len, (unsigned long long)o->seed, o->max_seconds, o->seconds, o->upsert ? "true" : "false",
-		o->batch);
+		o->batch, bench_pool_dir(), bench_pool_pages());
 	for (int i = 0; i < NOPS; i++)
 		fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
 	fprintf(json, "}},");

@@ -21,8 +21,10 @@
 #    redis-benchmark -t set,get -n 100000 -c 50 at -P 1 and -P 16, one repeat (under a
 #    minute), the table on stdout and build/main-job/server-bench.json.
 # About ten minutes on 2 cores after the build (MAIN_JOB_SECONDS=S changes the length
-# of each run phase). Pools live under /dev/shm. The paper-size measurement (8M
-# records, 8M operations, medians of 3) is in docs/indexes.md.
+# of each run phase). The benchmarks' pools live in the directory scripts/pool-dir.sh
+# prints (a tmpfs with 2 MiB pages when it can mount one, else /dev/shm; the JSON's
+# pool_pages says which), the crash checks' under /dev/shm. The paper-size measurement
+# (8M records, 8M operations, medians of 3) is in docs/indexes.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -34,6 +36,9 @@ ld_pool="/dev/shm/tips-main-job-listdb-$$.pool"
 trap 'rm -f "$crash_pool" "$ld_pool"' EXIT
 mkdir -p "$out"
 
+TIPS_BENCH_POOL_DIR=$("$root/scripts/pool-dir.sh")
+export TIPS_BENCH_POOL_DIR
+echo "== benchmark pools in $TIPS_BENCH_POOL_DIR"
 secs=${MAIN_JOB_SECONDS:-2}
 # --ops bounds the inserts of D and E (5% of a run phase), which sizes the pools.
 indexes=tips-hash,tips-lfhash,tips-bst,tips-lfbst,tips-bptree,tips-art,tips-clht,pmdk-hash,null

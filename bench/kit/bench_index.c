@@ -7,6 +7,7 @@
 #include "bench_index.h"
 #include "framework/framework.h" /* bench_lookup_past_facade: db->ops, db->index */
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,43 @@ static int is_tips(const struct tips_index_ops *ops)
 	return strncmp(ops->name, "tips-", 5) == 0;
 }
 
+const char *bench_pool_dir(void)
+{
+	const char *d = getenv("TIPS_BENCH_POOL_DIR");
+	return d && *d ? d : "/dev/shm";
+}
+
+/* The page size a tmpfs mount gives its files' mappings: its huge= option (always or
+ * within_size: 2 MiB pages where they fit), else 4 KiB. /proc/mounts' longest mount
+ * point that is a prefix of @dir decides. */
+const char *bench_pool_pages(void)
+{
+	const char *dir = bench_pool_dir();
+	FILE *f = fopen("/proc/mounts", "r");
+	if (!f)
+		return "unknown";
+	char line[1024], best_fs[64] = "", best_opts[512] = "";
+	size_t best = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char dev[256], mnt[512], fs[64], opts[512];
+		if (sscanf(line, "%255s %511s %63s %511s", dev, mnt, fs, opts) != 4)
+			continue;
+		size_t n = strlen(mnt);
+		bool under = strncmp(dir, mnt, n) == 0 &&
+			     (dir[n] == '/' || dir[n] == 0 || (n == 1 && mnt[0] == '/'));
+		if (under && n >= best) {
+			best = n;
+			snprintf(best_fs, sizeof(best_fs), "%s", fs);
+			snprintf(best_opts, sizeof(best_opts), "%s", opts);
+		}
+	}
+	fclose(f);
+	if (strcmp(best_fs, "tmpfs") != 0)
+		return "unknown";
+	return strstr(best_opts, "huge=always") || strstr(best_opts, "huge=within_size") ? "2M"
+												: "4K";
+}
+
 uint64_t bench_pool_size(uint64_t expected_keys)
 {
 	return ((expected_keys * 160 + (512ull << 20)) >> 21) << 21; /* 2 MiB granules */
@@ -249,7 +287,7 @@ int bench_index_open_with(struct bench_index *b, const char *name,
 	if (pool_path)
 		snprintf(b->pool, sizeof(b->pool), "%s", pool_path);
 	else
-		snprintf(b->pool, sizeof(b->pool), "/dev/shm/tips-bench-%s%d.pool",
+		snprintf(b->pool, sizeof(b->pool), "%s/tips-bench-%s%d.pool", bench_pool_dir(),
 			 b->ops ? "" : is_listdb(name) ? "listdb-" : "pmdk-", (int)getpid());
 	b->remove_pool = !how->keep;
 	if (is_listdb(name)) {

@@ -70,6 +70,15 @@ const char *bench_index_concurrency(const char *name);
  * counters do not see: its fences and flushes are unavailable, not 0. */
 int bench_index_pm_counted(const struct bench_index *b);
 
+/* Where tips-bench puts the pools it creates (no --pool): $TIPS_BENCH_POOL_DIR, else
+ * /dev/shm. A tmpfs mounted with huge=always maps pools with 2 MiB pages, as a DAX file
+ * system maps real PM, and as the dram-* twins' big arrays get (src/util/hugepage.h);
+ * /dev/shm gives 4 KiB pages (docs/bench.md, "Pool directory"). */
+const char *bench_pool_dir(void);
+/* "2M", "4K" (a tmpfs with or without huge pages) or "unknown" (another file system):
+ * the pages the pool directory's mount gives, for the JSON. */
+const char *bench_pool_pages(void);
+
 /* Pool size for a tips-* index expected to hold @expected_keys keys: room for the
  * nodes (about 64 B a key), the buckets and the logs (160 B a key + 512 MiB). */
 uint64_t bench_pool_size(uint64_t expected_keys);

@@ -286,6 +286,10 @@ def main():
     check_single(doc, True, records, ops, {"read": 0.5, "update": 0.5})
     doc = run(["--index", "dram-hash", "--workload", "a"] + common, path("noupsert.json"))
     check(doc["config"].get("upsert") is False, "upsert: false by default")
+    # Where the pools were, and the pages their file system gives (docs/bench.md).
+    check(doc["config"].get("pool_dir") == (os.environ.get("TIPS_BENCH_POOL_DIR") or "/dev/shm"),
+          "pool_dir: TIPS_BENCH_POOL_DIR or /dev/shm")
+    check(doc["config"].get("pool_pages") in ("4K", "2M", "unknown"), "pool_pages: 4K, 2M or unknown")
 
     # CPU per operation: the workers' own clocks, and the rest of the process.
     for phase in ("load", "run"):
