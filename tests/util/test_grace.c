@@ -28,6 +28,14 @@ static void *freer(void *arg)
 
 int main(void)
 {
+#ifdef __SANITIZE_THREAD__
+	/* TSan does not support fork() in a process with threads: with die_after_fork=0
+	 * (scripts/test.sh) its runtime goes on, but a child then hung 2 runs in 30 on a
+	 * loaded machine (not diagnosed further: the TSan runtime forks unsupported).
+	 * Reported as a skip, not a pass; the plain and ASan builds run it. */
+	test_skip("test_grace", "fork() in a process with threads is not supported by ThreadSanitizer");
+	return test_finish("test_grace");
+#endif
 	for (int i = 0; i < 1000; i++)
 		grace_free(malloc(32));
 	grace_free_barrier(); /* the reclaimer now runs */
