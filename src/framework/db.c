@@ -28,7 +28,6 @@
 #include "pm/pm.h"
 #include "framework/framework.h"
 #include "util/errors_internal.h"
-#include "util/grace.h"
 #include "util/version_internal.h"
 
 #define DEFAULT_POOL_SIZE (1ull << 30)
@@ -403,8 +402,8 @@ int tips_get(struct tips_db *db, const void *key, size_t klen, void *val, size_t
 
 /*
  * A scan reads two sources: the index (everything replay has applied) and the overlay,
- * the OLog records replay has not applied yet. Both are copied inside a read section
- * (the OLog may be reclaimed once it ends) and merged outside it, while
+ * the OLog records replay has not applied yet. Both are copied while the scan lock is
+ * held (the OLog may be reclaimed once it is released) and merged outside it, while
  * the caller's function is called, so that it may call the facade.
  *
  * Both copies are runs of records in one growing buffer each (struct scan_run): a
@@ -514,7 +513,7 @@ static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 	return c ? c : (alen > blen) - (alen < blen);
 }
 
-/* An OLog record of the overlay, read in place (inside the scan's read section). */
+/* An OLog record of the overlay, read in place (under the scan lock). */
 struct ov_ref {
 	const struct olog_rec *r;
 	uint64_t ts;
@@ -691,11 +690,7 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	struct scan_run ov = { 0 }; /* the overlay's keys that the result may hold */
 	size_t deletes = 0;
 	long rc;
-	/* A read section: reclamation waits for it (grace_wait in reclaim_finish) between
-	 * fixing the new heads, at most each OLog's `applied` as it was then, and handing
-	 * the space below them back to writers. So no record read here from `applied` on
-	 * is overwritten before the section ends (reclaim.c). */
-	grace_read_enter();
+	pthread_rwlock_rdlock(&db->scan_lock); /* reclamation may not move heads now */
 	uint64_t scan_ts = ts_scan_point();
 	rc = olog_overlay(db, start, klen, scan_ts, &overlay, &deletes);
 	/* Each overlay delete can hide one index key: ask the index for that many more. */
@@ -711,7 +706,7 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		const struct scan_run *ix = &collected.run;
 		rc = overlay_copy(&overlay, ix->count >= want ? ix->p + ix->last : NULL, &ov);
 	}
-	grace_read_exit();
+	pthread_rwlock_unlock(&db->scan_lock);
 	if (overlay.v != overlay.inl)
 		free(overlay.v);
 	long n = rc ? rc : scan_emit(&collected.run, &ov, count, fn, arg);
@@ -967,6 +962,7 @@ static void db_free(struct tips_db *db)
 		tips_pool_close(&db->pool);
 	pthread_mutex_destroy(&db->ologs.lock);
 	pthread_cond_destroy(&db->ologs.room);
+	pthread_rwlock_destroy(&db->scan_lock);
 	pthread_mutex_destroy(&db->persist_mu);
 	pthread_cond_destroy(&db->persist_cv);
 	pthread_mutex_destroy(&db->work_mu);
@@ -1023,6 +1019,11 @@ int tips_open(const char *path, const struct tips_config *config,
 	db->lookup_sizes = tips_index_find(ops->name) == ops;
 	pthread_mutex_init(&db->ologs.lock, NULL);
 	pthread_cond_init(&db->ologs.room, NULL);
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&db->scan_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&db->persist_mu, NULL);
 	pthread_cond_init(&db->persist_cv, NULL);
 	pthread_mutex_init(&db->work_mu, NULL);

@@ -232,6 +232,9 @@ struct tips_db {
 	void *ulog_ring;
 	uint64_t ulog_size;
 
+	/* Scans read OLogs under the read side; reclamation moves heads under the write. */
+	pthread_rwlock_t scan_lock;
+
 	/* Persist thread (replay.c). */
 	pthread_t persist_thread;
 	bool persist_started;

@@ -3,18 +3,12 @@
  *
  * Reclamation runs between replay epochs, so [head, applied) of every OLog is exactly
  * what the index holds beyond the last reclamation.
- *   Step 1: flush every range in the ULog and every block allocated through the MLog;
- *     record each OLog's new head (pending_head, its `applied` now); then persist
- *     flush_done = 1. From here the index's state is durable.
- *   Step 2: wait for every read section open (grace_wait), checkpoint the heap
- *     (applies the deferred frees: no replay can free those blocks again now), install
- *     the heads, move the ULog to a new generation (which empties it), and persist
- *     flush_done = 0, in that order.
- * Scans read OLog records from `applied` on inside a read section (tips_scan). The new
- * heads are `applied` values read before the grace period, and `applied` only grows, so
- * a scan that began after the grace period began reads nothing below them, and one that
- * began before is waited for: no scan reads space a writer may reuse. (This was a
- * reader-writer lock whose shared line two scanning threads bounced on every scan.)
+ *   Step 1: wait for scans that read the OLogs; flush every range in the ULog and every
+ *     block allocated through the MLog; record each OLog's new head (pending_head);
+ *     then persist flush_done = 1. From here the index's state is durable.
+ *   Step 2: checkpoint the heap (applies the deferred frees: no replay can free those
+ *     blocks again now), install the heads, move the ULog to a new generation (which
+ *     empties it), and persist flush_done = 0, in that order.
  * Recovery after a crash: with flush_done set, finish step 2; otherwise undo the ULog
  * (newest record first), roll back the MLog (frees what was allocated since the last
  * reclamation, forgets deferred frees) and empty the ULog: the index is back at the
@@ -63,6 +57,7 @@ void reclaim_finish(struct tips_db *db)
 
 void reclaim_run(struct tips_db *db)
 {
+	pthread_rwlock_wrlock(&db->scan_lock);
 	/* Step 1. */
 	ulog_flush_targets(db->ulog);
 	heap_flush_logged_blocks(db->heap); /* drains */
@@ -75,6 +70,7 @@ void reclaim_run(struct tips_db *db)
 	persist_word(&db->fw->flush_done, 1);
 	/* Step 2. */
 	reclaim_finish(db);
+	pthread_rwlock_unlock(&db->scan_lock);
 	atomic_store(&db->reclaim_wanted, 0);
 	atomic_store(&db->room_wanted, 0);
 	atomic_fetch_add(&db->reclamations, 1);
