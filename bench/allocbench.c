@@ -33,6 +33,7 @@
  * Exit codes: 0 done, 2 usage error, 3 a library or system call failed.
  */
 #define _GNU_SOURCE
+#include "json_str.h"
 #include "size_arg.h"
 
 #include <errno.h>
@@ -592,21 +593,6 @@ static void print_table(const struct bench *b)
 }
 
 /* ---- JSON ------------------------------------------------------------------------------ */
-
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
 
 static void json_samples(FILE *f, const double *v, uint64_t n)
 {

@@ -37,6 +37,7 @@
 #include <tips/tips.h>
 
 #include "bench_index.h"
+#include "json_str.h"
 #include "tips_bench.h"
 
 #define MAX_NAMES 64
@@ -435,13 +436,13 @@ static int write_json(const struct session *s)
 	fprintf(f, "{\"kind\":\"tips-bench-compare\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"dist\":\"%s\",\"skew\":%g,\"key_size\":%u,\"value_size\":%u,"
 		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"seconds\":%g,"
-		"\"baseline\":\"%s\",\"upsert\":%s,\"batch\":%u,\"pool_dir\":\"%s\","
-		"\"pool_pages\":\"%s\",\"thread_counts\":[",
+		"\"baseline\":\"%s\",\"upsert\":%s,\"batch\":%u,\"pool_dir\":",
 		(unsigned long long)o->records, (unsigned long long)o->ops, s->cell[0].threads,
 		keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
 		(unsigned long long)o->seed, o->repeat, o->max_seconds, o->seconds,
-		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch,
-		bench_pool_dir(), bench_pool_pages());
+		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch);
+	json_string(f, bench_pool_dir());
+	fprintf(f, ",\"pool_pages\":\"%s\",\"thread_counts\":[", bench_pool_pages());
 	for (unsigned t = 0; t < s->nthreads; t++)
 		fprintf(f, "%s%u", t ? "," : "", s->cell[t * s->nworkload * s->nindex].threads);
 	fprintf(f, "]},\"results\":[");

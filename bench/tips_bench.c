@@ -56,6 +56,7 @@
 
 #include "bench_index.h"
 #include "histogram.h"
+#include "json_str.h"
 #include "size_arg.h"
 #include "tips_bench.h"
 
@@ -1399,11 +1400,13 @@ static void json_config(FILE *json, const struct options *o)
 		"\"threads\":%u,\"workload\":\"%s\",\"dist\":\"%s\",\"skew\":%g,"
 		"\"key_size\":%u,\"value_size\":%u,\"scan_len\":%u,\"seed\":%llu,"
 		"\"max_seconds\":%g,\"seconds\":%g,\"upsert\":%s,\"batch\":%u,"
-		"\"pool_dir\":\"%s\",\"pool_pages\":\"%s\",\"ratios\":{",
+		"\"pool_dir\":",
 		o->index, (unsigned long long)o->records, (unsigned long long)o->ops, o->threads,
 		o->workload, keydist_name(o->dist), o->skew, o->key_size, o->value_size,
 		o->scan_len, (unsigned long long)o->seed, o->max_seconds, o->seconds, o->upsert ? "true" : "false",
-		o->batch, bench_pool_dir(), bench_pool_pages());
+		o->batch);
+	json_string(json, bench_pool_dir());
+	fprintf(json, ",\"pool_pages\":\"%s\",\"ratios\":{", bench_pool_pages());
 	for (int i = 0; i < NOPS; i++)
 		fprintf(json, "%s\"%s\":%g", i ? "," : "", op_names[i], o->ratio[i]);
 	fprintf(json, "}},");

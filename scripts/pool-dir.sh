@@ -12,7 +12,10 @@
 set -euo pipefail
 dir=${TIPS_PM_DIR:-/mnt/tips-pm}
 
-huge_tmpfs() { awk -v d="$1" '$2 == d && $3 == "tmpfs" && $4 ~ /huge=always/ { ok = 1 } END { exit !ok }' /proc/mounts; }
+# The topmost mount at $1 (the last line of /proc/mounts for it) is a huge=always tmpfs.
+huge_tmpfs() { awk -v d="$1" '$2 == d { ok = ($3 == "tmpfs" && $4 ~ /huge=always/) } END { exit !ok }' /proc/mounts; }
+# Something is mounted at $1.
+mounted() { awk -v d="$1" '$2 == d { found = 1 } END { exit !found }' /proc/mounts; }
 
 if huge_tmpfs "$dir"; then
 	echo "$dir"
@@ -26,7 +29,7 @@ if [ "$(id -u)" -ne 0 ]; then
 		exit 0
 	fi
 fi
-if ! mountpoint -q "$dir" 2>/dev/null && $sudo mkdir -p "$dir" &&
+if ! mounted "$dir" && $sudo mkdir -p "$dir" &&
 	$sudo mount -t tmpfs -o huge=always,mode=1777 tips-pm "$dir" 2>/dev/null && huge_tmpfs "$dir"; then
 	echo "pool-dir: mounted $dir (tmpfs, huge=always)" >&2
 	echo "$dir"

@@ -7,6 +7,7 @@
 #include "bench_index.h"
 #include "framework/framework.h" /* bench_lookup_past_facade: db->ops, db->index */
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,21 +171,57 @@ const char *bench_pool_dir(void)
 	return d && *d ? d : "/dev/shm";
 }
 
+/* Copies the mount point field @in of /proc/mounts to @out, decoding its octal escapes
+ * (a space is written \040). */
+static void mount_field_decode(const char *in, char *out, size_t cap)
+{
+	size_t n = 0;
+	for (; *in && n + 1 < cap; in++) {
+		if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' &&
+		    in[3] >= '0' && in[3] <= '7') {
+			out[n++] = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+			in += 3;
+		} else {
+			out[n++] = *in;
+		}
+	}
+	out[n] = 0;
+}
+
+/* The kernel's shmem THP policy when it overrides every mount (force, deny), else "". */
+static const char *shmem_override(void)
+{
+	char line[256];
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+	if (!f)
+		return "";
+	const char *r = "";
+	if (fgets(line, sizeof(line), f))
+		r = strstr(line, "[force]") ? "2M" : strstr(line, "[deny]") ? "4K" : "";
+	fclose(f);
+	return r;
+}
+
 /* The page size a tmpfs mount gives its files' mappings: its huge= option (always or
- * within_size: 2 MiB pages where they fit), else 4 KiB. /proc/mounts' longest mount
- * point that is a prefix of @dir decides. */
+ * within_size: 2 MiB pages where they fit), else 4 KiB, unless the kernel's shmem policy
+ * forces or denies huge pages for every mount. The mount is the one of /proc/mounts
+ * whose mount point is the longest prefix of the directory's real path (the last such
+ * line when several are stacked). */
 const char *bench_pool_pages(void)
 {
-	const char *dir = bench_pool_dir();
+	char dir[PATH_MAX];
+	if (!realpath(bench_pool_dir(), dir))
+		return "unknown";
 	FILE *f = fopen("/proc/mounts", "r");
 	if (!f)
 		return "unknown";
-	char line[1024], best_fs[64] = "", best_opts[512] = "";
+	char line[2048], best_fs[64] = "", best_opts[512] = "";
 	size_t best = 0;
 	while (fgets(line, sizeof(line), f)) {
-		char dev[256], mnt[512], fs[64], opts[512];
-		if (sscanf(line, "%255s %511s %63s %511s", dev, mnt, fs, opts) != 4)
+		char dev[256], raw[1024], mnt[1024], fs[64], opts[512];
+		if (sscanf(line, "%255s %1023s %63s %511s", dev, raw, fs, opts) != 4)
 			continue;
+		mount_field_decode(raw, mnt, sizeof(mnt));
 		size_t n = strlen(mnt);
 		bool under = strncmp(dir, mnt, n) == 0 &&
 			     (dir[n] == '/' || dir[n] == 0 || (n == 1 && mnt[0] == '/'));
@@ -197,6 +234,8 @@ const char *bench_pool_pages(void)
 	fclose(f);
 	if (strcmp(best_fs, "tmpfs") != 0)
 		return "unknown";
+	if (*shmem_override())
+		return shmem_override();
 	return strstr(best_opts, "huge=always") || strstr(best_opts, "huge=within_size") ? "2M"
 												: "4K";
 }
@@ -287,8 +326,12 @@ int bench_index_open_with(struct bench_index *b, const char *name,
 	if (pool_path)
 		snprintf(b->pool, sizeof(b->pool), "%s", pool_path);
 	else
-		snprintf(b->pool, sizeof(b->pool), "%s/tips-bench-%s%d.pool", bench_pool_dir(),
-			 b->ops ? "" : is_listdb(name) ? "listdb-" : "pmdk-", (int)getpid());
+		if (snprintf(b->pool, sizeof(b->pool), "%s/tips-bench-%s%d.pool", bench_pool_dir(),
+			     b->ops ? "" : is_listdb(name) ? "listdb-" : "pmdk-", (int)getpid()) >=
+		    (int)sizeof(b->pool)) {
+			return tips_set_error(TIPS_EINVAL, "TIPS_BENCH_POOL_DIR is too long (%zu "
+					      "bytes)", strlen(bench_pool_dir()));
+		}
 	b->remove_pool = !how->keep;
 	if (is_listdb(name)) {
 		if (!pool_path)

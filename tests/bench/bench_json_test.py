@@ -290,6 +290,21 @@ def main():
     check(doc["config"].get("pool_dir") == (os.environ.get("TIPS_BENCH_POOL_DIR") or "/dev/shm"),
           "pool_dir: TIPS_BENCH_POOL_DIR or /dev/shm")
     check(doc["config"].get("pool_pages") in ("4K", "2M", "unknown"), "pool_pages: 4K, 2M or unknown")
+    # A pool directory whose name needs escaping in JSON (a quote, a backslash, a space):
+    # the pool is made there and the JSON still parses, with the name intact.
+    odd = os.path.join(tmp, 'pool "dir" \\ x')
+    os.makedirs(odd)
+    old_env = os.environ.get("TIPS_BENCH_POOL_DIR")
+    os.environ["TIPS_BENCH_POOL_DIR"] = odd
+    try:
+        doc = run(["--index", "tips-hash", "--workload", "c"] + common, path("odd-dir.json"))
+    finally:
+        if old_env is None:
+            del os.environ["TIPS_BENCH_POOL_DIR"]
+        else:
+            os.environ["TIPS_BENCH_POOL_DIR"] = old_env
+    check(doc["config"].get("pool_dir") == odd, "pool_dir: a name with quotes and a backslash")
+    check(not os.listdir(odd), "the pool in TIPS_BENCH_POOL_DIR is removed at exit")
 
     # CPU per operation: the workers' own clocks, and the rest of the process.
     for phase in ("load", "run"):
