@@ -166,7 +166,11 @@ TIPS_API int tips_get(struct tips_db *db, const void *key, size_t klen, void *va
 /**
  * tips_scan() - call @fn with up to @count key/value pairs, keys >= @start in order
  * (@klen 0: from the first key). Sees every write that completed before the call.
- * Return: the number of pairs passed to @fn, or a negative code.
+ * @fn may call the database (no lock is held while it runs); with libtips' own
+ * indexes it runs while the scan is under way, so a long scan may see a write @fn
+ * made to a key ahead of it.
+ * Return: the number of pairs passed to @fn, or a negative code (which, in a long scan,
+ * may come after some pairs were passed).
  */
 TIPS_API long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 			tips_scan_fn fn, void *arg);

@@ -224,6 +224,9 @@ struct tips_db {
 	void *index;                      /* the index's open handle */
 	bool lookup_sizes;                /* ops is built in: its lookup returns TIPS_ESIZE
 	                                     itself (tips_get's fast path) */
+	bool scan_streams;                /* ops->scan is a built-in index's: it calls the
+	                                     callback outside its locks and read sections,
+	                                     so tips_scan may pass the caller's function */
 	struct tips_config cfg;           /* with defaults filled in */
 
 	struct cache *cache;

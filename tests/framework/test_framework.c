@@ -329,6 +329,123 @@ static void test_scan_overlay_bound(void)
 	unlink(path);
 }
 
+/*
+ * Streamed scans (tips_scan passes the index's keys straight to the caller's function,
+ * merging a small overlay on the way): replay held as above, so that the overlay is
+ * exactly the few writes made meanwhile (at most 32 records, the streamed path's
+ * bound): updates of index keys, deletes of index keys, new keys between and beyond
+ * them, and one key written several times. Then scans from every start with every
+ * count 1..40 against the model; a callback that stops after a few keys (the stopping
+ * one is counted); and a callback that writes and reads through the facade while the
+ * scan runs (a streamed scan holds no lock when it calls it).
+ */
+struct stop_after {
+	size_t left, seen;
+};
+
+static int stop_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	(void)key, (void)klen, (void)val, (void)vlen;
+	struct stop_after *s = arg;
+	s->seen++;
+	return --s->left == 0;
+}
+
+struct reenter {
+	struct tips_db *db;
+	size_t n;
+};
+
+static int reenter_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	struct reenter *r = arg;
+	uint64_t got = 0;
+	size_t gl = 0;
+	CHECK_RC(tips_get(r->db, key, klen, &got, sizeof(got), &gl), 0);
+	CHECK(gl == vlen && memcmp(&got, val, 8) == 0);
+	unsigned char k[8];
+	key_of(SCAN_KEYS + r->n, k); /* beyond every scanned key */
+	uint64_t v = 7;
+	CHECK_RC(tips_put(r->db, k, 8, &v, 8), 0);
+	r->n++;
+	return 0;
+}
+
+static void test_scan_stream(void)
+{
+	struct tips_index_ops wrapped = *ops; /* its own scan: the streamed path */
+	wrapped.insert = held_insert;
+	wrapped.update = held_update;
+	wrapped.remove = held_remove;
+	held_real = ops;
+	ops = &wrapped;
+	struct tips_db *db = open_db(2);
+	ops = held_real;
+	memset(model, 0, sizeof(model));
+	unsigned char key[8];
+	for (uint64_t k = 10; k < 300; k += 3) { /* the index: every third key */
+		uint64_t v = k << 8 | 1;
+		key_of(k, key);
+		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
+		model[k] = v;
+	}
+	struct tips_stats st;
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the load");
+	held_set(true);
+	/* 22 held records: updates, deletes, new keys, a key written 4 times, new keys
+	 * past the index's last key (299 is absent: 298 is its last). */
+	static const uint64_t upd[] = { 10, 31, 154, 298 }, del[] = { 13, 100, 157, 295 },
+			      add[] = { 0, 11, 12, 101, 155, 156, 299, 305, 400, 599 };
+	for (size_t i = 0; i < sizeof(upd) / sizeof(upd[0]); i++) {
+		uint64_t v = upd[i] << 8 | 3;
+		key_of(upd[i], key);
+		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
+		model[upd[i]] = v;
+	}
+	for (size_t i = 0; i < sizeof(del) / sizeof(del[0]); i++) {
+		key_of(del[i], key);
+		CHECK_RC(tips_remove(db, key, 8), 0);
+		model[del[i]] = 0;
+	}
+	for (size_t i = 0; i < sizeof(add) / sizeof(add[0]); i++) {
+		uint64_t v = add[i] << 8 | 5;
+		key_of(add[i], key);
+		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
+		model[add[i]] = v;
+	}
+	for (uint64_t w = 0; w < 4; w++) { /* put, delete, put, put of one key */
+		key_of(200, key);
+		if (w == 1) {
+			CHECK_RC(tips_remove(db, key, 8), 0);
+			model[200] = 0;
+		} else {
+			uint64_t v = 200 << 8 | (w + 7) << 1 | 1;
+			CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
+			model[200] = v;
+		}
+	}
+	tips_stats(db, &st);
+	CHECK(st.cache_unapplied == 22); /* all held: the overlay is exactly these */
+	for (uint64_t start = 0; start < SCAN_KEYS; start += 1)
+		for (size_t count = 1; count <= 40; count += start % 7 + 1)
+			check_scan(db, start, count);
+	check_scan(db, 250, 64); /* past the index's end: the overlay's last keys */
+	for (size_t stop = 1; stop <= 12; stop++) {
+		struct stop_after sa = { stop, 0 };
+		unsigned char k0[8];
+		key_of(150, k0);
+		CHECK(tips_scan(db, k0, 8, 30, stop_cb, &sa) == (long)stop && sa.seen == stop);
+	}
+	struct reenter re = { db, 0 };
+	long n = tips_scan(db, NULL, 0, 25, reenter_cb, &re);
+	CHECK(n == 25 && re.n == 25);
+	held_set(false);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the held writes");
+	check_scan(db, 0, 64);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
 /* More threads than OLog slots over time, each writing then exiting. */
 struct thread_arg {
 	struct tips_db *db;
@@ -797,6 +914,7 @@ int main(int argc, char **argv)
 	test_fences();
 	test_scan();
 	test_scan_overlay_bound();
+	test_scan_stream();
 	test_thread_slots();
 	test_reclaim_and_ulog();
 	test_stats_after_load();
