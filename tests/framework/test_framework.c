@@ -274,19 +274,29 @@ static int held_remove(void *index, const void *key, size_t klen)
 	return held_real->remove(index, key, klen);
 }
 
-static void test_scan_overlay_bound(void)
+/* A fresh database whose index's writes wait while held_set(true); @wrapped (the
+ * index's ops with writes wrapped, its own lookup and scan) must outlive it. The model
+ * is emptied. */
+static struct tips_db *open_db_held(struct tips_index_ops *wrapped)
 {
-	struct tips_index_ops wrapped = *ops;
-	wrapped.insert = held_insert;
-	wrapped.update = held_update;
-	wrapped.remove = held_remove;
+	*wrapped = *ops;
+	wrapped->insert = held_insert;
+	wrapped->update = held_update;
+	wrapped->remove = held_remove;
 	held_real = ops;
-	ops = &wrapped;
+	ops = wrapped;
 	struct tips_db *db = open_db(2);
 	ops = held_real;
 	memset(model, 0, sizeof(model));
+	return db;
+}
+
+/* Puts keys @first, @first + @step, ... below @end (value key << 8 | 1, in the model),
+ * waits until replay has applied them all, then holds the index's writes. */
+static void load_then_hold(struct tips_db *db, uint64_t first, uint64_t end, uint64_t step)
+{
 	unsigned char key[8];
-	for (uint64_t k = 0; k < 400; k++) { /* in the index */
+	for (uint64_t k = first; k < end; k += step) {
 		uint64_t v = k << 8 | 1;
 		key_of(k, key);
 		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
@@ -295,6 +305,15 @@ static void test_scan_overlay_bound(void)
 	struct tips_stats st;
 	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the load");
 	held_set(true);
+}
+
+static void test_scan_overlay_bound(void)
+{
+	struct tips_index_ops wrapped;
+	struct tips_db *db = open_db_held(&wrapped);
+	unsigned char key[8];
+	load_then_hold(db, 0, 400, 1);
+	struct tips_stats st;
 	unsigned seed = 11;
 	/* First puts only (no delete: the index is asked for exactly the scan's count, so
 	 * its last key is the scan's last key unless the overlay adds smaller ones), then
@@ -373,25 +392,11 @@ static int reenter_cb(const void *key, size_t klen, const void *val, size_t vlen
 
 static void test_scan_stream(void)
 {
-	struct tips_index_ops wrapped = *ops; /* its own scan: the streamed path */
-	wrapped.insert = held_insert;
-	wrapped.update = held_update;
-	wrapped.remove = held_remove;
-	held_real = ops;
-	ops = &wrapped;
-	struct tips_db *db = open_db(2);
-	ops = held_real;
-	memset(model, 0, sizeof(model));
+	struct tips_index_ops wrapped; /* its own scan: the streamed path */
+	struct tips_db *db = open_db_held(&wrapped);
 	unsigned char key[8];
-	for (uint64_t k = 10; k < 300; k += 3) { /* the index: every third key */
-		uint64_t v = k << 8 | 1;
-		key_of(k, key);
-		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
-		model[k] = v;
-	}
+	load_then_hold(db, 10, 300, 3); /* the index: every third key */
 	struct tips_stats st;
-	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the load");
-	held_set(true);
 	/* 22 held records: updates, deletes, new keys, a key written 4 times, new keys
 	 * past the index's last key (299 is absent: 298 is its last). */
 	static const uint64_t upd[] = { 10, 31, 154, 298 }, del[] = { 13, 100, 157, 295 },
