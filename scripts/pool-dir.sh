@@ -7,7 +7,8 @@
 # /dev/shm a tips-* lookup pays a page walk its twin does not (docs/bench.md, "Pool
 # directory"). This script therefore prints TIPS_PM_DIR (default /mnt/tips-pm) when it
 # is a tmpfs mounted huge=always, mounting it first if it is not mounted and root (or
-# password-less sudo) may; otherwise it prints /dev/shm, and says why on stderr.
+# password-less sudo) may (size=100% of RAM, as /dev/shm has here: a pool sized for
+# 100M inserts reserves 16 GB); otherwise it prints /dev/shm, and says why on stderr.
 # Usage: export TIPS_BENCH_POOL_DIR=$(scripts/pool-dir.sh)
 set -euo pipefail
 dir=${TIPS_PM_DIR:-/mnt/tips-pm}
@@ -30,7 +31,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	fi
 fi
 if ! mounted "$dir" && $sudo mkdir -p "$dir" &&
-	$sudo mount -t tmpfs -o huge=always,mode=1777 tips-pm "$dir" 2>/dev/null && huge_tmpfs "$dir"; then
+	$sudo mount -t tmpfs -o huge=always,size=100%,mode=1777 tips-pm "$dir" 2>/dev/null && huge_tmpfs "$dir"; then
 	echo "pool-dir: mounted $dir (tmpfs, huge=always)" >&2
 	echo "$dir"
 	exit 0
