@@ -1,8 +1,8 @@
 /*
  * db.c - ListDB's front end: open (its recovery, Algorithm 5, is recover.c), put/delete
- * (Algorithm 1), write batches (tips/batch.h), get (Algorithm 4), scan (a merging iterator over every
- * level), and the background threads that flush MemTables (Algorithm 2) and run Zipper
- * compaction (Algorithm 3).
+ * (Algorithm 1), write batches (tips/batch.h), get (Algorithm 4), scan (a merging
+ * iterator over every level), and the background threads that flush MemTables
+ * (Algorithm 2) and run Zipper compaction (Algorithm 3).
  *
  * Tables. db->mutable_mt takes writes; a full one is sealed and joins the immutable
  * list; the oldest immutable one is flushed into an L0 table; the oldest L0 table is
@@ -35,7 +35,7 @@
 #include "util/grace.h"
 #include "util/version_internal.h"
 
-static uint64_t now_ns(void)
+uint64_t ld_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -208,12 +208,12 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 			break;
 		}
 		if (!t0)
-			t0 = now_ns();
+			t0 = ld_now_ns();
 		if (!stall_help(db))
 			pthread_cond_wait(&db->stall_cond, &db->view_lock);
 	}
 	if (t0) {
-		atomic_fetch_add(&db->st.write_stall_ns, now_ns() - t0);
+		atomic_fetch_add(&db->st.write_stall_ns, ld_now_ns() - t0);
 		atomic_fetch_add(&db->st.write_stalls, 1);
 	}
 	if (rc || atomic_load(&db->mutable_mt) != mt) {

@@ -212,12 +212,16 @@ struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *he
  * @d (braided) or the shared ones, layer 0 in the bottom list. */
 void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
 		   unsigned d, struct ld_entry **preds);
-/* 1 if @e is linked in the bottom layer of the list. @finger, if not NULL, is
- * LD_MAX_HEIGHT pointers, all NULL before the first call, that carry each layer's
- * predecessor from one call to the next: for calls on one list with entries in
- * ascending ld_cmp_entries order, each search starts where the last one stopped. */
+/* 1 if @e is linked in the bottom layer of the list, for entries asked in ascending
+ * ld_cmp_entries order (recovery's check of an interrupted compaction): @finger is
+ * LD_MAX_HEIGHT pointers, all NULL before the first call on the list, that carry each
+ * layer's predecessor from one call to the next, so each search starts where the last
+ * one stopped. */
 bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
 		      struct ld_entry **finger);
+
+/* db.c: CLOCK_MONOTONIC in ns (stall and recovery timings). */
+uint64_t ld_now_ns(void);
 
 /* ---- the database ------------------------------------------------------------------ */
 

@@ -239,11 +239,6 @@ static bool is_head(const struct tips_listdb *db, struct ld_entry *const *heads,
 bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
 		      struct ld_entry **finger)
 {
-	struct ld_entry *preds[LD_MAX_HEIGHT];
-	if (!finger) {
-		ld_list_preds(db, heads, e, 0, preds);
-		return ld_next(preds[0], 0) == e;
-	}
 	unsigned u = upper_list(db, 0);
 	struct ld_entry *x = heads[u];
 	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {

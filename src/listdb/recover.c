@@ -21,7 +21,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "pm/pm.h"
 
@@ -40,13 +39,6 @@ struct recovered {
 	uint64_t merged, max_seq;
 	bool oom;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void collect_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
 {
@@ -126,6 +118,35 @@ static void insertion_sort(struct rec *a, size_t n)
 
 #define SMALL_SORT 24
 
+/* The bucket of @r in a counting pass: its seq minus @lo (@by_seq), or its key word's
+ * bits from @shift on, masked to @mask. */
+static inline size_t bucket_of(const struct rec *r, bool by_seq, uint64_t lo, unsigned shift,
+			       size_t mask)
+{
+	return by_seq ? (size_t)(LD_SEQ(r->lsn) - lo) : (size_t)((r->key8 >> shift) & mask);
+}
+
+/*
+ * One counting pass: moves @a's @n records into bucket order (stable) through @tmp, and
+ * returns where each of the @nb buckets ends (bucket b is [end[b - 1], end[b]), end[-1]
+ * being 0), to be freed by the caller; NULL: out of DRAM, @a unchanged.
+ */
+static size_t *counting_pass(struct rec *a, struct rec *tmp, size_t n, size_t nb, bool by_seq,
+			     uint64_t lo, unsigned shift)
+{
+	size_t mask = nb - 1, *end = calloc(nb + 1, sizeof(*end));
+	if (!end)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		end[bucket_of(&a[i], by_seq, lo, shift, mask) + 1]++;
+	for (size_t b = 0; b < nb; b++)
+		end[b + 1] += end[b]; /* end[b]: where bucket b starts */
+	for (size_t i = 0; i < n; i++)
+		tmp[end[bucket_of(&a[i], by_seq, lo, shift, mask)]++] = a[i]; /* now: ends */
+	memcpy(a, tmp, n * sizeof(*a));
+	return end;
+}
+
 /*
  * Sorts @n records of one seq by rec_cmp: buckets on the key word's bits just below its
  * highest bit that differs among them (so dense keys spread as well as random ones),
@@ -153,29 +174,12 @@ static bool sort_one_seq(struct rec *a, struct rec *tmp, size_t n)
 		bits++;
 	if (bits > top + 1)
 		bits = top + 1;
-	unsigned shift = top + 1 - bits;
-	size_t nb = (size_t)1 << bits, mask = nb - 1;
-	size_t *start = calloc(nb + 1, sizeof(*start));
-	if (!start)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		start[((a[i].key8 >> shift) & mask) + 1]++;
-	for (size_t b = 0; b < nb; b++)
-		start[b + 1] += start[b];
-	size_t *fill = malloc(nb * sizeof(*fill));
-	if (!fill) {
-		free(start);
-		return false;
-	}
-	memcpy(fill, start, nb * sizeof(*fill));
-	for (size_t i = 0; i < n; i++)
-		tmp[fill[(a[i].key8 >> shift) & mask]++] = a[i];
-	free(fill);
-	memcpy(a, tmp, n * sizeof(*a));
-	bool ok = true;
-	for (size_t b = 0; b < nb && ok; b++)
-		ok = sort_one_seq(a + start[b], tmp + start[b], start[b + 1] - start[b]);
-	free(start);
+	size_t nb = (size_t)1 << bits;
+	size_t *end = counting_pass(a, tmp, n, nb, false, 0, top + 1 - bits);
+	bool ok = end != NULL;
+	for (size_t b = 0, from = 0; ok && b < nb; from = end[b++])
+		ok = sort_one_seq(a + from, tmp + from, end[b] - from);
+	free(end);
 	return ok;
 }
 
@@ -198,22 +202,11 @@ static bool sort_recs(struct rec *v, size_t n)
 	}
 	size_t ns = (size_t)(hi - lo) + 1;
 	struct rec *tmp = malloc(n * sizeof(*tmp));
-	size_t *start = calloc(ns + 1, sizeof(*start)), *fill = malloc(ns * sizeof(*fill));
-	bool ok = tmp && start && fill;
-	if (ok) {
-		for (size_t i = 0; i < n; i++)
-			start[LD_SEQ(v[i].lsn) - lo + 1]++;
-		for (size_t s = 0; s < ns; s++)
-			start[s + 1] += start[s];
-		memcpy(fill, start, ns * sizeof(*fill));
-		for (size_t i = 0; i < n; i++)
-			tmp[fill[LD_SEQ(v[i].lsn) - lo]++] = v[i];
-		memcpy(v, tmp, n * sizeof(*v));
-		for (size_t s = 0; s < ns && ok; s++)
-			ok = sort_one_seq(v + start[s], tmp + start[s], start[s + 1] - start[s]);
-	}
-	free(fill);
-	free(start);
+	size_t *end = tmp ? counting_pass(v, tmp, n, ns, true, lo, 0) : NULL;
+	bool ok = end != NULL;
+	for (size_t s = 0, from = 0; ok && s < ns; from = end[s++])
+		ok = sort_one_seq(v + from, tmp + from, end[s] - from);
+	free(end);
 	free(tmp);
 	return ok;
 }
@@ -235,20 +228,20 @@ static void drop_entry(struct tips_listdb *db, struct ld_entry *e)
  * entries to check). */
 struct l1_finger {
 	unsigned shard;
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS]; /* the shard's L1 sentinels */
 	struct ld_entry *preds[LD_MAX_HEIGHT];
 };
 
 static bool in_l1(struct tips_listdb *db, const struct ld_entry *e, struct l1_finger *f)
 {
-	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 	unsigned s = ld_shard_of(db, ld_key(e), e->klen);
 	if (s != f->shard) {
 		f->shard = s;
+		for (unsigned d = 0; d < db->domains; d++)
+			f->heads[d] = ld_l1_head(db, s, d);
 		memset(f->preds, 0, sizeof(f->preds));
 	}
-	for (unsigned d = 0; d < db->domains; d++)
-		heads[d] = ld_l1_head(db, s, d);
-	return ld_list_contains(db, heads, e, f->preds);
+	return ld_list_contains(db, f->heads, e, f->preds);
 }
 
 /*
@@ -362,7 +355,7 @@ static int rebuild_l0(struct tips_listdb *db, const struct rec *v, size_t n)
 
 int ld_recover(struct tips_listdb *db)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = ld_now_ns();
 	struct recovered r = { .merged = db->manifest->merged_seq };
 	uint64_t comp = db->manifest->compacting_seq;
 	for (unsigned d = 0; d < db->domains; d++)
@@ -398,6 +391,6 @@ int ld_recover(struct tips_listdb *db)
 	if (comp && next <= comp)
 		next = comp + 1;
 	db->next_seq = next;
-	db->recovery_ms = (double)(now_ns() - t0) / 1e6;
+	db->recovery_ms = (double)(ld_now_ns() - t0) / 1e6;
 	return 0;
 }
