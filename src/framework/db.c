@@ -703,42 +703,29 @@ struct stream {
 	const unsigned char *next;  /* the smallest overlay record not merged yet, or NULL */
 };
 
-static const unsigned char *stream_key(const struct stream *s, size_t i, uint32_t *klen)
+/* Key order of two overlay records of @run, by position. */
+static int pos_key_cmp(const struct scan_run *run, const struct ov_pos *a, const struct ov_pos *b)
 {
-	const unsigned char *r = s->ov->p + s->pos[i].off;
-	*klen = scan_rec_at(r).klen;
-	return SCAN_REC_DATA(r);
+	const unsigned char *ra = run->p + a->off, *rb = run->p + b->off;
+	return key_cmp(SCAN_REC_DATA(ra), scan_rec_at(ra).klen, SCAN_REC_DATA(rb),
+		       scan_rec_at(rb).klen);
+}
+
+static int pos_by_key_ts(const void *pa, const void *pb, void *run)
+{
+	const struct ov_pos *a = pa, *b = pb;
+	int c = pos_key_cmp(run, a, b);
+	return c ? c : (a->ts > b->ts) - (a->ts < b->ts);
 }
 
 /* Sorts the overlay by key then stamp and keeps the newest record of each key. */
 static void stream_sort(struct stream *s)
 {
-	for (size_t i = 1; i < s->npos; i++) {
-		struct ov_pos x = s->pos[i];
-		uint32_t xl, yl;
-		const unsigned char *xk = SCAN_REC_DATA(s->ov->p + x.off);
-		xl = scan_rec_at(s->ov->p + x.off).klen;
-		size_t j = i;
-		while (j > 0) {
-			const unsigned char *yk = stream_key(s, j - 1, &yl);
-			int c = key_cmp(xk, xl, yk, yl);
-			if (c > 0 || (c == 0 && x.ts > s->pos[j - 1].ts))
-				break;
-			s->pos[j] = s->pos[j - 1];
-			j--;
-		}
-		s->pos[j] = x;
-	}
+	qsort_r(s->pos, s->npos, sizeof(*s->pos), pos_by_key_ts, (void *)s->ov);
 	size_t w = 0;
-	for (size_t i = 0; i < s->npos; i++) {
-		uint32_t a, b;
-		if (i + 1 < s->npos) {
-			const unsigned char *ka = stream_key(s, i, &a), *kb = stream_key(s, i + 1, &b);
-			if (key_cmp(ka, a, kb, b) == 0)
-				continue; /* an older write of the same key */
-		}
-		s->pos[w++] = s->pos[i];
-	}
+	for (size_t i = 0; i < s->npos; i++)
+		if (i + 1 == s->npos || pos_key_cmp(s->ov, &s->pos[i], &s->pos[i + 1]) != 0)
+			s->pos[w++] = s->pos[i]; /* else an older write of the next one's key */
 	s->npos = w;
 	s->sorted = true;
 	s->j = 0;
@@ -808,7 +795,7 @@ static int stream_index_key(const void *key, size_t klen, const void *val, size_
 static int stream_copy_overlay(const struct ov_list *ov, struct scan_run *run,
 			       struct ov_pos *pos, struct stream *s)
 {
-	const unsigned char *min = NULL;
+	size_t min = 0;
 	for (size_t i = 0; i < ov->n; i++) {
 		const struct olog_rec *r = ov->v[i].r;
 		bool del = OLOG_REC_OP(r) == OLOG_OP_DELETE;
@@ -816,17 +803,13 @@ static int stream_copy_overlay(const struct ov_list *ov, struct scan_run *run,
 				  del ? SCAN_TOMBSTONE : 0))
 			return TIPS_ENOMEM;
 		pos[i] = (struct ov_pos){ run->last, ov->v[i].ts };
+		if (pos_key_cmp(run, &pos[i], &pos[min]) < 0)
+			min = i;
 	}
 	s->ov = run;
 	s->pos = pos;
 	s->npos = ov->n;
-	for (size_t i = 0; i < ov->n; i++) {
-		const unsigned char *r = run->p + pos[i].off;
-		if (!min || key_cmp(SCAN_REC_DATA(r), scan_rec_at(r).klen, SCAN_REC_DATA(min),
-				    scan_rec_at(min).klen) < 0)
-			min = r;
-	}
-	s->next = min;
+	s->next = ov->n ? run->p + pos[min].off : NULL;
 	return 0;
 }
 
@@ -1201,10 +1184,9 @@ int tips_open(const char *path, const struct tips_config *config,
 	config_defaults(&db->cfg);
 	db->id = atomic_fetch_add(&next_db_id, 1);
 	db->ops = ops;
-	db->lookup_sizes = tips_index_find(ops->name) == ops;
 	const struct tips_index_ops *builtin = tips_index_find(ops->name);
-	db->scan_streams = builtin && builtin->scan == ops->scan; /* its own scan: see
-								      scan_streamed() */
+	db->lookup_sizes = builtin == ops;
+	db->scan_streams = builtin && builtin->scan == ops->scan; /* see scan_streamed() */
 	pthread_mutex_init(&db->ologs.lock, NULL);
 	pthread_cond_init(&db->ologs.room, NULL);
 	pthread_rwlockattr_t ra;
