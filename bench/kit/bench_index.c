@@ -234,8 +234,9 @@ const char *bench_pool_pages(void)
 	fclose(f);
 	if (strcmp(best_fs, "tmpfs") != 0)
 		return "unknown";
-	if (*shmem_override())
-		return shmem_override();
+	const char *forced = shmem_override();
+	if (*forced)
+		return forced;
 	return strstr(best_opts, "huge=always") || strstr(best_opts, "huge=within_size") ? "2M"
 												: "4K";
 }
@@ -325,13 +326,11 @@ int bench_index_open_with(struct bench_index *b, const char *name,
 	}
 	if (pool_path)
 		snprintf(b->pool, sizeof(b->pool), "%s", pool_path);
-	else
-		if (snprintf(b->pool, sizeof(b->pool), "%s/tips-bench-%s%d.pool", bench_pool_dir(),
-			     b->ops ? "" : is_listdb(name) ? "listdb-" : "pmdk-", (int)getpid()) >=
-		    (int)sizeof(b->pool)) {
-			return tips_set_error(TIPS_EINVAL, "TIPS_BENCH_POOL_DIR is too long (%zu "
-					      "bytes)", strlen(bench_pool_dir()));
-		}
+	else if (snprintf(b->pool, sizeof(b->pool), "%s/tips-bench-%s%d.pool", bench_pool_dir(),
+			  b->ops ? "" : is_listdb(name) ? "listdb-" : "pmdk-",
+			  (int)getpid()) >= (int)sizeof(b->pool))
+		return tips_set_error(TIPS_EINVAL, "TIPS_BENCH_POOL_DIR is too long (%zu bytes)",
+				      strlen(bench_pool_dir()));
 	b->remove_pool = !how->keep;
 	if (is_listdb(name)) {
 		if (!pool_path)
