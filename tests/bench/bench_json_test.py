@@ -56,9 +56,11 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def run(args, path):
+def run(args, path, env=None):
+    """Runs tips-bench with @args (and @env added to the environment); its JSON."""
     cmd = [BENCH] + args + ["--json", path]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=dict(os.environ, **env) if env else None)
     if proc.returncode != 0:
         sys.exit("FAIL: %s exited %d: %s" % (" ".join(cmd), proc.returncode, proc.stderr))
     with open(path) as f:
@@ -294,15 +296,8 @@ def main():
     # the pool is made there and the JSON still parses, with the name intact.
     odd = os.path.join(tmp, 'pool "dir" \\ x')
     os.makedirs(odd)
-    old_env = os.environ.get("TIPS_BENCH_POOL_DIR")
-    os.environ["TIPS_BENCH_POOL_DIR"] = odd
-    try:
-        doc = run(["--index", "tips-hash", "--workload", "c"] + common, path("odd-dir.json"))
-    finally:
-        if old_env is None:
-            del os.environ["TIPS_BENCH_POOL_DIR"]
-        else:
-            os.environ["TIPS_BENCH_POOL_DIR"] = old_env
+    doc = run(["--index", "tips-hash", "--workload", "c"] + common, path("odd-dir.json"),
+              env={"TIPS_BENCH_POOL_DIR": odd})
     check(doc["config"].get("pool_dir") == odd, "pool_dir: a name with quotes and a backslash")
     check(not os.listdir(odd), "the pool in TIPS_BENCH_POOL_DIR is removed at exit")
 
