@@ -574,10 +574,11 @@ static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint
 	size_t dels = 0;
 	for (unsigned i = 0; i < db->ologs.n; i++) {
 		struct olog *l = &db->ologs.logs[i];
-		uint64_t pos = atomic_load_explicit(&l->applied, memory_order_acquire);
-		uint64_t end = atomic_load_explicit(&l->durable_tail, memory_order_acquire);
+		struct olog_cursor c = olog_cursor_at(
+			l, atomic_load_explicit(&l->applied, memory_order_acquire),
+			atomic_load_explicit(&l->durable_tail, memory_order_acquire));
 		const struct olog_rec *r;
-		while ((r = olog_next(l, &pos, end))) {
+		while ((r = olog_next(l, &c))) {
 			if (OLOG_REC_TS(r) > scan_ts || key_cmp(r->data, r->klen, start, klen) < 0)
 				continue;
 			if (!ov_add(out, r))

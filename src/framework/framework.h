@@ -152,8 +152,22 @@ void olog_commit(struct olog *log, uint64_t tail, uint64_t records);
 /* Appends and persists a record, then persists the tail: exactly two fences. */
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
 		 const void *val, size_t vlen, uint64_t entry);
-/* The record at logical offset @pos (never a PAD: they are skipped); advances *pos. */
-const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t end);
+/* A reader's place in an OLog: the logical offset, its offset in the ring (kept, so
+ * that stepping to the next record costs no division by the ring's size, which need
+ * not be a power of two), and the end of what it may read. */
+struct olog_cursor {
+	uint64_t pos, off, end;
+};
+
+static inline struct olog_cursor olog_cursor_at(const struct olog *log, uint64_t pos,
+						uint64_t end)
+{
+	return (struct olog_cursor){ pos, pos % log->size, end };
+}
+
+/* The record at the cursor (never a PAD: they are skipped), or NULL at its end;
+ * advances the cursor past it. */
+const struct olog_rec *olog_next(const struct olog *log, struct olog_cursor *c);
 /* Checks the persistent head and tail of @log (slot @slot) and every record between
  * them; 0 or TIPS_ECORRUPT with a message naming the slot, offset and expectation. */
 int olog_verify(const struct olog *log, unsigned slot);
@@ -210,7 +224,7 @@ struct thread_ctx {
 struct worker;
 
 struct collect_cursor {
-	uint64_t pos, end;
+	struct olog_cursor c;
 	const struct olog_rec *rec;
 };
 

@@ -96,20 +96,23 @@ void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, si
 	olog_commit(log, tail, 1);
 }
 
-const struct olog_rec *olog_next(const struct olog *log, uint64_t *pos, uint64_t end)
+const struct olog_rec *olog_next(const struct olog *log, struct olog_cursor *c)
 {
-	while (*pos < end) {
-		const struct olog_rec *r = (const struct olog_rec *)(log->ring + *pos % log->size);
+	while (c->pos < c->end) {
+		const struct olog_rec *r = (const struct olog_rec *)(log->ring + c->off);
 		/* A PAD's key and value lengths are whatever the ring held before: only a
 		 * record's are checked. */
 		bool pad = OLOG_REC_OP(r) == OLOG_OP_PAD;
-		if (r->len == 0 || r->len % 64 || r->len > end - *pos ||
-		    r->len > log->size - *pos % log->size ||
+		if (r->len == 0 || r->len % 64 || r->len > c->end - c->pos ||
+		    r->len > log->size - c->off ||
 		    (!pad && sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len)) {
-			*pos = end; /* cannot happen below a persistent tail; never loop on it */
+			c->pos = c->end; /* cannot happen below a persistent tail; never loop */
 			return NULL;
 		}
-		*pos += r->len;
+		c->pos += r->len;
+		c->off += r->len; /* a record never crosses the ring's end */
+		if (c->off == log->size)
+			c->off = 0;
 		if (!pad)
 			return r;
 	}

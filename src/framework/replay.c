@@ -346,9 +346,9 @@ static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 	unsigned n_logs = db->ologs.n;
 	for (unsigned i = 0; i < n_logs; i++) {
 		struct olog *l = &db->ologs.logs[i];
-		cur[i].pos = l->applied;
-		cur[i].end = atomic_load_explicit(&l->durable_tail, memory_order_acquire);
-		cur[i].rec = olog_next(l, &cur[i].pos, cur[i].end);
+		cur[i].c = olog_cursor_at(l, l->applied,
+					  atomic_load_explicit(&l->durable_tail, memory_order_acquire));
+		cur[i].rec = olog_next(l, &cur[i].c);
 	}
 	uint64_t n = 0;
 	while (n < limit) {
@@ -361,7 +361,7 @@ static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 			break;
 		struct olog *l = &db->ologs.logs[best];
 		const struct olog_rec *r = cur[best].rec;
-		bool live = cur[best].pos - r->len >= l->recovered_end;
+		bool live = cur[best].c.pos - r->len >= l->recovered_end;
 		if (!(live && !db->recovering && r->entry == 0)) { /* 0: applied already */
 			struct worker *w = &db->workers[cache_key_hash(r->data, r->klen) % W];
 			if (w->n >= per_queue)
@@ -372,10 +372,10 @@ static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 			}
 			n++;
 		}
-		cur[best].rec = olog_next(l, &cur[best].pos, cur[best].end);
+		cur[best].rec = olog_next(l, &cur[best].c);
 	}
 	for (unsigned i = 0; i < n_logs; i++)
-		next_applied[i] = cur[i].rec ? cur[i].pos - cur[i].rec->len : cur[i].end;
+		next_applied[i] = cur[i].rec ? cur[i].c.pos - cur[i].rec->len : cur[i].c.end;
 	return n;
 }
 
@@ -419,11 +419,11 @@ static void cut_at_stamp(struct tips_db *db, uint64_t ts, uint64_t *next_applied
 {
 	for (unsigned i = 0; i < db->ologs.n; i++) {
 		struct olog *l = &db->ologs.logs[i];
-		uint64_t pos = l->applied;
+		struct olog_cursor c = olog_cursor_at(l, l->applied, next_applied[i]);
 		const struct olog_rec *r;
-		while ((r = olog_next(l, &pos, next_applied[i])))
+		while ((r = olog_next(l, &c)))
 			if (OLOG_REC_TS(r) >= ts) {
-				next_applied[i] = pos - r->len;
+				next_applied[i] = c.pos - r->len;
 				break;
 			}
 	}
