@@ -28,6 +28,9 @@
 #include "pm/pm.h"
 #include "framework/framework.h"
 #include "util/errors_internal.h"
+#include "util/grace.h"
+#include "util/kv.h"
+#include "util/scan_below.h"
 #include "util/version_internal.h"
 
 #define DEFAULT_POOL_SIZE (1ull << 30)
@@ -66,6 +69,8 @@ static void ctx_detach(struct thread_ctx *ctx)
 	admit_release(db, ctx->heap_credit);
 	ctx->heap_credit = 0;
 	cache_stash_free(&ctx->stash);
+	backlog_view_free(ctx->view);
+	ctx->view = NULL;
 	if (ctx->log) {
 		pthread_mutex_lock(&db->ologs.lock);
 		ctx->log->in_use = false;
@@ -150,6 +155,9 @@ struct olog *olog_take(struct tips_db *db, struct thread_ctx *ctx)
 		for (unsigned i = 0; i < db->ologs.n; i++)
 			if (!db->ologs.logs[i].in_use) {
 				db->ologs.logs[i].in_use = true;
+				if (i >= atomic_load_explicit(&db->ologs.live, memory_order_relaxed))
+					atomic_store_explicit(&db->ologs.live, i + 1,
+							      memory_order_release);
 				pthread_mutex_unlock(&db->ologs.lock);
 				return &db->ologs.logs[i];
 			}
@@ -496,23 +504,6 @@ static void scan_run_free(struct scan_run *r)
 		free(r->p);
 }
 
-static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-	if (alen == 8 && blen == 8) { /* one word compare: big-endian order is byte order */
-		uint64_t x, y;
-		memcpy(&x, a, 8);
-		memcpy(&y, b, 8);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		x = __builtin_bswap64(x);
-		y = __builtin_bswap64(y);
-#endif
-		return (x > y) - (x < y);
-	}
-	size_t common = alen < blen ? alen : blen;
-	int c = common ? memcmp(a, b, common) : 0; /* a scan from the start passes NULL, 0 */
-	return c ? c : (alen > blen) - (alen < blen);
-}
-
 /* An OLog record of the overlay, read in place (under the scan lock). */
 struct ov_ref {
 	const struct olog_rec *r;
@@ -541,7 +532,7 @@ static bool ov_add(struct ov_list *l, const struct olog_rec *r)
 static int ov_by_key_ts(const void *pa, const void *pb)
 {
 	const struct ov_ref *a = pa, *b = pb;
-	int c = key_cmp(a->r->data, a->r->klen, b->r->data, b->r->klen);
+	int c = kv_cmp(a->r->data, a->r->klen, b->r->data, b->r->klen);
 	return c ? c : (a->ts > b->ts) - (a->ts < b->ts);
 }
 
@@ -572,14 +563,14 @@ static int olog_overlay(struct tips_db *db, const void *start, size_t klen, uint
 			struct ov_list *out, size_t *deletes)
 {
 	size_t dels = 0;
-	for (unsigned i = 0; i < db->ologs.n; i++) {
+	for (unsigned i = 0, live = olog_live(&db->ologs); i < live; i++) {
 		struct olog *l = &db->ologs.logs[i];
 		struct olog_cursor c = olog_cursor_at(
 			l, atomic_load_explicit(&l->applied, memory_order_acquire),
 			atomic_load_explicit(&l->durable_tail, memory_order_acquire));
 		const struct olog_rec *r;
 		while ((r = olog_next(l, &c))) {
-			if (OLOG_REC_TS(r) > scan_ts || key_cmp(r->data, r->klen, start, klen) < 0)
+			if (OLOG_REC_TS(r) > scan_ts || kv_cmp(r->data, r->klen, start, klen) < 0)
 				continue;
 			if (!ov_add(out, r))
 				return TIPS_ENOMEM;
@@ -604,7 +595,7 @@ static int overlay_copy(struct ov_list *ov, const unsigned char *last, struct sc
 	size_t w = 0;
 	uint32_t last_klen = last ? scan_rec_at(last).klen : 0;
 	for (size_t i = 0; i < ov->n; i++)
-		if (!last || key_cmp(ov->v[i].r->data, ov->v[i].r->klen, SCAN_REC_DATA(last),
+		if (!last || kv_cmp(ov->v[i].r->data, ov->v[i].r->klen, SCAN_REC_DATA(last),
 				     last_klen) <= 0)
 			ov->v[w++] = ov->v[i];
 	ov->n = w;
@@ -612,7 +603,7 @@ static int overlay_copy(struct ov_list *ov, const unsigned char *last, struct sc
 		qsort(ov->v, ov->n, sizeof(*ov->v), ov_by_key_ts);
 	for (size_t i = 0; i < ov->n; i++) {
 		const struct olog_rec *r = ov->v[i].r;
-		if (i + 1 < ov->n && key_cmp(r->data, r->klen, ov->v[i + 1].r->data,
+		if (i + 1 < ov->n && kv_cmp(r->data, r->klen, ov->v[i + 1].r->data,
 					     ov->v[i + 1].r->klen) == 0)
 			continue; /* keep the newest (last) of each key */
 		bool del = OLOG_REC_OP(r) == OLOG_OP_DELETE;
@@ -647,7 +638,7 @@ static long scan_emit(const struct scan_run *ix, const struct scan_run *ov, size
 		struct scan_rec a = i < iend ? scan_rec_at(i) : (struct scan_rec){ 0, 0 };
 		struct scan_rec b = j < jend ? scan_rec_at(j) : (struct scan_rec){ 0, 0 };
 		int c = i == iend ? 1 : j == jend ? -1 :
-			key_cmp(SCAN_REC_DATA(i), a.klen, SCAN_REC_DATA(j), b.klen);
+			kv_cmp(SCAN_REC_DATA(i), a.klen, SCAN_REC_DATA(j), b.klen);
 		const unsigned char *d;
 		uint32_t kl, vl;
 		if (c < 0) {
@@ -705,17 +696,17 @@ struct stream {
 };
 
 /* Key order of two overlay records of @run, by position. */
-static int pos_key_cmp(const struct scan_run *run, const struct ov_pos *a, const struct ov_pos *b)
+static int pos_kv_cmp(const struct scan_run *run, const struct ov_pos *a, const struct ov_pos *b)
 {
 	const unsigned char *ra = run->p + a->off, *rb = run->p + b->off;
-	return key_cmp(SCAN_REC_DATA(ra), scan_rec_at(ra).klen, SCAN_REC_DATA(rb),
+	return kv_cmp(SCAN_REC_DATA(ra), scan_rec_at(ra).klen, SCAN_REC_DATA(rb),
 		       scan_rec_at(rb).klen);
 }
 
 static int pos_by_key_ts(const void *pa, const void *pb, void *run)
 {
 	const struct ov_pos *a = pa, *b = pb;
-	int c = pos_key_cmp(run, a, b);
+	int c = pos_kv_cmp(run, a, b);
 	return c ? c : (a->ts > b->ts) - (a->ts < b->ts);
 }
 
@@ -725,7 +716,7 @@ static void stream_sort(struct stream *s)
 	qsort_r(s->pos, s->npos, sizeof(*s->pos), pos_by_key_ts, (void *)s->ov);
 	size_t w = 0;
 	for (size_t i = 0; i < s->npos; i++)
-		if (i + 1 == s->npos || pos_key_cmp(s->ov, &s->pos[i], &s->pos[i + 1]) != 0)
+		if (i + 1 == s->npos || pos_kv_cmp(s->ov, &s->pos[i], &s->pos[i + 1]) != 0)
 			s->pos[w++] = s->pos[i]; /* else an older write of the next one's key */
 	s->npos = w;
 	s->sorted = true;
@@ -754,7 +745,7 @@ static int stream_overlay_upto(struct stream *s, const void *key, size_t klen, b
 	while (s->j < s->npos) {
 		const unsigned char *r = s->ov->p + s->pos[s->j].off;
 		struct scan_rec h = scan_rec_at(r);
-		int c = key ? key_cmp(SCAN_REC_DATA(r), h.klen, key, klen) : -1;
+		int c = key ? kv_cmp(SCAN_REC_DATA(r), h.klen, key, klen) : -1;
 		if (c > 0)
 			break;
 		s->j++;
@@ -786,7 +777,7 @@ static int stream_index_key(const void *key, size_t klen, const void *val, size_
 			    void *arg)
 {
 	struct stream *s = arg;
-	if (!s->next || key_cmp(key, klen, SCAN_REC_DATA(s->next), scan_rec_at(s->next).klen) < 0)
+	if (!s->next || kv_cmp(key, klen, SCAN_REC_DATA(s->next), scan_rec_at(s->next).klen) < 0)
 		return stream_emit(s, key, klen, val, vlen);
 	return stream_merge(s, key, klen, val, vlen);
 }
@@ -804,7 +795,7 @@ static int stream_copy_overlay(const struct ov_list *ov, struct scan_run *run,
 				  del ? SCAN_TOMBSTONE : 0))
 			return TIPS_ENOMEM;
 		pos[i] = (struct ov_pos){ run->last, ov->v[i].ts };
-		if (pos_key_cmp(run, &pos[i], &pos[min]) < 0)
+		if (pos_kv_cmp(run, &pos[i], &pos[min]) < 0)
 			min = i;
 	}
 	s->ov = run;
@@ -840,13 +831,11 @@ static long scan_streamed(struct tips_db *db, const void *start, size_t klen, si
 	return s.n;
 }
 
-long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
-	       tips_scan_fn fn, void *arg)
+/* A scan that merges the overlay with the index's keys (count > 0): the general path,
+ * and the rest of a bounded scan. */
+static long scan_merged(struct tips_db *db, const void *start, size_t klen, size_t count,
+			tips_scan_fn fn, void *arg)
 {
-	if (!db || !fn || (klen && !start))
-		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
-	if (count == 0)
-		return 0;
 	_Alignas(8) unsigned char inl_bytes[SCAN_INLINE_BYTES];
 	struct ov_ref inl_ov[SCAN_INLINE_OVERLAY];
 	struct ov_list overlay = { inl_ov, 0, SCAN_INLINE_OVERLAY, inl_ov };
@@ -885,6 +874,113 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM")
 					 : rc;
 	return n;
+}
+
+/*
+ * Bounded scans, the usual path for libtips' own indexes (db->scan_streams). Inside a
+ * read section, the smallest key >= start among the writes replay has not applied is
+ * found (the bound) and copied: from the calling thread's backlog view (backlog_view.c:
+ * a sorted index it keeps of the backlog, reading only the records appended since its
+ * last scan), or, when the backlog is too large for the view, by reading every unapplied
+ * record (overlay_min). Nothing else of the overlay is copied. The index's keys below
+ * the bound go straight to the caller's function: no overlay write is among them and no
+ * overlay delete hides one of them, so the index is asked for exactly `count`; an index
+ * with a bounded scan of its own (util/scan_below.h: tips-art) stops at the bound
+ * itself, and the others get a callback that compares each key with it. When the index
+ * reaches the bound, or runs out of keys before `count`, the rest of the scan, from the
+ * bound on, is a merged scan (scan_merged), which reads the overlay again. With a
+ * backlog spread over the key space a short scan seldom reaches the bound
+ * (docs/indexes.md, "Eighth pass").
+ */
+struct bounded {
+	tips_scan_fn fn;
+	void *arg;
+	size_t count;
+	long n;                /* pairs passed to fn */
+	bool stop;             /* fn asked to stop, or count reached */
+	const void *bound;     /* the smallest overlay key >= start */
+	size_t bound_klen;
+};
+
+static int bounded_index_key(const void *key, size_t klen, const void *val, size_t vlen,
+			     void *arg)
+{
+	struct bounded *b = arg;
+	if (kv_cmp(key, klen, b->bound, b->bound_klen) >= 0)
+		return 1; /* the merged scan takes over from the bound */
+	b->n++;
+	if (b->fn(key, klen, val, vlen, b->arg) || (size_t)b->n >= b->count) {
+		b->stop = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* The smallest key >= @start of the OLog writes stamped <= @scan_ts that replay has not
+ * applied yet (as olog_overlay() sees them), or NULL. Inside a read section. */
+static const struct olog_rec *overlay_min(struct tips_db *db, const void *start, size_t klen,
+					  uint64_t scan_ts)
+{
+	const struct olog_rec *min = NULL;
+	for (unsigned i = 0, live = olog_live(&db->ologs); i < live; i++) {
+		struct olog *l = &db->ologs.logs[i];
+		struct olog_cursor c = olog_cursor_at(
+			l, atomic_load_explicit(&l->applied, memory_order_acquire),
+			atomic_load_explicit(&l->durable_tail, memory_order_acquire));
+		const struct olog_rec *r;
+		while ((r = olog_next(l, &c))) {
+			if (OLOG_REC_TS(r) > scan_ts || kv_cmp(r->data, r->klen, start, klen) < 0)
+				continue;
+			if (!min || kv_cmp(r->data, r->klen, min->data, min->klen) < 0)
+				min = r;
+		}
+	}
+	return min;
+}
+
+long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
+	       tips_scan_fn fn, void *arg)
+{
+	if (!db || !fn || (klen && !start))
+		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
+	if (count == 0)
+		return 0;
+	if (!db->scan_streams)
+		return scan_merged(db, start, klen, count, fn, arg);
+	unsigned char bound[TIPS_MAX_KEY];
+	struct bounded b = { .fn = fn, .arg = arg, .count = count, .bound = bound };
+	/* A read section, not the scan lock (whose line two scanning threads would bounce):
+	 * reclamation reads each OLog's new head from `applied` before its grace period
+	 * (reclaim_finish) and hands the space below it to writers only after, and
+	 * `applied` only grows, so no record read here is overwritten before the exit. */
+	struct thread_ctx *ctx = ctx_get(db);
+	grace_read_enter();
+	const struct olog_rec *min;
+	if (!ctx || backlog_view_min(db, &ctx->view, start, klen, &min) != 0)
+		min = overlay_min(db, start, klen, ts_scan_point());
+	if (min) {
+		b.bound_klen = min->klen; /* <= TIPS_MAX_KEY: every OLog record's key is */
+		memcpy(bound, min->data, b.bound_klen);
+	}
+	grace_read_exit();
+	if (!min) /* nothing to merge: the index's keys are the answer */
+		return db->ops->scan(db->index, start, klen, count, fn, arg);
+	long got;
+	bool more = false;
+	if (db->scan_below) { /* the index stops at the bound itself */
+		got = db->scan_below(db->index, start, klen, count, bound, b.bound_klen, &more, fn,
+				     arg);
+	} else {
+		got = db->ops->scan(db->index, start, klen, count, bounded_index_key, &b);
+		if (got >= 0) {
+			more = !b.stop;
+			got = b.n;
+		}
+	}
+	if (got < 0 || !more)
+		return got;
+	long rest = scan_merged(db, bound, b.bound_klen, count - (size_t)got, fn, arg);
+	return rest < 0 ? rest : got + rest;
 }
 
 /* ---- open and close ---------------------------------------------------------------- */
@@ -1046,6 +1142,8 @@ static int volatile_state_init(struct tips_db *db)
 		atomic_init(&l->head, slots[i].head);
 		l->applied = slots[i].head;
 		l->recovered_end = slots[i].tail;
+		if (slots[i].head != slots[i].tail)
+			atomic_store_explicit(&db->ologs.live, i + 1, memory_order_relaxed);
 	}
 	int rc = ulog_new(db->ulog_ring, fw->ulog_size, fw->ulog_gen, &db->ulog);
 	if (rc)
@@ -1188,6 +1286,7 @@ int tips_open(const char *path, const struct tips_config *config,
 	const struct tips_index_ops *builtin = tips_index_find(ops->name);
 	db->lookup_sizes = builtin == ops;
 	db->scan_streams = builtin && builtin->scan == ops->scan; /* see scan_streamed() */
+	db->scan_below = db->scan_streams ? idx_scan_below_of(builtin) : NULL;
 	pthread_mutex_init(&db->ologs.lock, NULL);
 	pthread_cond_init(&db->ologs.room, NULL);
 	pthread_rwlockattr_t ra;

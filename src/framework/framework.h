@@ -15,6 +15,7 @@
 #include <tips/plugin.h>
 
 #include "framework/fw_layout.h"
+#include "util/scan_below.h"
 
 /* ---- timestamps (timestamp.c) ---------------------------------------------------- */
 
@@ -131,6 +132,11 @@ struct olog {
 struct olog_set {
 	struct olog *logs;
 	unsigned n;
+	/* Slots [live, n) hold no record: no thread took them since the open, and they
+	 * were empty at it. Only grows (olog_take stores it, release), so scans and the
+	 * epoch's collect read only the slots in use: a pool sized for many threads has
+	 * dozens of slots, and a scan looked at every one. */
+	_Atomic unsigned live;
 	pthread_mutex_t lock;     /* slot ownership, and waits for room */
 	pthread_cond_t room;      /* signalled when a slot frees or heads advance */
 };
@@ -155,6 +161,11 @@ void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, si
 /* A reader's place in an OLog: the logical offset, its offset in the ring (kept, so
  * that stepping to the next record costs no division by the ring's size, which need
  * not be a power of two), and the end of what it may read. */
+static inline unsigned olog_live(const struct olog_set *s)
+{
+	return atomic_load_explicit(&s->live, memory_order_acquire);
+}
+
 struct olog_cursor {
 	uint64_t pos, off, end;
 };
@@ -206,6 +217,15 @@ struct thread_counters {
 	_Atomic uint64_t hits, misses, writes, batches, olog_bytes, waits;
 };
 
+/* backlog_view.c: a scanning thread's sorted index of the replay backlog. Sets *@min
+ * to the smallest key >= @start among the OLog records not applied yet (or NULL);
+ * inside a read section. Returns -1 when the view cannot answer (out of DRAM, or a
+ * backlog larger than it holds): the caller reads the OLogs itself. */
+struct backlog_view;
+int backlog_view_min(struct tips_db *db, struct backlog_view **view, const void *start,
+		     size_t klen, const struct olog_rec **min);
+void backlog_view_free(struct backlog_view *view);
+
 struct thread_ctx {
 	uint64_t db_id;
 	struct tips_db *db;           /* NULL once the db closed (under ctx_lock) */
@@ -214,6 +234,7 @@ struct thread_ctx {
 	uint64_t heap_credit;         /* heap bytes admitted (admit.c) and not used yet */
 	struct cache_stash stash;     /* spare small cache entries */
 	struct thread_counters c;
+	struct backlog_view *view;    /* this thread's index of the replay backlog, or NULL */
 	struct thread_ctx *next_in_db;
 	struct thread_ctx *next_in_thread;
 };
@@ -238,6 +259,7 @@ struct tips_db {
 	void *index;                      /* the index's open handle */
 	bool lookup_sizes;                /* ops is built in: its lookup returns TIPS_ESIZE
 	                                     itself (tips_get's fast path) */
+	idx_scan_below_fn scan_below;     /* the index's bounded scan, or NULL */
 	bool scan_streams;                /* ops->scan is a built-in index's: it calls the
 	                                     callback outside its locks and read sections,
 	                                     so tips_scan may pass the caller's function */

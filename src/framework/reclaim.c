@@ -3,12 +3,17 @@
  *
  * Reclamation runs between replay epochs, so [head, applied) of every OLog is exactly
  * what the index holds beyond the last reclamation.
- *   Step 1: wait for scans that read the OLogs; flush every range in the ULog and every
+ *   Step 1: wait for merged scans (the scan lock); flush every range in the ULog and every
  *     block allocated through the MLog; record each OLog's new head (pending_head);
  *     then persist flush_done = 1. From here the index's state is durable.
  *   Step 2: checkpoint the heap (applies the deferred frees: no replay can free those
  *     blocks again now), install the heads, move the ULog to a new generation (which
  *     empties it), and persist flush_done = 0, in that order.
+ * Bounded scans (db.c) read OLog records from `applied` on inside a read section, not
+ * under the scan lock: the new heads are `applied` values read before step 2's grace
+ * period, `applied` only grows, and writers reuse space below a head only once it is
+ * installed, after the grace period; so a scan that began before it is waited for, and
+ * one that began after reads nothing below the new heads.
  * Recovery after a crash: with flush_done set, finish step 2; otherwise undo the ULog
  * (newest record first), roll back the MLog (frees what was allocated since the last
  * reclamation, forgets deferred frees) and empty the ULog: the index is back at the

@@ -343,7 +343,7 @@ static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 		db->workers[i].n = 0;
 	uint64_t cut = db->recovering ? UINT64_MAX : ts_scan_point();
 	struct collect_cursor *cur = db->cursors;
-	unsigned n_logs = db->ologs.n;
+	unsigned n_logs = olog_live(&db->ologs); /* the others hold nothing */
 	for (unsigned i = 0; i < n_logs; i++) {
 		struct olog *l = &db->ologs.logs[i];
 		cur[i].c = olog_cursor_at(l, l->applied,
@@ -374,8 +374,9 @@ static uint64_t epoch_collect(struct tips_db *db, unsigned W, uint64_t limit,
 		}
 		cur[best].rec = olog_next(l, &cur[best].c);
 	}
-	for (unsigned i = 0; i < n_logs; i++)
-		next_applied[i] = cur[i].rec ? cur[i].c.pos - cur[i].rec->len : cur[i].c.end;
+	for (unsigned i = 0; i < db->ologs.n; i++)
+		next_applied[i] = i >= n_logs ? db->ologs.logs[i].applied
+			: cur[i].rec ? cur[i].c.pos - cur[i].rec->len : cur[i].c.end;
 	return n;
 }
 

@@ -1820,8 +1820,31 @@ static int scan_pass_flushed(struct art_index *t, struct scan_state *s)
 	return frc ? frc : rc;
 }
 
-static long art_scan(void *index, const void *start, size_t klen, size_t count,
-		     tips_scan_fn fn, void *arg)
+/* The first of the @n collected entries whose key is >= @below (entries are in order:
+ * the last is checked first, as a short scan seldom reaches the bound). */
+static size_t scan_cut(const struct scan_state *s, size_t n, const void *below, size_t blen)
+{
+	const struct scan_entry *e = s->e;
+	if (n == 0 || key_cmp(s->arena + e[n - 1].off, e[n - 1].klen, below, blen) < 0)
+		return n;
+	size_t lo = 0, hi = n - 1;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (key_cmp(s->arena + e[mid].off, e[mid].klen, below, blen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* art_scan, and the framework's bounded scan (indexes.h): with @below, only keys below
+ * it are passed, and *@more says whether keys may remain that the caller must get
+ * elsewhere (the bound was reached or the tree ran out before @count, and @fn did not
+ * stop the scan). */
+static long art_scan_impl(void *index, const void *start, size_t klen, size_t count,
+			  const void *below, size_t blen, bool *more, tips_scan_fn fn,
+			  void *arg)
 {
 	struct art_index *t = index;
 	if (!fn || (klen && !start))
@@ -1847,16 +1870,35 @@ static long art_scan(void *index, const void *start, size_t klen, size_t count,
 	}
 	IDX_READ_EXIT();
 	long passed = rc;
+	bool stopped = false;
+	size_t n = rc == 0 && below ? scan_cut(&s, s.n, below, blen) : s.n;
 	if (rc == 0) {
-		for (size_t i = 0; i < s.n; i++) {
+		for (size_t i = 0; i < n; i++) {
 			const struct scan_entry *e = &s.e[i];
 			passed++;
-			if (fn(s.arena + e->off, e->klen, s.arena + e->off + e->klen, e->vlen, arg))
+			if (fn(s.arena + e->off, e->klen, s.arena + e->off + e->klen, e->vlen, arg)) {
+				stopped = true;
 				break;
+			}
 		}
 	}
+	if (more)
+		*more = rc == 0 && !stopped && (size_t)passed < count;
 	scan_state_free(&s);
 	return passed;
+}
+
+static long art_scan(void *index, const void *start, size_t klen, size_t count,
+		     tips_scan_fn fn, void *arg)
+{
+	return art_scan_impl(index, start, klen, count, NULL, 0, NULL, fn, arg);
+}
+
+static long art_scan_below(void *index, const void *start, size_t klen, size_t count,
+			   const void *below, size_t blen, bool *more, tips_scan_fn fn,
+			   void *arg)
+{
+	return art_scan_impl(index, start, klen, count, below, blen, more, fn, arg);
 }
 
 /* ---- walk ------------------------------------------------------------------------------ */
@@ -1912,3 +1954,5 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.scan = art_scan,
 	.walk = art_walk,
 };
+
+const struct idx_scan_below IDX_SYM(scan_below) = { &IDX_SYM(ops), art_scan_below };

@@ -13,8 +13,13 @@
 
 #include <tips/plugin.h>
 
+#include "util/scan_below.h"
+
 #define IDX_ENTRY(name) extern const struct tips_index_ops dram_##name##_ops, tips_##name##_ops;
 #include "indexes_list.h"
 #undef IDX_ENTRY
+
+/* The built-in indexes with a bounded scan (util/scan_below.h). */
+extern const struct idx_scan_below dram_art_scan_below, tips_art_scan_below;
 
 #endif /* TIPS_INDEXES_H */

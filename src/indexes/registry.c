@@ -35,6 +35,18 @@ TIPS_API const struct tips_index_ops *tips_index_find(const char *name)
 	return NULL;
 }
 
+static const struct idx_scan_below *const bounded[] = {
+	&dram_art_scan_below, &tips_art_scan_below,
+};
+
+idx_scan_below_fn idx_scan_below_of(const struct tips_index_ops *ops)
+{
+	for (size_t i = 0; i < sizeof(bounded) / sizeof(bounded[0]); i++)
+		if (bounded[i]->ops == ops)
+			return bounded[i]->scan;
+	return NULL;
+}
+
 TIPS_API const char *const *tips_index_names(void)
 {
 	return index_names;

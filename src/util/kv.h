@@ -1,8 +1,8 @@
 /*
  * kv.h - small key-value helpers shared by the indexes, ListDB and the pmdk-hash
  * baseline: an unaligned 8-byte load, a 64-bit mixer, the byte-string hash of the hash
- * tables (and of ListDB's lookup cache and Bloom filters), and the argument check of a
- * write. Header-only (static inline), so each build of each index gets its own copy and
+ * tables (and of ListDB's lookup cache and Bloom filters), the argument check of a
+ * write, and the key order of the framework's scans with its 8-byte prefix. Header-only (static inline), so each build of each index gets its own copy and
  * exports nothing.
  *
  * Invariant: pure functions of their arguments (no state, no allocation, no error
@@ -70,6 +70,31 @@ static inline int check_kv(const void *key, size_t klen, const void *val, size_t
 	if (klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
 		return TIPS_ETOOBIG;
 	return 0;
+}
+
+/* The first 8 bytes of a key as a big-endian number, zero-padded: kv_prefix64(a) <
+ * kv_prefix64(b) implies a < b in kv_cmp order, and a <= b implies <=. */
+static inline uint64_t kv_prefix64(const void *key, size_t klen)
+{
+	uint64_t w = 0;
+	if (klen) /* the empty key may be NULL */
+		memcpy(&w, key, klen < 8 ? klen : 8);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	w = __builtin_bswap64(w);
+#endif
+	return w;
+}
+
+/* Byte-string order of keys (memcmp, then the shorter first); NULL, 0 is the empty key. */
+static inline int kv_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	if (alen == 8 && blen == 8) { /* one word compare: big-endian order is byte order */
+		uint64_t x = kv_prefix64(a, 8), y = kv_prefix64(b, 8);
+		return (x > y) - (x < y);
+	}
+	size_t common = alen < blen ? alen : blen;
+	int c = common ? memcmp(a, b, common) : 0;
+	return c ? c : (alen > blen) - (alen < blen);
 }
 
 #endif /* TIPS_UTIL_KV_H */

@@ -451,6 +451,147 @@ static void test_scan_stream(void)
 	unlink(path);
 }
 
+/*
+ * A scanning thread's view of the backlog (backlog_view.c) with keys of many lengths:
+ * keys of 7 to 12 bytes that share their first 7 or 8 bytes, so that the view's 8-byte
+ * prefixes tie and the keys must decide, and the empty key. Replay is held as above, so
+ * the backlog is exactly the writes made meanwhile; scans from every key and from
+ * between keys, counts 1-20, are checked against a model. Then the backlog outgrows the
+ * view (600 records: the scans read the OLogs instead), shrinks (released, replayed),
+ * and the view is rebuilt for a few new writes.
+ */
+#define VKEYS 96
+static unsigned char vkey[VKEYS][12];
+static size_t vklen[VKEYS];
+static uint64_t vmodel[VKEYS]; /* 0: absent; indexed in key order */
+
+static void vkeys_make(void)
+{
+	/* In key order: "commonp" (7 bytes), then "commonpf" + 0-4 more bytes, so that
+	 * each group of equal 8-byte prefixes holds keys of several lengths. */
+	memcpy(vkey[0], "commonp", 7);
+	vklen[0] = 7;
+	for (unsigned i = 1; i < VKEYS; i++) {
+		unsigned g = (i - 1) / 5, j = (i - 1) % 5; /* j extra bytes after the 8 */
+		memcpy(vkey[i], "commonp", 7);
+		vkey[i][7] = (unsigned char)('a' + g); /* the 8th byte: a group */
+		for (unsigned b = 0; b < j; b++)
+			vkey[i][8 + b] = 0x10; /* each key a prefix of the next */
+		vklen[i] = 8 + j;
+	}
+	for (unsigned i = 1; i < VKEYS; i++) /* the construction is in order */
+		REQUIRE(memcmp(vkey[i - 1], vkey[i], vklen[i - 1] < vklen[i] ? vklen[i - 1]
+									   : vklen[i]) < 0 ||
+			(memcmp(vkey[i - 1], vkey[i], vklen[i - 1]) == 0 && vklen[i - 1] < vklen[i]));
+}
+
+struct vscan {
+	unsigned idx[32];
+	uint64_t vals[32];
+	size_t n;
+	bool bad;
+};
+
+static int vscan_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	struct vscan *o = arg;
+	unsigned found = VKEYS;
+	for (unsigned i = 0; i < VKEYS; i++)
+		if (vklen[i] == klen && memcmp(vkey[i], key, klen) == 0)
+			found = i;
+	if (found == VKEYS || vlen != 8 || o->n == 32) {
+		o->bad = true;
+		return 1;
+	}
+	o->idx[o->n] = found;
+	memcpy(&o->vals[o->n], val, 8);
+	o->n++;
+	return 0;
+}
+
+/* A scan from key @from (its @cut first bytes only, when @cut < its length: a start
+ * between keys) against the model. */
+static void check_vscan(struct tips_db *db, unsigned from, size_t cut, size_t count)
+{
+	size_t slen = cut < vklen[from] ? cut : vklen[from];
+	struct vscan o = { .n = 0 };
+	long n = tips_scan(db, slen ? vkey[from] : NULL, slen, count, vscan_cb, &o);
+	CHECK(!o.bad);
+	size_t want = 0;
+	for (unsigned i = 0; i < VKEYS && want < count; i++) {
+		int c = memcmp(vkey[i], vkey[from], vklen[i] < slen ? vklen[i] : slen);
+		if (c < 0 || (c == 0 && vklen[i] < slen) || !vmodel[i])
+			continue; /* below the start, or absent */
+		if (want < o.n)
+			CHECK(o.idx[want] == i && o.vals[want] == vmodel[i]);
+		want++;
+	}
+	CHECK(n == (long)want && o.n == want);
+}
+
+static void check_vscans(struct tips_db *db)
+{
+	for (unsigned from = 0; from < VKEYS; from++)
+		for (size_t count = 1; count <= 20; count += 1 + from % 4) {
+			check_vscan(db, from, 12, count);
+			check_vscan(db, from, 7 + from % 3, count); /* 7, 8 or 9 bytes of it */
+		}
+	check_vscan(db, 0, 0, 20); /* from the empty key */
+}
+
+static void vput(struct tips_db *db, unsigned i, uint64_t v)
+{
+	CHECK_RC(tips_put(db, vkey[i], vklen[i], &v, 8), 0);
+	vmodel[i] = v;
+}
+
+static void test_scan_view(void)
+{
+	struct tips_index_ops wrapped;
+	struct tips_db *db = open_db_held(&wrapped);
+	struct tips_stats st;
+	vkeys_make();
+	memset(vmodel, 0, sizeof(vmodel));
+	held_set(false);
+	for (unsigned i = 0; i < VKEYS; i += 2)
+		vput(db, i, (uint64_t)i << 8 | 1);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the load");
+	held_set(true);
+	check_vscans(db); /* an empty backlog */
+	unsigned seed = 17;
+	for (int w = 0; w < 60; w++) { /* held: updates, deletes, new keys, repeats */
+		unsigned i = (unsigned)rand_r(&seed) % VKEYS;
+		if (rand_r(&seed) % 4 == 0) {
+			if (vmodel[i]) {
+				CHECK_RC(tips_remove(db, vkey[i], vklen[i]), 0);
+				vmodel[i] = 0;
+			}
+		} else {
+			vput(db, i, (uint64_t)(w + 1) << 16 | i << 1 | 1);
+		}
+		if (w % 20 == 19)
+			check_vscans(db); /* the view grows by the writes since the last scan */
+	}
+	tips_stats(db, &st);
+	CHECK(st.cache_unapplied > 0);
+	for (int w = 0; w < 600; w++) /* more than the view holds: the OLogs are read */
+		vput(db, (unsigned)w % VKEYS, (uint64_t)(w + 100) << 16 | 1);
+	check_vscans(db);
+	held_set(false);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the held writes");
+	held_set(true);
+	/* A small backlog, so the view is rebuilt: in some 8-byte-prefix groups a longer
+	 * key is written before a shorter one (the view must still bound at the smaller). */
+	for (unsigned g = 2; g < (VKEYS - 1) / 5; g += 5) {
+		vput(db, 5 * g + 5, (uint64_t)g << 24 | 3);
+		vput(db, 5 * g + 2, (uint64_t)g << 24 | 5);
+	}
+	check_vscans(db);
+	held_set(false);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
 /* More threads than OLog slots over time, each writing then exiting. */
 struct thread_arg {
 	struct tips_db *db;
@@ -920,6 +1061,7 @@ int main(int argc, char **argv)
 	test_scan();
 	test_scan_overlay_bound();
 	test_scan_stream();
+	test_scan_view();
 	test_thread_slots();
 	test_reclaim_and_ulog();
 	test_stats_after_load();
