@@ -21,7 +21,7 @@
 #include "framework/framework.h"
 #include "util/kv.h"
 
-#define VIEW_MAX 512u /* entries; a larger backlog is walked (db.c) until it shrinks */
+#define VIEW_MAX 512u /* entries; with a larger backlog scans merge (db.c) until it shrinks */
 
 struct view_entry {
 	uint64_t prefix; /* kv_prefix64 of the record's key */

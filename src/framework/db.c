@@ -879,10 +879,10 @@ static long scan_merged(struct tips_db *db, const void *start, size_t klen, size
 /*
  * Bounded scans, the usual path for libtips' own indexes (db->scan_streams). Inside a
  * read section, the smallest key >= start among the writes replay has not applied is
- * found (the bound) and copied: from the calling thread's backlog view (backlog_view.c:
+ * found (the bound) and copied, from the calling thread's backlog view (backlog_view.c:
  * a sorted index it keeps of the backlog, reading only the records appended since its
- * last scan), or, when the backlog is too large for the view, by reading every unapplied
- * record (overlay_min). Nothing else of the overlay is copied. The index's keys below
+ * last scan; a backlog too large for it makes the whole scan a merged one). Nothing
+ * else of the overlay is copied. The index's keys below
  * the bound go straight to the caller's function: no overlay write is among them and no
  * overlay delete hides one of them, so the index is asked for exactly `count`; an index
  * with a bounded scan of its own (util/scan_below.h: tips-art) stops at the bound
@@ -893,11 +893,7 @@ static long scan_merged(struct tips_db *db, const void *start, size_t klen, size
  * (docs/indexes.md, "Eighth pass").
  */
 struct bounded {
-	tips_scan_fn fn;
-	void *arg;
-	size_t count;
-	long n;                /* pairs passed to fn */
-	bool stop;             /* fn asked to stop, or count reached */
+	struct stream out;     /* the caller's function: fn, arg, count, n, stop */
 	const void *bound;     /* the smallest overlay key >= start */
 	size_t bound_klen;
 };
@@ -908,34 +904,22 @@ static int bounded_index_key(const void *key, size_t klen, const void *val, size
 	struct bounded *b = arg;
 	if (kv_cmp(key, klen, b->bound, b->bound_klen) >= 0)
 		return 1; /* the merged scan takes over from the bound */
-	b->n++;
-	if (b->fn(key, klen, val, vlen, b->arg) || (size_t)b->n >= b->count) {
-		b->stop = true;
-		return 1;
-	}
-	return 0;
+	return stream_emit(&b->out, key, klen, val, vlen);
 }
 
-/* The smallest key >= @start of the OLog writes stamped <= @scan_ts that replay has not
- * applied yet (as olog_overlay() sees them), or NULL. Inside a read section. */
-static const struct olog_rec *overlay_min(struct tips_db *db, const void *start, size_t klen,
-					  uint64_t scan_ts)
+/* The index's keys >= @start and < @bound, to @fn (util/scan_below.h's contract). */
+static long scan_index_below(struct tips_db *db, const void *start, size_t klen, size_t count,
+			     const void *bound, size_t blen, bool *more, tips_scan_fn fn,
+			     void *arg)
 {
-	const struct olog_rec *min = NULL;
-	for (unsigned i = 0, live = olog_live(&db->ologs); i < live; i++) {
-		struct olog *l = &db->ologs.logs[i];
-		struct olog_cursor c = olog_cursor_at(
-			l, atomic_load_explicit(&l->applied, memory_order_acquire),
-			atomic_load_explicit(&l->durable_tail, memory_order_acquire));
-		const struct olog_rec *r;
-		while ((r = olog_next(l, &c))) {
-			if (OLOG_REC_TS(r) > scan_ts || kv_cmp(r->data, r->klen, start, klen) < 0)
-				continue;
-			if (!min || kv_cmp(r->data, r->klen, min->data, min->klen) < 0)
-				min = r;
-		}
-	}
-	return min;
+	if (db->scan_below) /* the index stops at the bound itself */
+		return db->scan_below(db->index, start, klen, count, bound, blen, more, fn, arg);
+	struct bounded b = { { .fn = fn, .arg = arg, .count = count }, bound, blen };
+	long got = db->ops->scan(db->index, start, klen, count, bounded_index_key, &b);
+	if (got < 0)
+		return got;
+	*more = !b.out.stop;
+	return b.out.n;
 }
 
 long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
@@ -945,41 +929,33 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
 	if (count == 0)
 		return 0;
-	if (!db->scan_streams)
+	struct thread_ctx *ctx = db->scan_streams ? ctx_get(db) : NULL;
+	if (!ctx) /* a plug-in index's scan, or out of DRAM */
 		return scan_merged(db, start, klen, count, fn, arg);
 	unsigned char bound[TIPS_MAX_KEY];
-	struct bounded b = { .fn = fn, .arg = arg, .count = count, .bound = bound };
+	size_t blen = 0;
 	/* A read section, not the scan lock (whose line two scanning threads would bounce):
 	 * reclamation reads each OLog's new head from `applied` before its grace period
 	 * (reclaim_finish) and hands the space below it to writers only after, and
 	 * `applied` only grows, so no record read here is overwritten before the exit. */
-	struct thread_ctx *ctx = ctx_get(db);
 	grace_read_enter();
 	const struct olog_rec *min;
-	if (!ctx || backlog_view_min(db, &ctx->view, start, klen, &min) != 0)
-		min = overlay_min(db, start, klen, ts_scan_point());
+	if (backlog_view_min(db, &ctx->view, start, klen, &min) != 0) {
+		grace_read_exit(); /* a backlog larger than the view, or out of DRAM */
+		return scan_merged(db, start, klen, count, fn, arg);
+	}
 	if (min) {
-		b.bound_klen = min->klen; /* <= TIPS_MAX_KEY: every OLog record's key is */
-		memcpy(bound, min->data, b.bound_klen);
+		blen = min->klen; /* <= TIPS_MAX_KEY: every OLog record's key is */
+		memcpy(bound, min->data, blen);
 	}
 	grace_read_exit();
 	if (!min) /* nothing to merge: the index's keys are the answer */
 		return db->ops->scan(db->index, start, klen, count, fn, arg);
-	long got;
 	bool more = false;
-	if (db->scan_below) { /* the index stops at the bound itself */
-		got = db->scan_below(db->index, start, klen, count, bound, b.bound_klen, &more, fn,
-				     arg);
-	} else {
-		got = db->ops->scan(db->index, start, klen, count, bounded_index_key, &b);
-		if (got >= 0) {
-			more = !b.stop;
-			got = b.n;
-		}
-	}
+	long got = scan_index_below(db, start, klen, count, bound, blen, &more, fn, arg);
 	if (got < 0 || !more)
 		return got;
-	long rest = scan_merged(db, bound, b.bound_klen, count - (size_t)got, fn, arg);
+	long rest = scan_merged(db, bound, blen, count - (size_t)got, fn, arg);
 	return rest < 0 ? rest : got + rest;
 }
 

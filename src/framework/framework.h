@@ -220,7 +220,7 @@ struct thread_counters {
 /* backlog_view.c: a scanning thread's sorted index of the replay backlog. Sets *@min
  * to the smallest key >= @start among the OLog records not applied yet (or NULL);
  * inside a read section. Returns -1 when the view cannot answer (out of DRAM, or a
- * backlog larger than it holds): the caller reads the OLogs itself. */
+ * backlog larger than it holds): the caller merges the OLogs' records itself. */
 struct backlog_view;
 int backlog_view_min(struct tips_db *db, struct backlog_view **view, const void *start,
 		     size_t klen, const struct olog_rec **min);

@@ -457,7 +457,7 @@ static void test_scan_stream(void)
  * prefixes tie and the keys must decide, and the empty key. Replay is held as above, so
  * the backlog is exactly the writes made meanwhile; scans from every key and from
  * between keys, counts 1-20, are checked against a model. Then the backlog outgrows the
- * view (600 records: the scans read the OLogs instead), shrinks (released, replayed),
+ * view (600 records: the scans are merged scans), shrinks (released, replayed),
  * and the view is rebuilt for a few new writes.
  */
 #define VKEYS 96
@@ -574,7 +574,7 @@ static void test_scan_view(void)
 	}
 	tips_stats(db, &st);
 	CHECK(st.cache_unapplied > 0);
-	for (int w = 0; w < 600; w++) /* more than the view holds: the OLogs are read */
+	for (int w = 0; w < 600; w++) /* more than the view holds: merged scans */
 		vput(db, (unsigned)w % VKEYS, (uint64_t)(w + 100) << 16 | 1);
 	check_vscans(db);
 	held_set(false);
