@@ -37,6 +37,7 @@ struct backlog_view {
 	uint64_t *seen;    /* per OLog: the tail read at the last call */
 	uint64_t *applied; /* per OLog: its applied point read at the last call */
 	struct view_entry e[VIEW_MAX];
+	struct view_entry fresh[VIEW_MAX]; /* records read in this call, before the merge */
 };
 
 void backlog_view_free(struct backlog_view *v)
@@ -63,13 +64,13 @@ static struct backlog_view *view_new(unsigned nlogs)
 	return v;
 }
 
-/* The first entry whose prefix is >= @p (@or_equal) or > @p (!@or_equal). */
-static size_t view_search(const struct backlog_view *v, uint64_t p, bool or_equal)
+/* The first entry whose prefix is >= @p. */
+static size_t view_search(const struct backlog_view *v, uint64_t p)
 {
 	size_t lo = 0, hi = v->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (v->e[mid].prefix < p || (!or_equal && v->e[mid].prefix == p))
+		if (v->e[mid].prefix < p)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -87,23 +88,39 @@ static void view_purge(struct backlog_view *v)
 	v->n = w;
 }
 
-/* Adds OLog @i's records from seen[i] to @tail; false if the view is full. */
-static bool view_add_log(struct backlog_view *v, const struct olog *l, unsigned i,
-			 uint64_t tail)
+/* Reads OLog @i's records from seen[i] to @tail into fresh[*@k...]; false if the view
+ * would overflow. */
+static bool view_gather(struct backlog_view *v, const struct olog *l, unsigned i,
+			uint64_t tail, size_t *k)
 {
 	struct olog_cursor c = olog_cursor_at(l, v->seen[i], tail);
 	const struct olog_rec *r;
 	while ((r = olog_next(l, &c))) {
-		if (v->n == VIEW_MAX)
+		if (v->n + *k == VIEW_MAX)
 			return false;
-		uint64_t p = kv_prefix64(r->data, r->klen);
-		size_t at = view_search(v, p, false);
-		memmove(&v->e[at + 1], &v->e[at], (v->n - at) * sizeof(v->e[0]));
-		v->e[at] = (struct view_entry){ p, c.pos - r->len, r, i };
-		v->n++;
+		v->fresh[(*k)++] = (struct view_entry){ kv_prefix64(r->data, r->klen),
+							c.pos - r->len, r, i };
 	}
 	v->seen[i] = tail;
 	return true;
+}
+
+static int by_prefix(const void *pa, const void *pb)
+{
+	const struct view_entry *a = pa, *b = pb;
+	return (a->prefix > b->prefix) - (a->prefix < b->prefix);
+}
+
+/* Sorts fresh[0..@k) and merges it into e[]: O(n + k log k), where inserting each one
+ * would move O(n) entries per record. */
+static void view_merge(struct backlog_view *v, size_t k)
+{
+	qsort(v->fresh, k, sizeof(v->fresh[0]), by_prefix);
+	size_t i = v->n, j = k, w = v->n + k;
+	while (j > 0) /* from the back: e[] has room for both */
+		v->e[--w] = i > 0 && v->e[i - 1].prefix > v->fresh[j - 1].prefix ? v->e[--i]
+										  : v->fresh[--j];
+	v->n += k;
 }
 
 /* Brings the view up to date (see the invariant); false if the backlog is too large
@@ -133,15 +150,18 @@ static bool view_update(struct tips_db *db, struct backlog_view *v)
 	} else if (moved) {
 		view_purge(v);
 	}
+	size_t k = 0;
 	for (unsigned i = 0; i < live; i++) {
 		const struct olog *l = &db->ologs.logs[i];
 		uint64_t tail = atomic_load_explicit(&l->durable_tail, memory_order_acquire);
-		if (tail != v->seen[i] && !view_add_log(v, l, i, tail)) {
+		if (tail != v->seen[i] && !view_gather(v, l, i, tail, &k)) {
 			v->overflow = true;
 			v->n = 0;
 			return false;
 		}
 	}
+	if (k)
+		view_merge(v, k);
 	return true;
 }
 
@@ -161,7 +181,7 @@ int backlog_view_min(struct tips_db *db, struct backlog_view **pv, const void *s
 	uint64_t best_prefix = 0;
 	/* In prefix order; among equal prefixes (a shared 8-byte head, or one key written
 	 * more than once) the keys decide. */
-	for (size_t j = view_search(v, ps, true); j < v->n; j++) {
+	for (size_t j = view_search(v, ps); j < v->n; j++) {
 		const struct view_entry *e = &v->e[j];
 		if (best && e->prefix != best_prefix)
 			break;

@@ -677,6 +677,12 @@ static long scan_emit(const struct scan_run *ix, const struct scan_run *ov, size
 #define SCAN_INLINE_OVERLAY 32
 #define SCAN_STREAM_OVERLAY_BYTES 1024
 
+/* A scan's negative result, with the message tips_errormsg() gives for it. */
+static long scan_error(long rc)
+{
+	return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM") : rc;
+}
+
 struct ov_pos {
 	size_t off; /* of the record in the overlay's run */
 	uint64_t ts;
@@ -826,8 +832,7 @@ static long scan_streamed(struct tips_db *db, const void *start, size_t klen, si
 	}
 	scan_run_free(&run);
 	if (rc)
-		return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM")
-					 : rc;
+		return scan_error(rc);
 	return s.n;
 }
 
@@ -871,8 +876,7 @@ static long scan_merged(struct tips_db *db, const void *start, size_t klen, size
 	scan_run_free(&collected.run);
 	scan_run_free(&ov);
 	if (rc)
-		return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM")
-					 : rc;
+		return scan_error(rc);
 	return n;
 }
 
@@ -949,11 +953,15 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		memcpy(bound, min->data, blen);
 	}
 	grace_read_exit();
-	if (!min) /* nothing to merge: the index's keys are the answer */
-		return db->ops->scan(db->index, start, klen, count, fn, arg);
+	long got;
 	bool more = false;
-	long got = scan_index_below(db, start, klen, count, bound, blen, &more, fn, arg);
-	if (got < 0 || !more)
+	if (!min) /* nothing to merge: the index's keys are the answer */
+		got = db->ops->scan(db->index, start, klen, count, fn, arg);
+	else
+		got = scan_index_below(db, start, klen, count, bound, blen, &more, fn, arg);
+	if (got < 0)
+		return scan_error(got);
+	if (!more)
 		return got;
 	long rest = scan_merged(db, bound, blen, count - (size_t)got, fn, arg);
 	return rest < 0 ? rest : got + rest;

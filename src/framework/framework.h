@@ -158,14 +158,14 @@ void olog_commit(struct olog *log, uint64_t tail, uint64_t records);
 /* Appends and persists a record, then persists the tail: exactly two fences. */
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
 		 const void *val, size_t vlen, uint64_t entry);
-/* A reader's place in an OLog: the logical offset, its offset in the ring (kept, so
- * that stepping to the next record costs no division by the ring's size, which need
- * not be a power of two), and the end of what it may read. */
 static inline unsigned olog_live(const struct olog_set *s)
 {
 	return atomic_load_explicit(&s->live, memory_order_acquire);
 }
 
+/* A reader's place in an OLog: the logical offset, its offset in the ring (kept, so
+ * that stepping to the next record costs no division by the ring's size, which need
+ * not be a power of two), and the end of what it may read. */
 struct olog_cursor {
 	uint64_t pos, off, end;
 };
