@@ -6,7 +6,7 @@
  * record (YCSB E on tips-art at 2 threads: about 44 records, a cache line each, on
  * every scan; docs/indexes.md, "Eighth pass").
  *
- * Invariant, when backlog_view_min() returns (inside the caller's read section): for
+ * Invariant, when backlog_view_min() returns 0 (inside the caller's read section): for
  * every OLog i below the live bound, the entries of OLog i are exactly the records in
  * [applied_i, seen[i]), applied_i as read in this call and seen[i] its durable tail as
  * read in this call, each as {8-byte key prefix, position, address}; entries are sorted
@@ -14,6 +14,8 @@
  * ends (reclaim.c), so the entries' addresses may be followed there. The view ignores
  * commit stamps: it may hold writes newer than the scan's stamp, which can only make
  * the bound smaller (more of the scan merged), never hide a write the scan must see.
+ * When it returns -1 (the backlog outgrew the view) the view is marked `overflow`,
+ * and the next call empties it and reads it again from every `applied` before use.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -124,7 +126,7 @@ static void view_merge(struct backlog_view *v, size_t k)
 }
 
 /* Brings the view up to date (see the invariant); false if the backlog is too large
- * for it (the caller walks the OLogs). */
+ * for it (the caller makes the scan a merged one). */
 static bool view_update(struct tips_db *db, struct backlog_view *v)
 {
 	unsigned live = olog_live(&db->ologs);

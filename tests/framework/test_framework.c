@@ -458,7 +458,8 @@ static void test_scan_stream(void)
  * the backlog is exactly the writes made meanwhile; scans from every key and from
  * between keys, counts 1-20, are checked against a model. Then the backlog outgrows the
  * view (600 records: the scans are merged scans), shrinks (released, replayed),
- * and the view is rebuilt for a few new writes.
+ * and the view is rebuilt for a few new writes; then the same with writers on three
+ * threads at once, so that the backlog and the view's overflow span several OLogs.
  */
 #define VKEYS 96
 static unsigned char vkey[VKEYS][12];
@@ -545,6 +546,43 @@ static void vput(struct tips_db *db, unsigned i, uint64_t v)
 	vmodel[i] = v;
 }
 
+/* Writers on several threads at once, so that the backlog spans several OLogs: thread
+ * t of @n writes @per records over the keys i with i % n == t (the model's entries are
+ * disjoint between threads), and waits for the others before it exits (which would
+ * give its OLog slot to the next thread). */
+struct vwriter {
+	struct tips_db *db;
+	unsigned t, n, per, round;
+	pthread_barrier_t *done;
+};
+
+static void *vwriter_main(void *p)
+{
+	struct vwriter *w = p;
+	for (unsigned k = 0; k < w->per; k++) {
+		unsigned i = w->t + w->n * (k % (VKEYS / w->n));
+		vput(w->db, i, (uint64_t)(w->round * 1000 + k) << 16 | w->t << 1 | 1);
+	}
+	pthread_barrier_wait(w->done);
+	return NULL;
+}
+
+static void vwrite_threads(struct tips_db *db, unsigned per, unsigned round)
+{
+	enum { N = 3 };
+	pthread_t th[N];
+	struct vwriter w[N];
+	pthread_barrier_t done;
+	REQUIRE(pthread_barrier_init(&done, NULL, N) == 0);
+	for (unsigned t = 0; t < N; t++) {
+		w[t] = (struct vwriter){ db, t, N, per, round, &done };
+		REQUIRE(pthread_create(&th[t], NULL, vwriter_main, &w[t]) == 0);
+	}
+	for (unsigned t = 0; t < N; t++)
+		pthread_join(th[t], NULL);
+	pthread_barrier_destroy(&done);
+}
+
 static void test_scan_view(void)
 {
 	struct tips_index_ops wrapped;
@@ -586,6 +624,20 @@ static void test_scan_view(void)
 		vput(db, 5 * g + 5, (uint64_t)g << 24 | 3);
 		vput(db, 5 * g + 2, (uint64_t)g << 24 | 5);
 	}
+	check_vscans(db);
+	/* Several OLogs: 3 writer threads at once, 3 x 140 held records (the view holds
+	 * them all), then 3 x 40 more (the view overflows partway through the OLogs), then,
+	 * replayed and held again, 3 x 20 (rebuilt from several OLogs). */
+	vwrite_threads(db, 140, 1);
+	tips_stats(db, &st);
+	CHECK(st.cache_unapplied > 400 && st.cache_unapplied < 512);
+	check_vscans(db);
+	vwrite_threads(db, 40, 2);
+	check_vscans(db);
+	held_set(false);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the held writes");
+	held_set(true);
+	vwrite_threads(db, 20, 3);
 	check_vscans(db);
 	held_set(false);
 	CHECK_RC(tips_close(&db), 0);
