@@ -230,13 +230,6 @@ static inline uint32_t min_u32(uint32_t a, uint32_t b)
 	return a < b ? a : b;
 }
 
-/* Byte-string order of tips/base.h: memcmp over the common length, the shorter first. */
-static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-	int r = memcmp(a, b, alen < blen ? alen : blen);
-	return r ? r : (alen > blen) - (alen < blen);
-}
-
 static inline bool leaf_is(const struct art_leaf *l, const unsigned char *key, uint32_t klen)
 {
 	if (l->klen != klen)
@@ -1567,7 +1560,7 @@ static bool scan_grow(void **buf, const void *inline_buf, size_t old, size_t wan
 
 static bool scan_wants(const struct scan_state *s, const struct art_leaf *l)
 {
-	int c = key_cmp(l->key, l->klen, s->bk, s->blen);
+	int c = kv_cmp(l->key, l->klen, s->bk, s->blen);
 	return s->excl ? c > 0 : c >= 0;
 }
 
@@ -1825,12 +1818,12 @@ static int scan_pass_flushed(struct art_index *t, struct scan_state *s)
 static size_t scan_cut(const struct scan_state *s, size_t n, const void *below, size_t blen)
 {
 	const struct scan_entry *e = s->e;
-	if (n == 0 || key_cmp(s->arena + e[n - 1].off, e[n - 1].klen, below, blen) < 0)
+	if (n == 0 || kv_cmp(s->arena + e[n - 1].off, e[n - 1].klen, below, blen) < 0)
 		return n;
 	size_t lo = 0, hi = n - 1;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (key_cmp(s->arena + e[mid].off, e[mid].klen, below, blen) < 0)
+		if (kv_cmp(s->arena + e[mid].off, e[mid].klen, below, blen) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -1838,13 +1831,13 @@ static size_t scan_cut(const struct scan_state *s, size_t n, const void *below, 
 	return lo;
 }
 
-/* art_scan, and the framework's bounded scan (indexes.h): with @below, only keys below
- * it are passed, and *@more says whether keys may remain that the caller must get
- * elsewhere (the bound was reached or the tree ran out before @count, and @fn did not
- * stop the scan). */
-static long art_scan_impl(void *index, const void *start, size_t klen, size_t count,
-			  const void *below, size_t blen, bool *more, tips_scan_fn fn,
-			  void *arg)
+/* The framework's bounded scan (util/scan_below.h), and art_scan without a bound: with
+ * @below, only keys below it are passed, and *@more says whether keys may remain that
+ * the caller must get elsewhere (the bound was reached or the tree ran out before
+ * @count, and @fn did not stop the scan). */
+static long art_scan_below(void *index, const void *start, size_t klen, size_t count,
+			   const void *below, size_t blen, bool *more, tips_scan_fn fn,
+			   void *arg)
 {
 	struct art_index *t = index;
 	if (!fn || (klen && !start))
@@ -1891,14 +1884,7 @@ static long art_scan_impl(void *index, const void *start, size_t klen, size_t co
 static long art_scan(void *index, const void *start, size_t klen, size_t count,
 		     tips_scan_fn fn, void *arg)
 {
-	return art_scan_impl(index, start, klen, count, NULL, 0, NULL, fn, arg);
-}
-
-static long art_scan_below(void *index, const void *start, size_t klen, size_t count,
-			   const void *below, size_t blen, bool *more, tips_scan_fn fn,
-			   void *arg)
-{
-	return art_scan_impl(index, start, klen, count, below, blen, more, fn, arg);
+	return art_scan_below(index, start, klen, count, NULL, 0, NULL, fn, arg);
 }
 
 /* ---- walk ------------------------------------------------------------------------------ */
