@@ -51,7 +51,7 @@ void backlog_view_free(struct backlog_view *v)
 	}
 }
 
-static struct backlog_view *view_new(unsigned nlogs)
+struct backlog_view *backlog_view_new(unsigned nlogs)
 {
 	struct backlog_view *v = calloc(1, sizeof(*v));
 	if (!v)
@@ -167,15 +167,9 @@ static bool view_update(struct tips_db *db, struct backlog_view *v)
 	return true;
 }
 
-int backlog_view_min(struct tips_db *db, struct backlog_view **pv, const void *start,
+int backlog_view_min(struct tips_db *db, struct backlog_view *v, const void *start,
 		     size_t klen, const struct olog_rec **min)
 {
-	struct backlog_view *v = *pv;
-	if (!v) {
-		v = *pv = view_new(db->ologs.n);
-		if (!v)
-			return -1;
-	}
 	if (!view_update(db, v))
 		return -1;
 	uint64_t ps = kv_prefix64(start, klen);

@@ -934,7 +934,9 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	if (count == 0)
 		return 0;
 	struct thread_ctx *ctx = db->scan_streams ? ctx_get(db) : NULL;
-	if (!ctx) /* a plug-in index's scan, or out of DRAM */
+	if (ctx && !ctx->view) /* the thread's first scan; allocated outside the section */
+		ctx->view = backlog_view_new(db->ologs.n);
+	if (!ctx || !ctx->view) /* a plug-in index's scan, or out of DRAM */
 		return scan_merged(db, start, klen, count, fn, arg);
 	unsigned char bound[TIPS_MAX_KEY];
 	size_t blen = 0;
@@ -944,8 +946,8 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	 * `applied` only grows, so no record read here is overwritten before the exit. */
 	grace_read_enter();
 	const struct olog_rec *min;
-	if (backlog_view_min(db, &ctx->view, start, klen, &min) != 0) {
-		grace_read_exit(); /* a backlog larger than the view, or out of DRAM */
+	if (backlog_view_min(db, ctx->view, start, klen, &min) != 0) {
+		grace_read_exit(); /* a backlog larger than the view */
 		return scan_merged(db, start, klen, count, fn, arg);
 	}
 	if (min) {

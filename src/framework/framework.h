@@ -217,12 +217,14 @@ struct thread_counters {
 	_Atomic uint64_t hits, misses, writes, batches, olog_bytes, waits;
 };
 
-/* backlog_view.c: a scanning thread's sorted index of the replay backlog. Sets *@min
- * to the smallest key >= @start among the OLog records not applied yet (or NULL);
- * inside a read section. Returns -1 when the view cannot answer (out of DRAM, or a
- * backlog larger than it holds): the caller merges the OLogs' records itself. */
+/* backlog_view.c: a scanning thread's sorted index of the replay backlog. _new: an
+ * empty view for a database of @nlogs OLog slots, or NULL (out of DRAM). _min: sets
+ * *@min to the smallest key >= @start among the OLog records not applied yet (or
+ * NULL); inside a read section. Returns -1 when the view cannot answer (a backlog
+ * larger than it holds): the caller merges the OLogs' records itself. */
 struct backlog_view;
-int backlog_view_min(struct tips_db *db, struct backlog_view **view, const void *start,
+struct backlog_view *backlog_view_new(unsigned nlogs);
+int backlog_view_min(struct tips_db *db, struct backlog_view *view, const void *start,
 		     size_t klen, const struct olog_rec **min);
 void backlog_view_free(struct backlog_view *view);
 
