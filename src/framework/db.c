@@ -659,23 +659,11 @@ static long scan_emit(const struct scan_run *ix, const struct scan_run *ov, size
 	return n;
 }
 
-/*
- * Streamed scans, for libtips' own indexes, whose scans call their callback outside
- * any lock or read section of theirs (each file says so; plugin.h does not promise
- * it of other indexes): the overlay, when it is small, is copied out of the OLog under
- * the scan lock, the lock is released, and the index's keys go straight to the
- * caller's function, merged on the way with the overlay. That saves the copy of every
- * index key into a run and the second pass over it (about 6% of the CPU of a YCSB E
- * operation on tips-art: docs/indexes.md, "Seventh pass"). The overlay is sorted only
- * when an index key reaches its smallest key: in a short scan with a replay backlog
- * spread over the key space, usually never.
- */
 /* A scan of up to about 128 keys of up to 8 bytes with 8-byte values keeps the
- * index's keys on the caller's stack, and up to 32 overlay records (a streamed scan:
- * up to 1 KiB of them): a short scan allocates nothing. */
+ * index's keys on the caller's stack, and up to 32 overlay records: a short scan
+ * allocates nothing. */
 #define SCAN_INLINE_BYTES 3072
 #define SCAN_INLINE_OVERLAY 32
-#define SCAN_STREAM_OVERLAY_BYTES 1024
 
 /* A scan's negative result, with the message tips_errormsg() gives for it. */
 static long scan_error(long rc)
@@ -683,157 +671,24 @@ static long scan_error(long rc)
 	return rc == TIPS_ENOMEM ? tips_set_error(TIPS_ENOMEM, "tips_scan: out of DRAM") : rc;
 }
 
-struct ov_pos {
-	size_t off; /* of the record in the overlay's run */
-	uint64_t ts;
-};
-
-struct stream {
+/* The caller's function and what was passed to it. */
+struct emit {
 	tips_scan_fn fn;
 	void *arg;
 	size_t count;
-	long n;                     /* pairs passed to fn */
-	bool stop;                  /* fn asked to stop, or count reached */
-	const struct scan_run *ov;  /* the overlay's records, in OLog order */
-	struct ov_pos *pos;         /* one per record; sorted and deduplicated lazily */
-	size_t npos, j;             /* records (after the sort: kept), next to merge */
-	bool sorted;
-	const unsigned char *next;  /* the smallest overlay record not merged yet, or NULL */
+	long n;    /* pairs passed to fn */
+	bool stop; /* fn asked to stop, or count reached */
 };
 
-/* Key order of two overlay records of @run, by position. */
-static int pos_kv_cmp(const struct scan_run *run, const struct ov_pos *a, const struct ov_pos *b)
+static int emit_pair(struct emit *e, const void *key, size_t klen, const void *val,
+		     size_t vlen)
 {
-	const unsigned char *ra = run->p + a->off, *rb = run->p + b->off;
-	return kv_cmp(SCAN_REC_DATA(ra), scan_rec_at(ra).klen, SCAN_REC_DATA(rb),
-		       scan_rec_at(rb).klen);
-}
-
-static int pos_by_key_ts(const void *pa, const void *pb, void *run)
-{
-	const struct ov_pos *a = pa, *b = pb;
-	int c = pos_kv_cmp(run, a, b);
-	return c ? c : (a->ts > b->ts) - (a->ts < b->ts);
-}
-
-/* Sorts the overlay by key then stamp and keeps the newest record of each key. */
-static void stream_sort(struct stream *s)
-{
-	qsort_r(s->pos, s->npos, sizeof(*s->pos), pos_by_key_ts, (void *)s->ov);
-	size_t w = 0;
-	for (size_t i = 0; i < s->npos; i++)
-		if (i + 1 == s->npos || pos_kv_cmp(s->ov, &s->pos[i], &s->pos[i + 1]) != 0)
-			s->pos[w++] = s->pos[i]; /* else an older write of the next one's key */
-	s->npos = w;
-	s->sorted = true;
-	s->j = 0;
-	s->next = w ? s->ov->p + s->pos[0].off : NULL;
-}
-
-static int stream_emit(struct stream *s, const void *key, size_t klen, const void *val,
-		       size_t vlen)
-{
-	s->n++;
-	if (s->fn(key, klen, val, vlen, s->arg) || (size_t)s->n >= s->count) {
-		s->stop = true;
+	e->n++;
+	if (e->fn(key, klen, val, vlen, e->arg) || (size_t)e->n >= e->count) {
+		e->stop = true;
 		return 1;
 	}
 	return 0;
-}
-
-/* Passes the overlay's records up to @key (NULL: all), tombstones dropped; returns 1 if
- * the scan must stop, and in *@same whether the last one passed had @key itself. */
-static int stream_overlay_upto(struct stream *s, const void *key, size_t klen, bool *same)
-{
-	if (!s->sorted)
-		stream_sort(s);
-	*same = false;
-	while (s->j < s->npos) {
-		const unsigned char *r = s->ov->p + s->pos[s->j].off;
-		struct scan_rec h = scan_rec_at(r);
-		int c = key ? kv_cmp(SCAN_REC_DATA(r), h.klen, key, klen) : -1;
-		if (c > 0)
-			break;
-		s->j++;
-		*same = c == 0;
-		if (!(h.vlen & SCAN_TOMBSTONE) &&
-		    stream_emit(s, SCAN_REC_DATA(r), h.klen, SCAN_REC_DATA(r) + h.klen, h.vlen))
-			return 1;
-		if (*same)
-			break;
-	}
-	s->next = s->j < s->npos ? s->ov->p + s->pos[s->j].off : NULL;
-	return 0;
-}
-
-static __attribute__((noinline)) int stream_merge(struct stream *s, const void *key,
-						  size_t klen, const void *val, size_t vlen)
-{
-	bool same;
-	if (stream_overlay_upto(s, key, klen, &same))
-		return 1;
-	if (same) /* the overlay's newer write of this key was passed, or it deleted it */
-		return s->stop;
-	return stream_emit(s, key, klen, val, vlen);
-}
-
-/* The index's callback of a streamed scan: one compare with the overlay's smallest
- * key not merged yet, then the caller's function. */
-static int stream_index_key(const void *key, size_t klen, const void *val, size_t vlen,
-			    void *arg)
-{
-	struct stream *s = arg;
-	if (!s->next || kv_cmp(key, klen, SCAN_REC_DATA(s->next), scan_rec_at(s->next).klen) < 0)
-		return stream_emit(s, key, klen, val, vlen);
-	return stream_merge(s, key, klen, val, vlen);
-}
-
-/* Copies the overlay's records into @run (tombstones marked) and their stamps into
- * @pos, in OLog order, and points s->next at the smallest. Scan lock held. */
-static int stream_copy_overlay(const struct ov_list *ov, struct scan_run *run,
-			       struct ov_pos *pos, struct stream *s)
-{
-	size_t min = 0;
-	for (size_t i = 0; i < ov->n; i++) {
-		const struct olog_rec *r = ov->v[i].r;
-		bool del = OLOG_REC_OP(r) == OLOG_OP_DELETE;
-		if (!scan_run_put(run, r->data, r->klen, r->data + r->klen, del ? 0 : r->vlen,
-				  del ? SCAN_TOMBSTONE : 0))
-			return TIPS_ENOMEM;
-		pos[i] = (struct ov_pos){ run->last, ov->v[i].ts };
-		if (pos_kv_cmp(run, &pos[i], &pos[min]) < 0)
-			min = i;
-	}
-	s->ov = run;
-	s->pos = pos;
-	s->npos = ov->n;
-	s->next = ov->n ? run->p + pos[min].off : NULL;
-	return 0;
-}
-
-/* The streamed scan (see above): @overlay holds at most SCAN_INLINE_OVERLAY records;
- * the scan lock is held on entry and released here. */
-static long scan_streamed(struct tips_db *db, const void *start, size_t klen, size_t count,
-			  size_t want, struct ov_list *overlay, tips_scan_fn fn, void *arg)
-{
-	_Alignas(8) unsigned char inl[SCAN_STREAM_OVERLAY_BYTES];
-	struct scan_run run = { inl, 0, sizeof(inl), 0, 0, inl };
-	struct ov_pos pos[SCAN_INLINE_OVERLAY];
-	struct stream s = { .fn = fn, .arg = arg, .count = count };
-	long rc = stream_copy_overlay(overlay, &run, pos, &s);
-	pthread_rwlock_unlock(&db->scan_lock);
-	if (rc == 0) {
-		long got = db->ops->scan(db->index, start, klen, want, stream_index_key, &s);
-		bool same;
-		if (got < 0)
-			rc = got;
-		else if (!s.stop && s.npos)
-			stream_overlay_upto(&s, NULL, 0, &same); /* keys past the index's last */
-	}
-	scan_run_free(&run);
-	if (rc)
-		return scan_error(rc);
-	return s.n;
 }
 
 /* A scan that merges the overlay with the index's keys (count > 0): the general path,
@@ -856,8 +711,6 @@ static long scan_merged(struct tips_db *db, const void *start, size_t klen, size
 	rc = olog_overlay(db, start, klen, scan_ts, &overlay, &deletes);
 	/* Each overlay delete can hide one index key: ask the index for that many more. */
 	size_t want = count > SIZE_MAX - deletes ? SIZE_MAX : count + deletes;
-	if (rc == 0 && db->scan_streams && overlay.n <= SCAN_INLINE_OVERLAY)
-		return scan_streamed(db, start, klen, count, want, &overlay, fn, arg);
 	if (rc == 0) {
 		long got = db->ops->scan(db->index, start, klen, want, collect_index, &collected);
 		if (got < 0)
@@ -897,7 +750,7 @@ static long scan_merged(struct tips_db *db, const void *start, size_t klen, size
  * (docs/indexes.md, "Eighth pass").
  */
 struct bounded {
-	struct stream out;     /* the caller's function: fn, arg, count, n, stop */
+	struct emit out;
 	const void *bound;     /* the smallest overlay key >= start */
 	size_t bound_klen;
 };
@@ -908,7 +761,7 @@ static int bounded_index_key(const void *key, size_t klen, const void *val, size
 	struct bounded *b = arg;
 	if (kv_cmp(key, klen, b->bound, b->bound_klen) >= 0)
 		return 1; /* the merged scan takes over from the bound */
-	return stream_emit(&b->out, key, klen, val, vlen);
+	return emit_pair(&b->out, key, klen, val, vlen);
 }
 
 /* The index's keys >= @start and < @bound, to @fn (util/scan_below.h's contract). */
@@ -1271,7 +1124,7 @@ int tips_open(const char *path, const struct tips_config *config,
 	db->ops = ops;
 	const struct tips_index_ops *builtin = tips_index_find(ops->name);
 	db->lookup_sizes = builtin == ops;
-	db->scan_streams = builtin && builtin->scan == ops->scan; /* see scan_streamed() */
+	db->scan_streams = builtin && builtin->scan == ops->scan; /* see tips_scan() */
 	db->scan_below = db->scan_streams ? idx_scan_below_of(builtin) : NULL;
 	pthread_mutex_init(&db->ologs.lock, NULL);
 	pthread_cond_init(&db->ologs.room, NULL);

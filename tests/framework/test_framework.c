@@ -349,14 +349,14 @@ static void test_scan_overlay_bound(void)
 }
 
 /*
- * Streamed scans (tips_scan passes the index's keys straight to the caller's function,
- * merging a small overlay on the way): replay held as above, so that the overlay is
- * exactly the few writes made meanwhile (at most 32 records, the streamed path's
- * bound): updates of index keys, deletes of index keys, new keys between and beyond
- * them, and one key written several times. Then scans from every start with every
- * count 1..40 against the model; a callback that stops after a few keys (the stopping
- * one is counted); and a callback that writes and reads through the facade while the
- * scan runs (a streamed scan holds no lock when it calls it).
+ * Bounded scans (tips_scan passes the index's keys below the smallest unapplied key
+ * straight to the caller's function, and merges from there on): replay held as above,
+ * so that the overlay is exactly the few writes made meanwhile: updates of index keys,
+ * deletes of index keys, new keys between and beyond them, and one key written several
+ * times. Then scans from every start with every count 1..40 against the model; a
+ * callback that stops after a few keys (the stopping one is counted); and a callback
+ * that writes and reads through the facade while the scan runs (a bounded scan holds
+ * no lock when it calls it).
  */
 struct stop_after {
 	size_t left, seen;
@@ -392,7 +392,7 @@ static int reenter_cb(const void *key, size_t klen, const void *val, size_t vlen
 
 static void test_scan_stream(void)
 {
-	struct tips_index_ops wrapped; /* its own scan: the streamed path */
+	struct tips_index_ops wrapped; /* its own scan: the bounded path */
 	struct tips_db *db = open_db_held(&wrapped);
 	unsigned char key[8];
 	load_then_hold(db, 10, 300, 3); /* the index: every third key */
