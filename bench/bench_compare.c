@@ -14,7 +14,10 @@
  * resident memory, and a crash or a lost key in one run cannot touch the others. The
  * child sends its brief result and its full JSON document back through a pipe. Runs
  * are interleaved (repeat, then workload, then index), so a slow spell of this shared
- * machine falls on every index alike instead of on one index's runs.
+ * machine falls on every index alike instead of on one index's runs. With --one-load a
+ * child loads an index once and runs every workload on it in --workloads order
+ * (bench_sequence), sending one brief and document per workload: at 8M records the
+ * loads, not the runs, are most of a compare's time.
  *
  * With --threads 1,2 every configuration runs with each thread count (baselines are
  * taken at the same count), side by side in the table and the JSON. Workload E (scans)
@@ -228,15 +231,31 @@ static int write_all(int fd, const void *p, size_t len)
 	return 0;
 }
 
-/* One run in a child process; fills the cell's next slot. */
-static void run_child(struct session *s, struct cell *c)
+/* Records a run of @c that did not complete. */
+static void run_failed(struct cell *c, const char *why)
+{
+	fprintf(stderr, "tips-bench compare: %s on %s %s\n", c->index, c->workload, why);
+	c->brief[c->runs] = (struct run_brief){ .status = EXIT_LOST };
+	c->failed++;
+	c->runs++;
+}
+
+/*
+ * One load and the runs of the @n cells @c (one index and thread count; one cell, or
+ * with --one-load every workload's) in a child process; fills each cell's next slot.
+ * The child sends, for each run in order, its brief, the length of its document and
+ * the document (length 0: the run did not complete).
+ */
+static void run_child(struct session *s, struct cell *const *c, unsigned n)
 {
 	struct options o = *s->o;
-	o.index = c->index;
-	o.threads = c->threads;
+	o.index = c[0]->index;
+	o.threads = c[0]->threads;
 	o.json = NULL;
 	o.quiet = true;
-	bench_set_workload(&o, c->workload);
+	const char *workload[MAX_NAMES];
+	for (unsigned k = 0; k < n; k++)
+		workload[k] = c[k]->workload;
 	int fd[2];
 	if (pipe(fd)) {
 		perror("tips-bench compare: pipe");
@@ -251,17 +270,22 @@ static void run_child(struct session *s, struct cell *c)
 	}
 	if (pid == 0) {
 		close(fd[0]);
-		char *doc = NULL;
-		size_t len = 0;
-		FILE *m = open_memstream(&doc, &len);
-		if (!m)
-			_exit(EXIT_SETUP);
-		struct run_brief brief;
-		int rc = bench_single(&o, m, &brief);
-		if (fclose(m))
-			_exit(EXIT_SETUP);
-		if (write_all(fd[1], &brief, sizeof(brief)) || write_all(fd[1], doc, len))
-			_exit(EXIT_SETUP);
+		char *doc[MAX_NAMES] = { NULL };
+		size_t len[MAX_NAMES] = { 0 };
+		FILE *m[MAX_NAMES];
+		struct run_brief brief[MAX_NAMES];
+		for (unsigned k = 0; k < n; k++)
+			if (!(m[k] = open_memstream(&doc[k], &len[k])))
+				_exit(EXIT_SETUP);
+		int rc = bench_sequence(&o, workload, n, m, brief);
+		for (unsigned k = 0; k < n; k++) {
+			if (fclose(m[k]))
+				_exit(EXIT_SETUP);
+			uint64_t l = brief[k].status == EXIT_OK ? len[k] : 0;
+			if (write_all(fd[1], &brief[k], sizeof(brief[k])) ||
+			    write_all(fd[1], &l, sizeof(l)) || write_all(fd[1], doc[k], l))
+				_exit(EXIT_SETUP);
+		}
 		_exit(rc);
 	}
 	close(fd[1]);
@@ -271,25 +295,41 @@ static void run_child(struct session *s, struct cell *c)
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	unsigned r = c->runs++;
-	bool ok = got && len > sizeof(struct run_brief) && WIFEXITED(status) &&
-		  WEXITSTATUS(status) == EXIT_OK;
-	if (!ok) {
-		c->failed++;
-		if (WIFSIGNALED(status))
-			fprintf(stderr, "tips-bench compare: %s on %s died of signal %d\n",
-				c->index, c->workload, WTERMSIG(status));
-		else
-			fprintf(stderr, "tips-bench compare: %s on %s failed (exit %d)\n",
-				c->index, c->workload, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-		c->brief[r] = (struct run_brief){ .status = EXIT_LOST };
-		free(got);
-		return;
+	char why[64];
+	if (WIFSIGNALED(status))
+		snprintf(why, sizeof(why), "died of signal %d", WTERMSIG(status));
+	else
+		snprintf(why, sizeof(why), "failed (exit %d)",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	size_t at = 0;
+	for (unsigned k = 0; k < n; k++) {
+		struct run_brief b;
+		uint64_t l = 0;
+		bool sent = got && len - at >= sizeof(b) + sizeof(l);
+		if (sent) {
+			memcpy(&b, got + at, sizeof(b));
+			memcpy(&l, got + at + sizeof(b), sizeof(l));
+			at += sizeof(b) + sizeof(l);
+			sent = l > 0 && l <= len - at && b.status == EXIT_OK;
+		}
+		if (!sent) {
+			run_failed(c[k], why);
+			at = len; /* what follows cannot be framed */
+			continue;
+		}
+		char *doc = malloc(l);
+		if (!doc) {
+			run_failed(c[k], "lost its document (out of memory)");
+			at += l;
+			continue;
+		}
+		memcpy(doc, got + at, l);
+		doc[l - 1] = '\0'; /* drops the document's newline */
+		at += l;
+		c[k]->brief[c[k]->runs] = b;
+		c[k]->json[c[k]->runs++] = doc;
 	}
-	memcpy(&c->brief[r], got, sizeof(struct run_brief));
-	memmove(got, got + sizeof(struct run_brief), len - sizeof(struct run_brief));
-	got[len - sizeof(struct run_brief) - 1] = '\0'; /* drops the document's newline */
-	c->json[r] = got;
+	free(got);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -436,11 +476,12 @@ static int write_json(const struct session *s)
 	fprintf(f, "{\"kind\":\"tips-bench-compare\",\"config\":{\"records\":%llu,\"ops\":%llu,"
 		"\"threads\":%u,\"dist\":\"%s\",\"skew\":%g,\"key_size\":%u,\"value_size\":%u,"
 		"\"scan_len\":%u,\"seed\":%llu,\"repeat\":%u,\"max_seconds\":%g,\"seconds\":%g,"
-		"\"baseline\":\"%s\",\"upsert\":%s,\"batch\":%u,\"pool_dir\":",
+		"\"baseline\":\"%s\",\"upsert\":%s,\"batch\":%u,\"one_load\":%s,\"pool_dir\":",
 		(unsigned long long)o->records, (unsigned long long)o->ops, s->cell[0].threads,
 		keydist_name(o->dist), o->skew, o->key_size, o->value_size, o->scan_len,
 		(unsigned long long)o->seed, o->repeat, o->max_seconds, o->seconds,
-		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch);
+		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch,
+		o->one_load ? "true" : "false");
 	json_string(f, bench_pool_dir());
 	fprintf(f, ",\"pool_pages\":\"%s\",\"thread_counts\":[", bench_pool_pages());
 	for (unsigned t = 0; t < s->nthreads; t++)
@@ -516,6 +557,16 @@ static void session_free(struct session *s)
 	free(s->lists[1]);
 }
 
+static void print_progress(const struct cell *c, unsigned done, unsigned total, unsigned r)
+{
+	const struct run_brief *b = &c->brief[c->runs - 1];
+	printf("[%u/%u] %-16s %-4s %u thr run %u: load %.3f Mops/s, run %.3f Mops/s%s%s\n",
+	       done, total, c->index, c->workload, c->threads, r + 1,
+	       b->load_ops_per_sec / 1e6, b->run_ops_per_sec / 1e6,
+	       b->capped ? " (capped)" : "", b->status == EXIT_OK ? "" : " FAILED");
+	fflush(stdout);
+}
+
 int bench_compare(const struct options *o)
 {
 	struct session s = { .o = o };
@@ -526,19 +577,27 @@ int bench_compare(const struct options *o)
 	unsigned total = 0, done = 0;
 	for (unsigned k = 0; k < ncells(&s); k++)
 		total += s.cell[k].not_applicable ? 0 : o->repeat;
+	/* Interleaved: repeat, then thread count, then workload, then index; with
+	 * --one-load a child runs every workload of an index, so the workload loop is
+	 * inside it. */
+	unsigned group = o->one_load ? s.nworkload : 1;
 	for (unsigned r = 0; r < o->repeat; r++)
-		for (unsigned k = 0; k < ncells(&s); k++) {
-			struct cell *c = &s.cell[k];
-			if (c->not_applicable)
-				continue;
-			run_child(&s, c);
-			const struct run_brief *b = &c->brief[c->runs - 1];
-			printf("[%u/%u] %-16s %-4s %u thr run %u: load %.3f Mops/s, run %.3f Mops/s%s%s\n",
-			       ++done, total, c->index, c->workload, c->threads, r + 1,
-			       b->load_ops_per_sec / 1e6, b->run_ops_per_sec / 1e6,
-			       b->capped ? " (capped)" : "", b->status == EXIT_OK ? "" : " FAILED");
-			fflush(stdout);
-		}
+		for (unsigned t = 0; t < s.nthreads; t++)
+			for (unsigned g = 0; g < s.nworkload / group; g++)
+				for (unsigned i = 0; i < s.nindex; i++) {
+					struct cell *run[MAX_NAMES];
+					unsigned n = 0;
+					for (unsigned w = g * group; w < (g + 1) * group; w++) {
+						struct cell *c = &s.cell[(t * s.nworkload + w) * s.nindex + i];
+						if (!c->not_applicable)
+							run[n++] = c;
+					}
+					if (!n)
+						continue;
+					run_child(&s, run, n);
+					for (unsigned k = 0; k < n; k++)
+						print_progress(run[k], ++done, total, r);
+				}
 	print_table(&s);
 	int rc = o->json && write_json(&s) ? EXIT_SETUP : EXIT_OK;
 	unsigned failed = 0;

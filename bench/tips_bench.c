@@ -1169,6 +1169,9 @@ static void usage(FILE *f)
 		"  --repeat R         runs of each configuration (default 3); medians reported\n"
 		"  --baseline B       twin (default: tips-X and pmdk-X against dram-X) or an index\n"
 		"                     name\n"
+		"  --one-load         load each index once per thread count and repeat, then run\n"
+		"                     the workloads one after another on it, in --workloads\n"
+		"                     order (default: a fresh load for every workload's run)\n"
 		SIZE_ARG_RULE
 		"exit codes: 0 ok, 1 an operation failed (e.g. a loaded key not found), 2 usage,\n"
 		"3 setup failed\n", (unsigned long long)ldb_defaults.memtable_entries);
@@ -1227,6 +1230,7 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		{ "keep", 0, 0, 'e' }, { "json", 1, 0, 'j' }, { "list", 0, 0, 'x' },
 		{ "max-seconds", 1, 0, 't' }, { "indexes", 1, 0, 'X' }, { "workloads", 1, 0, 'W' },
 		{ "repeat", 1, 0, 'R' }, { "baseline", 1, 0, 'B' }, { "no-settle", 0, 0, 'n' },
+		{ "one-load", 0, 0, 'O' },
 		{ "upsert", 0, 0, OPT_UPSERT }, { "listdb-cache", 1, 0, OPT_LDB_CACHE },
 		{ "listdb-second-chance", 1, 0, OPT_LDB_SECOND },
 		{ "listdb-memtable", 1, 0, OPT_LDB_MEMTABLE },
@@ -1247,7 +1251,7 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 		char *end = NULL;
 		if (c >= OPT_LDB_CACHE && c <= OPT_LDB_SETTLE)
 			o->listdb_knob_set = true;
-		if (c > 0 && c < 256 && !compare && strchr("XWRB", c)) {
+		if (c > 0 && c < 256 && !compare && strchr("XWRBO", c)) {
 			fprintf(stderr, "tips-bench: %s is an option of compare mode\n", argv[optind - 1]);
 			return -1;
 		}
@@ -1314,6 +1318,7 @@ static int parse(int argc, char **argv, struct options *o, bool compare, bool *l
 			if (*end || o->repeat < 1 || o->repeat > 100) return -1;
 			break;
 		case 'B': o->baseline = optarg; break;
+		case 'O': o->one_load = true; break;
 		case OPT_UPSERT: o->upsert = true; break;
 		case OPT_BATCH:
 			if (parse_count(optarg, 1, 4096, &v)) return -1;
@@ -1449,8 +1454,92 @@ static double settle(struct bench_index *idx, const struct options *o)
 	return (double)(now_ns() - t0) / 1e6;
 }
 
-int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
+/* The inserts a run of workload @w makes at most (--ops times its insert share). */
+static uint64_t run_inserts(const struct options *o, const char *w)
 {
+	struct options probe = *o;
+	if (w)
+		bench_set_workload(&probe, w);
+	return (uint64_t)((double)probe.ops * probe.ratio[OP_INSERT]);
+}
+
+/* Sets up the key distribution of workload @w (NULL: o's own mix) in *@o, from the
+ * distribution the user chose (@dist): bench_set_workload gives d its own. */
+static void select_workload(struct options *o, enum keydist dist, const char *w)
+{
+	if (!w)
+		return;
+	o->dist = dist;
+	bench_set_workload(o, w);
+}
+
+/* The report and JSON document of the run phase just ended, and its brief. */
+static void report_run(struct bench *b, const struct phase_result *load,
+		       const struct run_summary *ls, const struct phase_result *run,
+		       const struct run_summary *rs, double settle_ms, FILE *json,
+		       struct run_brief *brief)
+{
+	const struct options *o = &b->o;
+	if (!o->quiet) {
+		print_phase("run", run, rs);
+		if (rs->pm_counted)
+			printf("run: fences/write %.3f, flushes/write %.3f, fences/read "
+			       "%.3f, all-thread fences/write %.3f, PM bytes/op %.1f, ",
+			       rs->fences_w, rs->lines_w, rs->fences_r, rs->fences_w_all,
+			       rs->pm_bytes_per_op);
+		else
+			printf("run: fences and flushes n/a (libpmemobj persists through "
+			       "libpmem, not counted), ");
+		printf("throughput stddev %.1f%% of mean%s\n",
+		       rs->timeline_mean ? 100 * rs->timeline_stddev / rs->timeline_mean : 0,
+		       run->capped && o->seconds <= 0 ? " (stopped at --max-seconds)" : "");
+		if (b->idx.ldb)
+			print_listdb(run);
+	}
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	if (json) {
+		json_config(json, o);
+		json_phase(json, b, "load", load, ls);
+		fprintf(json, ",");
+		json_phase(json, b, "run", run, rs);
+		if (b->idx.ldb)
+			json_listdb(json, o, load, run);
+		/* With the index null, the run's worker CPU is the harness's own cost. */
+		if (strcmp(o->index, BENCH_NULL_NAME) == 0)
+			fprintf(json, ",\"harness_ns_per_op\":%.1f", rs->cpu_app);
+		else
+			fprintf(json, ",\"harness_ns_per_op\":null");
+		fprintf(json, ",\"settle_ms\":%.1f,\"peak_rss_kib\":%ld}\n", settle_ms,
+			ru.ru_maxrss);
+	}
+	if (!o->quiet)
+		printf("peak resident memory %ld KiB\n", ru.ru_maxrss);
+	if (brief)
+		*brief = (struct run_brief){
+			.status = EXIT_OK, .capped = run->capped,
+			.load_ops_per_sec = load->ops_per_sec, .run_ops_per_sec = run->ops_per_sec,
+			.p50 = (double)histogram_quantile(&rs->lat, 0.5),
+			.p99 = (double)histogram_quantile(&rs->lat, 0.99),
+			.p999 = (double)histogram_quantile(&rs->lat, 0.999),
+			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
+			.cpu_app = rs->cpu_app, .cpu_backend = rs->cpu_backend,
+			.cpu_role = { rs->cpu_role[0], rs->cpu_role[1], rs->cpu_role[2],
+				      rs->cpu_role[3] },
+			.stall_intervals = rs->stalls, .stall_longest = rs->longest_stall,
+			.wp50 = (double)histogram_quantile(&rs->wlat, 0.5),
+			.wp999 = (double)histogram_quantile(&rs->wlat, 0.999),
+			.threads = o->threads,
+			.pm_counted = bench_index_pm_counted(&b->idx),
+			.peak_rss_kib = ru.ru_maxrss,
+		};
+}
+
+int bench_sequence(const struct options *opt, const char *const *workloads, unsigned n,
+		   FILE *const *json, struct run_brief *brief)
+{
+	for (unsigned i = 0; brief && i < n; i++)
+		brief[i] = (struct run_brief){ .status = EXIT_LOST };
 	struct bench *b = calloc(1, sizeof(*b));
 	if (!b) {
 		fprintf(stderr, "tips-bench: out of memory\n");
@@ -1458,24 +1547,33 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 	}
 	struct options *o = &b->o;
 	*o = *opt;
-	if ((o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST) &&
-	    zipf_init(&b->zipf, o->records, o->skew)) {
+	const enum keydist dist = o->dist;
+	bool zipf_needed = false;
+	for (unsigned i = 0; i < n; i++) {
+		select_workload(o, dist, workloads ? workloads[i] : NULL);
+		zipf_needed |= o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST;
+	}
+	if (zipf_needed && zipf_init(&b->zipf, o->records, o->skew)) {
 		fprintf(stderr, "tips-bench: zipfian skew must be in (0, 1)\n");
 		free(b);
 		return EXIT_USAGE;
 	}
-	struct keygen probe;
-	if (keygen_init(&probe, o->dist, o->skew, &b->zipf, 0, 0)) {
-		fprintf(stderr, "tips-bench: skew %g does not fit %s\n", o->skew,
-			keydist_name(o->dist));
-		free(b);
-		return EXIT_USAGE;
+	for (unsigned i = 0; i < n; i++) {
+		select_workload(o, dist, workloads ? workloads[i] : NULL);
+		struct keygen probe;
+		if (keygen_init(&probe, o->dist, o->skew, &b->zipf, 0, 0)) {
+			fprintf(stderr, "tips-bench: skew %g does not fit %s\n", o->skew,
+				keydist_name(o->dist));
+			free(b);
+			return EXIT_USAGE;
+		}
 	}
-	/* Pools and tables are sized for the inserts --ops allows; in duration mode that is
-	 * also where the run phase stops inserting (it reports so). */
-	uint64_t inserts = (uint64_t)((double)o->ops * o->ratio[OP_INSERT]);
+	/* Pools and tables are sized for the inserts --ops allows in every run phase; in
+	 * duration mode that is also where the run phases stop inserting (they report so). */
+	uint64_t inserts = 0;
+	for (unsigned i = 0; i < n; i++)
+		inserts += run_inserts(opt, workloads ? workloads[i] : NULL);
 	uint64_t expected = o->records + inserts;
-	b->insert_limit = o->seconds > 0 ? expected : UINT64_MAX;
 	int rc = bench_index_open(&b->idx, o->index, o->pool, o->pool_size, expected, o->keep);
 	if (rc) {
 		fprintf(stderr, "tips-bench: cannot open %s: %s\n", o->index, tips_errormsg());
@@ -1490,8 +1588,8 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		return EXIT_SETUP;
 	}
 	atomic_store(&b->next_insert, o->records);
-	if (!o->quiet)
-	{
+	select_workload(o, dist, workloads ? workloads[0] : NULL);
+	if (!o->quiet) {
 		if (o->seconds > 0)
 			printf("tips-bench: %s, %llu records, run for %g s (at most %llu inserts), "
 			       "%u threads", o->index, (unsigned long long)o->records, o->seconds,
@@ -1510,81 +1608,50 @@ int bench_single(const struct options *opt, FILE *json, struct run_brief *brief)
 		fprintf(stderr, "tips-bench: out of memory\n");
 		exit(EXIT_SETUP);
 	}
-	memset(&run, 0, sizeof(run));
-	memset(rs, 0, sizeof(*rs));
 	int failed = run_phase(b, 0, &load);
 	summarize(b, &load, ls);
 	if (!o->quiet)
 		print_phase("load", &load, ls);
-	double settle_ms = failed || o->no_settle ? 0 : settle(&b->idx, o);
-	if (!o->quiet && b->idx.db && !o->no_settle)
-		printf("load: replay applied the backlog %.0f ms after the last insert\n",
-		       settle_ms);
-	if (!o->quiet && b->idx.ldb && o->listdb_settle && !o->no_settle)
-		printf("load: every MemTable flushed%s %.0f ms after the last insert\n",
-		       o->listdb.compaction ? " and merged into L1" : " into L0", settle_ms);
-	if (!failed) {
+	/* Each run phase in turn, on what the load and the runs before it left. */
+	for (unsigned i = 0; i < n && !failed; i++) {
+		select_workload(o, dist, workloads ? workloads[i] : NULL);
+		if (!o->quiet && i > 0)
+			printf("then workload %s\n", o->workload);
+		double settle_ms = o->no_settle ? 0 : settle(&b->idx, o);
+		if (!o->quiet && b->idx.db && !o->no_settle)
+			printf("%s: replay applied the backlog %.0f ms after the last insert\n",
+			       i ? "run" : "load", settle_ms);
+		if (!o->quiet && b->idx.ldb && o->listdb_settle && !o->no_settle)
+			printf("%s: every MemTable flushed%s %.0f ms after the last insert\n",
+			       i ? "run" : "load", o->listdb.compaction ? " and merged into L1"
+									: " into L0", settle_ms);
+		/* Each run phase has the insert bound of its own workload. */
+		b->insert_limit = o->seconds > 0 ? atomic_load(&b->next_insert) +
+							   run_inserts(o, NULL)
+						 : UINT64_MAX;
+		atomic_store(&b->time_up, 0);
+		atomic_store(&b->insert_capped, 0);
+		memset(&run, 0, sizeof(run));
 		failed = run_phase(b, 1, &run);
+		/* The ids a capped phase drew at or past its bound were never inserted: the
+		 * next phase inserts them (so that `latest` never reads a missing key). */
+		if (atomic_load(&b->next_insert) > b->insert_limit)
+			atomic_store(&b->next_insert, b->insert_limit);
 		summarize(b, &run, rs);
-		if (!o->quiet) {
-			print_phase("run", &run, rs);
-			if (rs->pm_counted)
-				printf("run: fences/write %.3f, flushes/write %.3f, fences/read "
-				       "%.3f, all-thread fences/write %.3f, PM bytes/op %.1f, ",
-				       rs->fences_w, rs->lines_w, rs->fences_r, rs->fences_w_all,
-				       rs->pm_bytes_per_op);
-			else
-				printf("run: fences and flushes n/a (libpmemobj persists through "
-				       "libpmem, not counted), ");
-			printf("throughput stddev %.1f%% of mean%s\n",
-			       rs->timeline_mean ? 100 * rs->timeline_stddev / rs->timeline_mean : 0,
-			       run.capped && o->seconds <= 0 ? " (stopped at --max-seconds)" : "");
-			if (b->idx.ldb)
-				print_listdb(&run);
-		}
+		if (!failed)
+			report_run(b, &load, ls, &run, rs, settle_ms, json ? json[i] : NULL,
+				   brief ? &brief[i] : NULL);
 	}
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	if (json && !failed) {
-		json_config(json, o);
-		json_phase(json, b, "load", &load, ls);
-		fprintf(json, ",");
-		json_phase(json, b, "run", &run, rs);
-		if (b->idx.ldb)
-			json_listdb(json, o, &load, &run);
-		/* With the index null, the run's worker CPU is the harness's own cost. */
-		if (strcmp(o->index, BENCH_NULL_NAME) == 0)
-			fprintf(json, ",\"harness_ns_per_op\":%.1f", rs->cpu_app);
-		else
-			fprintf(json, ",\"harness_ns_per_op\":null");
-		fprintf(json, ",\"settle_ms\":%.1f,\"peak_rss_kib\":%ld}\n", settle_ms,
-			ru.ru_maxrss);
-	}
-	if (!o->quiet)
-		printf("peak resident memory %ld KiB\n", ru.ru_maxrss);
-	if (brief)
-		*brief = (struct run_brief){
-			.status = failed ? EXIT_LOST : EXIT_OK, .capped = run.capped,
-			.load_ops_per_sec = load.ops_per_sec, .run_ops_per_sec = run.ops_per_sec,
-			.p50 = (double)histogram_quantile(&rs->lat, 0.5),
-			.p99 = (double)histogram_quantile(&rs->lat, 0.99),
-			.p999 = (double)histogram_quantile(&rs->lat, 0.999),
-			.fences_w = rs->fences_w, .fences_r = rs->fences_r,
-			.cpu_app = rs->cpu_app, .cpu_backend = rs->cpu_backend,
-			.cpu_role = { rs->cpu_role[0], rs->cpu_role[1], rs->cpu_role[2],
-				      rs->cpu_role[3] },
-			.stall_intervals = rs->stalls, .stall_longest = rs->longest_stall,
-			.wp50 = (double)histogram_quantile(&rs->wlat, 0.5),
-			.wp999 = (double)histogram_quantile(&rs->wlat, 0.999),
-			.threads = o->threads,
-			.pm_counted = bench_index_pm_counted(&b->idx),
-			.peak_rss_kib = ru.ru_maxrss,
-		};
 	bench_index_close(&b->idx);
 	free(ls);
 	free(rs);
 	free(b);
 	return failed ? EXIT_LOST : EXIT_OK;
+}
+
+int bench_single(const struct options *o, FILE *json, struct run_brief *brief)
+{
+	return bench_sequence(o, NULL, 1, &json, brief);
 }
 
 int main(int argc, char **argv)

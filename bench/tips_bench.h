@@ -45,6 +45,8 @@ struct options {
 	const char *indexes, *workloads, *baseline;
 	unsigned repeat;
 	unsigned thread_counts[16], nthread_counts; /* --threads 1,2 */
+	bool one_load; /* --one-load: one load per index, thread count and repeat, then
+			  every workload's run phase on it (bench_sequence) */
 };
 
 /* The store's background threads, recognised by the names they give themselves
@@ -76,6 +78,16 @@ int bench_set_workload(struct options *o, const char *w);
 /* One load + run of o->index. Prints the human report unless o->quiet; writes the
  * JSON document to @json if not NULL; fills @brief if not NULL. Returns an exit code. */
 int bench_single(const struct options *o, FILE *json, struct run_brief *brief);
+
+/* One load of o->index, then a run phase of each of the @n workloads named in
+ * @workloads (a-e, load), one after another on what the load and the runs before left
+ * (YCSB's own order of work: load once, then run the workloads). Run i writes its
+ * document (the shared load's figures, then its own run's) to json[i] and fills
+ * brief[i]; a run that did not complete leaves brief[i].status EXIT_LOST, and the runs
+ * after a failed one are not made. @workloads NULL: one run of o's own mix (@n 1).
+ * Returns an exit code. */
+int bench_sequence(const struct options *o, const char *const *workloads, unsigned n,
+		   FILE *const *json, struct run_brief *brief);
 
 /* `tips-bench compare`: runs every index of o->indexes on every workload of
  * o->workloads o->repeat times. Returns an exit code. */

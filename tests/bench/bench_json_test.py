@@ -34,7 +34,9 @@ Checks, on tiny workloads:
     same count; workload E listed as not applicable (not run) for hash indexes;
   - the same seed gives the same operations, another seed others;
   - the compare schema: medians are the medians of the runs, ratios the ratios of the
-    medians, one embedded document per completed run.
+    medians, one embedded document per completed run;
+  - compare --one-load: one load per index shared by its workloads' runs, in order, each
+    run phase with its own insert bound (a capped phase leaves no id uninserted).
 
 usage: bench_json_test.py TIPS_BENCH_EXE
 """
@@ -420,6 +422,37 @@ def main():
             want_ratio = r["run_ops_per_sec"]["median"] / base["run_ops_per_sec"]["median"]
             check(abs(r["ratio"] - want_ratio) < 1e-3,
                   "compare --threads: ratio against the twin at %d threads" % t)
+
+    # Compare --one-load: one load per index and thread count, then the workloads in
+    # order on it. "load" is capped at its insert bound (--ops x 1.0) and "d" reads the
+    # latest keys right after, so an id drawn past the bound and never inserted would be
+    # read as lost; "e" then still inserts (each phase has its own insert bound).
+    doc = run(["compare", "--one-load", "--records", "2000", "--seconds", "0.2", "--ops",
+               "400", "--repeat", "1", "--threads", "2", "--workloads", "load,d,e,c",
+               "--indexes", "tips-art", "--sample-ms", "5"], path("compare-one-load.json"))
+    check(doc["config"].get("one_load") is True, "compare --one-load: in the config")
+    cells = {(r["index"], r["workload"]): r for r in doc["results"]}
+    for index in ["tips-art", "dram-art"]:
+        rows = [cells.get((index, w), {}) for w in ["load", "d", "e", "c"]]
+        check(all(r.get("completed") == 1 and r.get("failed") == 0 for r in rows),
+              "compare --one-load %s: every workload ran" % index)
+        if not all(r.get("runs") for r in rows):
+            continue
+        loads = {r["runs"][0]["load"]["ops_per_sec"] for r in rows}
+        check(len(loads) == 1, "compare --one-load %s: one load shared: %s" % (index, loads))
+        check([r["runs"][0]["config"]["workload"] for r in rows] == ["load", "d", "e", "c"],
+              "compare --one-load %s: the documents are the workloads in order" % index)
+        first = rows[0]["runs"][0]["run"]
+        check(first["insert_capped"] and first["op_counts"]["insert"] == 400,
+              "compare --one-load %s: load capped at its bound: %s" % (index, first["op_counts"]))
+        check(rows[2]["runs"][0]["run"]["op_counts"]["insert"] > 0,
+              "compare --one-load %s: e inserts after the capped phases" % index)
+    plain = run(["compare", "--records", "2000", "--seconds", "0.1", "--ops", "400",
+                 "--repeat", "1", "--threads", "1", "--workloads", "c,d", "--indexes",
+                 "dram-art", "--sample-ms", "5"], path("compare-fresh.json"))
+    loads = {r["runs"][0]["load"]["ops_per_sec"] for r in plain["results"] if r["runs"]}
+    check(plain["config"].get("one_load") is False and len(loads) == 2,
+          "compare without --one-load: a load per workload: %s" % loads)
 
     # pmdk-hash, if built: counters unavailable, not 0; its twin in compare is dram-hash.
     listed = subprocess.run([BENCH, "--list"], stdout=subprocess.PIPE, text=True).stdout
