@@ -181,13 +181,17 @@ static void log_and_publish(struct tips_db *db, struct thread_ctx *ctx, struct t
 			    struct pending *p, size_t n, bool *long_chain)
 {
 	uint64_t ts = ts_take_n(n);
-	cache_count_unapplied(db->cache, n); /* before replay can see a record */
+	/* Counted and marked before replay can see a record, and before publishing. */
+	unsigned slot = cache_count_unapplied(db->cache, n) & 1;
 	struct olog *log = ctx->log;
 	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_relaxed);
 	for (size_t i = 0; i < n; i++) {
 		const struct batch_item *it = &b->items[p[i].item];
 		bool del = p[i].op == OLOG_OP_DELETE;
 		p[i].entry->ts = ts + i;
+		p[i].entry->pending_slot = slot;
+		cache_mark_pending(db->cache, slot,
+				   cache_key_hash(batch_key(b, p[i].item), it->klen));
 		olog_put_record(log, &tail, p[i].op, ts + i, batch_key(b, p[i].item), it->klen,
 				batch_val(b, p[i].item), del ? 0 : it->vlen, (uint64_t)p[i].entry);
 	}

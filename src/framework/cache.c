@@ -7,6 +7,10 @@
  * newest write of that key. A delete pushes a tombstone. Entries are immutable once
  * published except for `applied`, which replay sets after the index holds the write.
  *
+ * Unapplied entries are counted, and their key hashes marked in the pending filter,
+ * before they are published, so a reader skips the cache when nothing is unapplied or
+ * its key is unmarked ("Pending filter" below).
+ *
  * The gc thread unlinks applied entries: from a bucket whose chain passed the bound
  * (shadowed entries first, then the oldest), or from every bucket when the cache is
  * nearly full (7/8 of its capacity: sweeping before it is full spares writers the wait)
@@ -32,8 +36,15 @@
 #include "util/errors_internal.h"
 #include "util/grace.h"
 
+/* The pending filter: per slot, one bit per key-hash class (the hash's top
+ * PENDING_BITS_LOG bits), 64 KiB; the two slots' words alternate, so that a reader
+ * finds both of its bits on one line. */
+#define PENDING_BITS_LOG 19
+#define PENDING_WORDS ((1u << PENDING_BITS_LOG) / 64)
+
 struct cache {
 	struct cache_unapplied_line u; /* first: cache_all_applied() reads it inline */
+	_Atomic uint64_t *pending;     /* [2 * PENDING_WORDS]: word w of slot s at 2w + s */
 	struct cache_bucket *buckets;
 	uint64_t mask;
 	uint64_t capacity;
@@ -250,9 +261,64 @@ void cache_unreserve(struct cache *c, unsigned n)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void cache_count_unapplied(struct cache *c, uint64_t n)
+/*
+ * Pending filter. A reader with entries unapplied somewhere in the cache would have to
+ * read its key's bucket (a DRAM miss in a table of the cache's capacity) and walk its
+ * chain of mostly applied entries; the filter tells it, from a line of 128 KiB that
+ * stays in its cache, whether its key can have an unapplied entry at all.
+ * Invariant: an entry published and not applied has its bit set in its slot, and its
+ * slot's count is above 0. Bits are cleared only when the persist thread flips: it
+ * reads the other slot's count as 0, clears that slot's words, then makes it current
+ * (gen + 1). A writer counts itself in a slot and then reads gen again: it keeps the
+ * slot only if gen did not move, i.e. its count came before the flip that could
+ * clear its bits next (which then sees it until replay applied the entry);
+ * otherwise it uncounts and starts over. Its bits are set after that, so no clear of
+ * a flip it was counted for can come after them.
+ */
+unsigned cache_count_unapplied(struct cache *c, uint64_t n)
 {
-	atomic_fetch_add(&c->u.unapplied, n);
+	for (;;) {
+		uint64_t g = atomic_load(&c->u.gen);
+		unsigned slot = (unsigned)(g & 1);
+		atomic_fetch_add(&c->u.unapplied[slot], n);
+		if (atomic_load(&c->u.gen) == g)
+			return slot;
+		atomic_fetch_sub(&c->u.unapplied[slot], n);
+	}
+}
+
+static inline uint64_t pending_class(uint64_t hash)
+{
+	return hash >> (64 - PENDING_BITS_LOG);
+}
+
+void cache_mark_pending(struct cache *c, unsigned slot, uint64_t hash)
+{
+	uint64_t k = pending_class(hash), bit = 1ull << (k & 63);
+	_Atomic uint64_t *w = &c->pending[2 * (k >> 6) + slot];
+	if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+}
+
+bool cache_may_be_pending(const struct cache *c, uint64_t hash)
+{
+	uint64_t k = pending_class(hash), bit = 1ull << (k & 63);
+	const _Atomic uint64_t *w = &c->pending[2 * (k >> 6)];
+	return ((atomic_load_explicit(&w[0], memory_order_acquire) |
+		 atomic_load_explicit(&w[1], memory_order_acquire)) & bit) != 0;
+}
+
+void cache_pending_flip(struct cache *c)
+{
+	uint64_t g = atomic_load(&c->u.gen);
+	unsigned other = (unsigned)((g + 1) & 1);
+	if (atomic_load(&c->u.unapplied[other]) != 0)
+		return;
+	/* Only words with bits set are stored: a store takes the line from readers. */
+	for (size_t i = other; i < 2 * (size_t)PENDING_WORDS; i += 2)
+		if (atomic_load_explicit(&c->pending[i], memory_order_relaxed))
+			atomic_store_explicit(&c->pending[i], 0, memory_order_relaxed);
+	atomic_store(&c->u.gen, g + 1); /* after the clear: writers of the new slot see it */
 }
 
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
@@ -291,12 +357,15 @@ void cache_queue_gc(struct cache *c, struct cache_bucket *b)
 
 uint64_t cache_unapplied(const struct cache *c)
 {
-	return atomic_load_explicit(&c->u.unapplied, memory_order_relaxed);
+	return atomic_load_explicit(&c->u.unapplied[0], memory_order_relaxed) +
+	       atomic_load_explicit(&c->u.unapplied[1], memory_order_relaxed);
 }
 
-void cache_applied(struct cache *c, uint64_t n)
+void cache_applied(struct cache *c, const uint64_t n[2])
 {
-	atomic_fetch_sub(&c->u.unapplied, n);
+	for (unsigned s = 0; s < 2; s++)
+		if (n[s])
+			atomic_fetch_sub(&c->u.unapplied[s], n[s]);
 }
 
 void cache_applied_more(struct cache *c)
@@ -521,11 +590,16 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	while (nb < capacity)
 		nb <<= 1;
 	c->buckets = calloc(nb, sizeof(*c->buckets));
-	if (!c->buckets) {
+	c->pending = aligned_alloc(64, 2 * PENDING_WORDS * sizeof(*c->pending));
+	if (!c->buckets || !c->pending) {
+		free(c->buckets);
+		free(c->pending);
 		free(c);
 		return tips_set_error(TIPS_ENOMEM, "cache: out of DRAM for %llu buckets",
 				      (unsigned long long)nb);
 	}
+	for (size_t i = 0; i < 2 * (size_t)PENDING_WORDS; i++)
+		atomic_init(&c->pending[i], 0);
 	c->mask = nb - 1;
 	c->capacity = capacity;
 	c->high_water = capacity - capacity / 8;
@@ -536,6 +610,7 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	pthread_cond_init(&c->room_cv, NULL);
 	if (pthread_create(&c->gc_thread, NULL, gc_main, c)) {
 		free(c->buckets);
+		free(c->pending);
 		free(c);
 		return tips_set_error(TIPS_ENOMEM, "cache: cannot start the gc thread");
 	}
@@ -562,6 +637,7 @@ void cache_delete(struct cache *c)
 	pthread_mutex_destroy(&c->spare_mu);
 	free(c->queue);
 	free(c->buckets);
+	free(c->pending);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->gc_cv);
 	pthread_cond_destroy(&c->room_cv);

@@ -262,7 +262,8 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		ctx->log = olog_take(db, ctx);
 	/* The bucket is a likely DRAM miss: start loading it now, for writing, so that it
 	 * overlaps admission and the entry's allocation instead of the lock. */
-	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
+	uint64_t hash = cache_key_hash(key, klen);
+	struct cache_bucket *b = cache_bucket_of(db->cache, hash);
 	__builtin_prefetch(b, 1, 3);
 	uint64_t size = olog_record_size(klen, vlen);
 	uint64_t cost = admit_cost(op, klen, vlen);
@@ -297,7 +298,9 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	}
 	ctx->cache_credit--;
 	e->ts = ts_take(); /* under the bucket lock: a key's stamps follow its commits */
-	cache_count_unapplied(db->cache, 1); /* before replay can see the record */
+	/* Counted and marked before replay can see the record, and before publishing. */
+	e->pending_slot = cache_count_unapplied(db->cache, 1) & 1;
+	cache_mark_pending(db->cache, e->pending_slot, hash);
 	olog_append(ctx->log, op, e->ts, key, klen, val, vlen, (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);
 	cache_bucket_unlock(b);
@@ -339,12 +342,12 @@ int tips_remove(struct tips_db *db, const void *key, size_t klen)
 
 /* tips_get() when the cache may hold a newer value than the index. Out of line: the
  * common case, nothing unapplied, never comes here. */
-static int get_through_cache(struct tips_db *db, const void *key, size_t klen, void *val,
-			     size_t cap, size_t *vlen)
+static int get_through_cache(struct tips_db *db, uint64_t hash, const void *key, size_t klen,
+			     void *val, size_t cap, size_t *vlen)
 {
 	struct thread_ctx *ctx = ctx_get(db);
 	int rc = 1;
-	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
+	struct cache_bucket *b = cache_bucket_of(db->cache, hash);
 	cache_read_lock();
 	struct cache_entry *e = cache_find(b, key, klen);
 	if (e) {
@@ -374,13 +377,18 @@ static __attribute__((noinline, cold)) int get_too_long(size_t vlen, size_t cap)
 }
 
 /* tips_get() but for its fast path: the cache holds unapplied entries, or the index
- * is not one of libtips' own, which may return 0 for a value longer than @cap. */
+ * is not one of libtips' own, which may return 0 for a value longer than @cap. With
+ * entries unapplied, only a key the pending filter marks goes through the cache. */
 static __attribute__((noinline)) int get_slow(struct tips_db *db, const void *key,
 					      size_t klen, void *val, size_t cap, size_t *vlen)
 {
-	int rc = cache_all_applied(db->cache)
-			 ? db->ops->lookup(db->index, key, klen, val, cap, vlen)
-			 : get_through_cache(db, key, klen, val, cap, vlen);
+	int rc;
+	uint64_t hash;
+	if (cache_all_applied(db->cache) ||
+	    !cache_may_be_pending(db->cache, hash = cache_key_hash(key, klen)))
+		rc = db->ops->lookup(db->index, key, klen, val, cap, vlen);
+	else
+		rc = get_through_cache(db, hash, key, klen, val, cap, vlen);
 	if (rc == 0 && *vlen > cap)
 		return get_too_long(*vlen, cap);
 	return rc;

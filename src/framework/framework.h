@@ -32,7 +32,8 @@ struct cache_entry {
 	struct cache_entry *_Atomic next; /* older entries of the bucket */
 	uint64_t ts;                      /* commit timestamp of the write */
 	_Atomic uint8_t applied;          /* 1 once replay applied it to the index */
-	uint8_t tombstone;                /* a delete */
+	uint8_t tombstone : 1;            /* a delete */
+	uint8_t pending_slot : 1;         /* the unapplied count it is in (cache.c) */
 	uint16_t klen;
 	uint32_t vlen;
 	unsigned char data[];             /* key, then value */
@@ -82,28 +83,47 @@ void cache_stash_free(struct cache_stash *stash);
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e);
 /* Hands a long chain to the gc thread (call without the bucket lock). */
 void cache_queue_gc(struct cache *c, struct cache_bucket *b);
-/* Counts @n more entries replay has to apply. A writer calls it before its OLog record
- * becomes visible to replay (so replay's subtraction never comes first) and hence
- * before publishing: a reader that finds nothing unapplied knows the index holds
- * every write that completed before it began. */
-void cache_count_unapplied(struct cache *c, uint64_t n);
-/* The counter of entries published and not yet applied, the first member of struct
- * cache (cache.c): every lookup reads it, inline. Alone on its line: writers add,
- * replay subtracts, and readers only read it (it stays shared in their caches). */
+/*
+ * Unapplied entries (cache.c, "Pending filter"): writers count their entries before
+ * replay can see their records (so replay's subtraction never comes first) and mark
+ * their keys' hashes in a filter, both before publishing; so a reader that finds
+ * nothing unapplied, or its key's hash unmarked, knows the index holds every write of
+ * its key that completed before it began. Counts and filter have two slots: writers
+ * use the current one, and after an epoch the persist thread clears the other once
+ * its count is 0 and makes it current (cache_pending_flip).
+ *
+ * cache_count_unapplied counts @n entries (a write's, a batch's) in the current slot
+ * and returns it (the entries keep it in pending_slot); cache_mark_pending marks a key
+ * hash in that slot.
+ */
+unsigned cache_count_unapplied(struct cache *c, uint64_t n);
+void cache_mark_pending(struct cache *c, unsigned slot, uint64_t hash);
+/* False if no unapplied entry of a key with @hash is in the cache. */
+bool cache_may_be_pending(const struct cache *c, uint64_t hash);
+/* After an epoch (the persist thread only): flips the slots if the other one drained. */
+void cache_pending_flip(struct cache *c);
+/* The counters of entries published and not yet applied, per slot, and the slot
+ * generation (its low bit is the current slot): the first member of struct cache
+ * (cache.c), since every lookup reads the counters, inline. Alone on its line: writers
+ * add, replay subtracts, and readers only read it (it stays shared in their caches). */
 struct cache_unapplied_line {
-	_Atomic uint64_t unapplied __attribute__((aligned(64)));
-	char pad[56];
+	_Atomic uint64_t unapplied[2] __attribute__((aligned(64)));
+	_Atomic uint64_t gen;
+	char pad[40];
 };
 
-/* True if every counted entry has been applied: a lookup may go to the index. */
+/* True if every counted entry has been applied: a lookup may go to the index. (An
+ * entry published and not applied keeps its slot's count above 0 all along, so the
+ * two loads cannot both miss it.) */
 static inline bool cache_all_applied(const struct cache *c)
 {
 	const struct cache_unapplied_line *u = (const struct cache_unapplied_line *)c;
-	return atomic_load_explicit(&u->unapplied, memory_order_acquire) == 0;
+	return (atomic_load_explicit(&u->unapplied[0], memory_order_acquire) |
+		atomic_load_explicit(&u->unapplied[1], memory_order_acquire)) == 0;
 }
 uint64_t cache_unapplied(const struct cache *c);
-/* Replay applied @n entries (after setting their `applied` flags). */
-void cache_applied(struct cache *c, uint64_t n);
+/* Replay applied n[s] entries of slot s (after setting their `applied` flags). */
+void cache_applied(struct cache *c, const uint64_t n[2]);
 /* Tells gc that entries became applied (after an epoch). */
 void cache_applied_more(struct cache *c);
 void cache_read_lock(void);

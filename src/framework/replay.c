@@ -183,7 +183,7 @@ static bool key_blocked(const struct olog_rec *const *blocked, unsigned n,
  */
 static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 {
-	uint64_t live = 0, cost = 0;
+	uint64_t live[2] = { 0, 0 }, cost = 0; /* entries applied, by pending slot */
 	const struct olog_rec *blocked[BLOCKED_MAX];
 	unsigned nblocked = 0;
 	w->done = 0;
@@ -212,15 +212,15 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 		}
 		if (w->q[i].live) {
 			struct cache_entry *e = (struct cache_entry *)r->entry;
+			unsigned slot = e->pending_slot; /* gc may recycle e once applied */
 			atomic_store_explicit(&e->applied, 1, memory_order_release);
 			r->entry = 0; /* applied: skip it if a failed epoch collects it again */
 			cost += admit_cost(OLOG_REC_OP(r), r->klen, r->vlen);
-			live++;
+			live[slot]++;
 		}
 		w->done++;
 	}
-	if (live)
-		cache_applied(db->cache, live);
+	cache_applied(db->cache, live);
 	admit_release(db, cost);
 }
 
@@ -485,6 +485,7 @@ static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
 			atomic_fetch_add(&db->replayed, B);
 			atomic_fetch_add(&db->worker_sum, W);
 			cache_applied_more(db->cache);
+			cache_pending_flip(db->cache);
 		}
 		if (db->epoch_rc) {
 			atomic_fetch_add(&db->replay_stalls, 1);
