@@ -264,8 +264,9 @@ void cache_unreserve(struct cache *c, unsigned n)
 /*
  * Pending filter. A reader with entries unapplied somewhere in the cache would have to
  * read its key's bucket (a DRAM miss in a table of the cache's capacity) and walk its
- * chain of mostly applied entries; the filter tells it, from a line of 128 KiB that
- * stays in its cache, whether its key can have an unapplied entry at all.
+ * chain of mostly applied entries; the filter (64 KiB per slot, 128 KiB in all, which
+ * stay in the reader's caches) tells it from one line whether its key can have an
+ * unapplied entry at all.
  * Invariant: an entry published and not applied has its bit set in its slot, and its
  * slot's count is above 0. Bits are cleared only when the persist thread flips: it
  * reads the other slot's count as 0, clears that slot's words, then makes it current
@@ -274,6 +275,11 @@ void cache_unreserve(struct cache *c, unsigned n)
  * clear its bits next (which then sees it until replay applied the entry);
  * otherwise it uncounts and starts over. Its bits are set after that, so no clear of
  * a flip it was counted for can come after them.
+ * Memory order: the writer's add and second read of gen, and the flip's store of gen
+ * and read of the count, are a store-buffering pair and must stay seq_cst (the
+ * defaults below). The flip's release fence after reading the count 0 orders replay's
+ * index writes (released by its subtraction) before the clearing stores, so a reader
+ * whose acquire load sees a cleared bit also sees the index holding the write.
  */
 unsigned cache_count_unapplied(struct cache *c, uint64_t n)
 {
@@ -314,6 +320,7 @@ void cache_pending_flip(struct cache *c)
 	unsigned other = (unsigned)((g + 1) & 1);
 	if (atomic_load(&c->u.unapplied[other]) != 0)
 		return;
+	atomic_thread_fence(memory_order_release);
 	/* Only words with bits set are stored: a store takes the line from readers. */
 	for (size_t i = other; i < 2 * (size_t)PENDING_WORDS; i += 2)
 		if (atomic_load_explicit(&c->pending[i], memory_order_relaxed))
