@@ -16,8 +16,8 @@
  * are interleaved (repeat, then workload, then index), so a slow spell of this shared
  * machine falls on every index alike instead of on one index's runs. With --one-load a
  * child loads an index once and runs every workload on it in --workloads order
- * (bench_sequence), sending one brief and document per workload: at 8M records the
- * loads, not the runs, are most of a compare's time.
+ * (bench_sequence), sending one brief and document per workload: at 8M records a
+ * load takes 4 to 30 s, against 2 s for a duration-mode run.
  *
  * With --threads 1,2 every configuration runs with each thread count (baselines are
  * taken at the same count), side by side in the table and the JSON. Workload E (scans)
