@@ -742,7 +742,7 @@ static long scan_merged(struct tips_db *db, const void *start, size_t klen, size
 }
 
 /*
- * Bounded scans, the usual path for libtips' own indexes (db->scan_streams). Inside a
+ * Bounded scans, the usual path for libtips' own indexes (db->scan_bounded). Inside a
  * read section, the smallest key >= start among the writes replay has not applied is
  * found (the bound) and copied, from the calling thread's backlog view (backlog_view.c:
  * a sorted index it keeps of the backlog, reading only the records appended since its
@@ -794,7 +794,7 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 		return tips_set_error(TIPS_EINVAL, "tips_scan: database and callback required");
 	if (count == 0)
 		return 0;
-	struct thread_ctx *ctx = db->scan_streams ? ctx_get(db) : NULL;
+	struct thread_ctx *ctx = db->scan_bounded ? ctx_get(db) : NULL;
 	if (ctx && !ctx->view) /* the thread's first scan; allocated outside the section */
 		ctx->view = backlog_view_new(db->ologs.n);
 	if (!ctx || !ctx->view) /* a plug-in index's scan, or out of DRAM */
@@ -1132,8 +1132,8 @@ int tips_open(const char *path, const struct tips_config *config,
 	db->ops = ops;
 	const struct tips_index_ops *builtin = tips_index_find(ops->name);
 	db->lookup_sizes = builtin == ops;
-	db->scan_streams = builtin && builtin->scan == ops->scan; /* see tips_scan() */
-	db->scan_below = db->scan_streams ? idx_scan_below_of(builtin) : NULL;
+	db->scan_bounded = builtin && builtin->scan == ops->scan; /* see tips_scan() */
+	db->scan_below = db->scan_bounded ? idx_scan_below_of(builtin) : NULL;
 	pthread_mutex_init(&db->ologs.lock, NULL);
 	pthread_cond_init(&db->ologs.room, NULL);
 	pthread_rwlockattr_t ra;

@@ -282,9 +282,10 @@ struct tips_db {
 	bool lookup_sizes;                /* ops is built in: its lookup returns TIPS_ESIZE
 	                                     itself (tips_get's fast path) */
 	idx_scan_below_fn scan_below;     /* the index's bounded scan, or NULL */
-	bool scan_streams;                /* ops->scan is a built-in index's: it calls the
+	bool scan_bounded;                /* ops->scan is a built-in index's: it calls the
 	                                     callback outside its locks and read sections,
-	                                     so tips_scan may pass the caller's function */
+	                                     so tips_scan may pass the caller's function
+	                                     (the bounded scan) */
 	struct tips_config cfg;           /* with defaults filled in */
 
 	struct cache *cache;
