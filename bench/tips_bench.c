@@ -1454,23 +1454,21 @@ static double settle(struct bench_index *idx, const struct options *o)
 	return (double)(now_ns() - t0) / 1e6;
 }
 
-/* The inserts a run of workload @w makes at most (--ops times its insert share). */
-static uint64_t run_inserts(const struct options *o, const char *w)
+/* The inserts a run phase of o's mix makes at most (--ops times its insert share). */
+static uint64_t phase_inserts(const struct options *o)
 {
-	struct options probe = *o;
-	if (w)
-		bench_set_workload(&probe, w);
-	return (uint64_t)((double)probe.ops * probe.ratio[OP_INSERT]);
+	return (uint64_t)((double)o->ops * o->ratio[OP_INSERT]);
 }
 
-/* Sets up the key distribution of workload @w (NULL: o's own mix) in *@o, from the
+/* Sets up workload @workloads[@i] (@workloads NULL: o's own mix) in *@o, with the key
  * distribution the user chose (@dist): bench_set_workload gives d its own. */
-static void select_workload(struct options *o, enum keydist dist, const char *w)
+static void select_workload(struct options *o, enum keydist dist,
+			    const char *const *workloads, unsigned i)
 {
-	if (!w)
+	if (!workloads)
 		return;
 	o->dist = dist;
-	bench_set_workload(o, w);
+	bench_set_workload(o, workloads[i]);
 }
 
 /* The report and JSON document of the run phase just ended, and its brief. */
@@ -1547,11 +1545,15 @@ int bench_sequence(const struct options *opt, const char *const *workloads, unsi
 	}
 	struct options *o = &b->o;
 	*o = *opt;
+	/* Pools and tables are sized for the inserts --ops allows in every run phase; in
+	 * duration mode each phase also stops inserting there (it reports so). */
 	const enum keydist dist = o->dist;
 	bool zipf_needed = false;
+	uint64_t inserts = 0;
 	for (unsigned i = 0; i < n; i++) {
-		select_workload(o, dist, workloads ? workloads[i] : NULL);
+		select_workload(o, dist, workloads, i);
 		zipf_needed |= o->dist == KEYDIST_ZIPFIAN || o->dist == KEYDIST_LATEST;
+		inserts += phase_inserts(o);
 	}
 	if (zipf_needed && zipf_init(&b->zipf, o->records, o->skew)) {
 		fprintf(stderr, "tips-bench: zipfian skew must be in (0, 1)\n");
@@ -1559,7 +1561,7 @@ int bench_sequence(const struct options *opt, const char *const *workloads, unsi
 		return EXIT_USAGE;
 	}
 	for (unsigned i = 0; i < n; i++) {
-		select_workload(o, dist, workloads ? workloads[i] : NULL);
+		select_workload(o, dist, workloads, i);
 		struct keygen probe;
 		if (keygen_init(&probe, o->dist, o->skew, &b->zipf, 0, 0)) {
 			fprintf(stderr, "tips-bench: skew %g does not fit %s\n", o->skew,
@@ -1568,11 +1570,6 @@ int bench_sequence(const struct options *opt, const char *const *workloads, unsi
 			return EXIT_USAGE;
 		}
 	}
-	/* Pools and tables are sized for the inserts --ops allows in every run phase; in
-	 * duration mode that is also where the run phases stop inserting (they report so). */
-	uint64_t inserts = 0;
-	for (unsigned i = 0; i < n; i++)
-		inserts += run_inserts(opt, workloads ? workloads[i] : NULL);
 	uint64_t expected = o->records + inserts;
 	int rc = bench_index_open(&b->idx, o->index, o->pool, o->pool_size, expected, o->keep);
 	if (rc) {
@@ -1588,7 +1585,7 @@ int bench_sequence(const struct options *opt, const char *const *workloads, unsi
 		return EXIT_SETUP;
 	}
 	atomic_store(&b->next_insert, o->records);
-	select_workload(o, dist, workloads ? workloads[0] : NULL);
+	select_workload(o, dist, workloads, 0);
 	if (!o->quiet) {
 		if (o->seconds > 0)
 			printf("tips-bench: %s, %llu records, run for %g s (at most %llu inserts), "
@@ -1614,7 +1611,7 @@ int bench_sequence(const struct options *opt, const char *const *workloads, unsi
 		print_phase("load", &load, ls);
 	/* Each run phase in turn, on what the load and the runs before it left. */
 	for (unsigned i = 0; i < n && !failed; i++) {
-		select_workload(o, dist, workloads ? workloads[i] : NULL);
+		select_workload(o, dist, workloads, i);
 		if (!o->quiet && i > 0)
 			printf("then workload %s\n", o->workload);
 		double settle_ms = o->no_settle ? 0 : settle(&b->idx, o);
@@ -1626,8 +1623,7 @@ int bench_sequence(const struct options *opt, const char *const *workloads, unsi
 			       i ? "run" : "load", o->listdb.compaction ? " and merged into L1"
 									: " into L0", settle_ms);
 		/* Each run phase has the insert bound of its own workload. */
-		b->insert_limit = o->seconds > 0 ? atomic_load(&b->next_insert) +
-							   run_inserts(o, NULL)
+		b->insert_limit = o->seconds > 0 ? atomic_load(&b->next_insert) + phase_inserts(o)
 						 : UINT64_MAX;
 		atomic_store(&b->time_up, 0);
 		atomic_store(&b->insert_capped, 0);
