@@ -305,16 +305,21 @@ static void run_child(struct session *s, struct cell *const *c, unsigned n)
 	for (unsigned k = 0; k < n; k++) {
 		struct run_brief b;
 		uint64_t l = 0;
-		bool sent = got && len - at >= sizeof(b) + sizeof(l);
-		if (sent) {
+		bool framed = got && len - at >= sizeof(b) + sizeof(l);
+		if (framed) {
 			memcpy(&b, got + at, sizeof(b));
 			memcpy(&l, got + at + sizeof(b), sizeof(l));
 			at += sizeof(b) + sizeof(l);
-			sent = l > 0 && l <= len - at && b.status == EXIT_OK;
+			framed = l <= len - at;
 		}
-		if (!sent) {
+		if (!framed) { /* the child died mid-way: nothing after this can be read */
 			run_failed(c[k], why);
-			at = len; /* what follows cannot be framed */
+			at = len;
+			continue;
+		}
+		if (b.status != EXIT_OK || l == 0) { /* sent as not completed */
+			run_failed(c[k], why);
+			at += l;
 			continue;
 		}
 		char *doc = malloc(l);
