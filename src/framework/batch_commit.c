@@ -46,7 +46,6 @@
 struct pending {
 	size_t item;                 /* position of the key's last operation */
 	unsigned op;                 /* OLOG_OP_PUT or OLOG_OP_DELETE */
-	uint64_t hash;               /* the key's cache hash: its bucket, its filter bit */
 	struct cache_bucket *bucket;
 	struct cache_entry *entry;
 };
@@ -123,8 +122,7 @@ static void prepare(struct tips_db *db, struct tips_batch *b, struct pending *p,
 		uint64_t rec = olog_record_size(it->klen, vlen);
 		p[g].item = x;
 		p[g].op = del ? OLOG_OP_DELETE : OLOG_OP_PUT;
-		p[g].hash = cache_key_hash(batch_key(b, x), it->klen);
-		p[g].bucket = cache_bucket_of(db->cache, p[g].hash);
+		p[g].bucket = cache_bucket_of(db->cache, cache_key_hash(batch_key(b, x), it->klen));
 		p[g].entry = NULL;
 		*bytes += rec;
 		*widest = rec > *widest ? rec : *widest;
@@ -192,7 +190,8 @@ static void log_and_publish(struct tips_db *db, struct thread_ctx *ctx, struct t
 		bool del = p[i].op == OLOG_OP_DELETE;
 		p[i].entry->ts = ts + i;
 		p[i].entry->pending_slot = slot;
-		cache_mark_pending(db->cache, slot, p[i].hash);
+		cache_mark_pending(db->cache, slot,
+				   cache_filter_hash(batch_key(b, p[i].item), it->klen));
 		olog_put_record(log, &tail, p[i].op, ts + i, batch_key(b, p[i].item), it->klen,
 				batch_val(b, p[i].item), del ? 0 : it->vlen, (uint64_t)p[i].entry);
 	}

@@ -7,8 +7,8 @@
  * newest write of that key. A delete pushes a tombstone. Entries are immutable once
  * published except for `applied`, which replay sets after the index holds the write.
  *
- * Unapplied entries are counted, and their key hashes marked in the pending filter,
- * before they are published, so a reader skips the cache when nothing is unapplied or
+ * Unapplied entries are counted, and their keys marked in the pending filter (by
+ * cache_filter_hash, framework.h), before they are published, so a reader skips the cache when nothing is unapplied or
  * its key is unmarked ("Pending filter" below).
  *
  * The gc thread unlinks applied entries: from a bucket whose chain passed the bound
@@ -36,15 +36,8 @@
 #include "util/errors_internal.h"
 #include "util/grace.h"
 
-/* The pending filter: per slot, one bit per key-hash class (the hash's top
- * PENDING_BITS_LOG bits), 64 KiB; the two slots' words alternate, so that a reader
- * finds both of its bits on one line. */
-#define PENDING_BITS_LOG 19
-#define PENDING_WORDS ((1u << PENDING_BITS_LOG) / 64)
-
 struct cache {
 	struct cache_unapplied_line u; /* first: cache_all_applied() reads it inline */
-	_Atomic uint64_t *pending;     /* [2 * PENDING_WORDS]: word w of slot s at 2w + s */
 	struct cache_bucket *buckets;
 	uint64_t mask;
 	uint64_t capacity;
@@ -266,7 +259,8 @@ void cache_unreserve(struct cache *c, unsigned n)
  * read its key's bucket (a DRAM miss in a table of the cache's capacity) and walk its
  * chain of mostly applied entries; the filter (64 KiB per slot, 128 KiB in all, which
  * stay in the reader's caches) tells it from one line whether its key can have an
- * unapplied entry at all.
+ * unapplied entry at all. The reader's side (cache_may_be_pending) is inline in
+ * framework.h, in front of every lookup made while a write is unapplied.
  * Invariant: an entry published and not applied has its bit set in its slot, and its
  * slot's count is above 0. Bits are cleared only when the persist thread flips: it
  * reads the other slot's count as 0, clears that slot's words, then makes it current
@@ -293,25 +287,12 @@ unsigned cache_count_unapplied(struct cache *c, uint64_t n)
 	}
 }
 
-static inline uint64_t pending_class(uint64_t hash)
+void cache_mark_pending(struct cache *c, unsigned slot, uint64_t filter_hash)
 {
-	return hash >> (64 - PENDING_BITS_LOG);
-}
-
-void cache_mark_pending(struct cache *c, unsigned slot, uint64_t hash)
-{
-	uint64_t k = pending_class(hash), bit = 1ull << (k & 63);
-	_Atomic uint64_t *w = &c->pending[2 * (k >> 6) + slot];
+	uint64_t k = filter_hash >> (64 - CACHE_PENDING_BITS_LOG), bit = 1ull << (k & 63);
+	_Atomic uint64_t *w = &c->u.pending[2 * (k >> 6) + slot];
 	if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
 		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
-}
-
-bool cache_may_be_pending(const struct cache *c, uint64_t hash)
-{
-	uint64_t k = pending_class(hash), bit = 1ull << (k & 63);
-	const _Atomic uint64_t *w = &c->pending[2 * (k >> 6)];
-	return ((atomic_load_explicit(&w[0], memory_order_acquire) |
-		 atomic_load_explicit(&w[1], memory_order_acquire)) & bit) != 0;
 }
 
 void cache_pending_flip(struct cache *c)
@@ -322,9 +303,9 @@ void cache_pending_flip(struct cache *c)
 		return;
 	atomic_thread_fence(memory_order_release);
 	/* Only words with bits set are stored: a store takes the line from readers. */
-	for (size_t i = other; i < 2 * (size_t)PENDING_WORDS; i += 2)
-		if (atomic_load_explicit(&c->pending[i], memory_order_relaxed))
-			atomic_store_explicit(&c->pending[i], 0, memory_order_relaxed);
+	for (size_t i = other; i < 2 * (size_t)CACHE_PENDING_WORDS; i += 2)
+		if (atomic_load_explicit(&c->u.pending[i], memory_order_relaxed))
+			atomic_store_explicit(&c->u.pending[i], 0, memory_order_relaxed);
 	atomic_store(&c->u.gen, g + 1); /* after the clear: writers of the new slot see it */
 }
 
@@ -597,16 +578,16 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	while (nb < capacity)
 		nb <<= 1;
 	c->buckets = calloc(nb, sizeof(*c->buckets));
-	c->pending = aligned_alloc(64, 2 * PENDING_WORDS * sizeof(*c->pending));
-	if (!c->buckets || !c->pending) {
+	c->u.pending = aligned_alloc(64, 2 * CACHE_PENDING_WORDS * sizeof(*c->u.pending));
+	if (!c->buckets || !c->u.pending) {
 		free(c->buckets);
-		free(c->pending);
+		free(c->u.pending);
 		free(c);
 		return tips_set_error(TIPS_ENOMEM, "cache: out of DRAM for %llu buckets",
 				      (unsigned long long)nb);
 	}
-	for (size_t i = 0; i < 2 * (size_t)PENDING_WORDS; i++)
-		atomic_init(&c->pending[i], 0);
+	for (size_t i = 0; i < 2 * (size_t)CACHE_PENDING_WORDS; i++)
+		atomic_init(&c->u.pending[i], 0);
 	c->mask = nb - 1;
 	c->capacity = capacity;
 	c->high_water = capacity - capacity / 8;
@@ -617,7 +598,7 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	pthread_cond_init(&c->room_cv, NULL);
 	if (pthread_create(&c->gc_thread, NULL, gc_main, c)) {
 		free(c->buckets);
-		free(c->pending);
+		free(c->u.pending);
 		free(c);
 		return tips_set_error(TIPS_ENOMEM, "cache: cannot start the gc thread");
 	}
@@ -644,7 +625,7 @@ void cache_delete(struct cache *c)
 	pthread_mutex_destroy(&c->spare_mu);
 	free(c->queue);
 	free(c->buckets);
-	free(c->pending);
+	free(c->u.pending);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->gc_cv);
 	pthread_cond_destroy(&c->room_cv);

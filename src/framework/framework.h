@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <tips/plugin.h>
 
 #include "framework/fw_layout.h"
@@ -86,30 +87,37 @@ void cache_queue_gc(struct cache *c, struct cache_bucket *b);
 /*
  * Unapplied entries (cache.c, "Pending filter"): writers count their entries before
  * replay can see their records (so replay's subtraction never comes first) and mark
- * their keys' hashes in a filter, both before publishing; so a reader that finds
- * nothing unapplied, or its key's hash unmarked, knows the index holds every write of
- * its key that completed before it began. Counts and filter have two slots: writers
- * use the current one, and after an epoch the persist thread clears the other once
- * its count is 0 and makes it current (cache_pending_flip).
+ * their keys in a filter, both before publishing; so a reader that finds nothing
+ * unapplied, or its key unmarked, knows the index holds every write of its key that
+ * completed before it began. Counts and filter have two slots: writers use the current
+ * one, and after an epoch the persist thread clears the other once its count is 0 and
+ * makes it current (cache_pending_flip).
  *
  * cache_count_unapplied counts @n entries (a write's, a batch's) in the current slot
- * and returns it (the entries keep it in pending_slot); cache_mark_pending marks a key
- * hash in that slot.
+ * and returns it (the entries keep it in pending_slot); cache_mark_pending marks a
+ * key's cache_filter_hash() in that slot.
  */
 unsigned cache_count_unapplied(struct cache *c, uint64_t n);
-void cache_mark_pending(struct cache *c, unsigned slot, uint64_t hash);
-/* False if no unapplied entry of a key with @hash is in the cache. */
-bool cache_may_be_pending(const struct cache *c, uint64_t hash);
+void cache_mark_pending(struct cache *c, unsigned slot, uint64_t filter_hash);
 /* After an epoch (the persist thread only): flips the slots if the other one drained. */
 void cache_pending_flip(struct cache *c);
-/* The counters of entries published and not yet applied, per slot, and the slot
- * generation (its low bit is the current slot): the first member of struct cache
- * (cache.c), since every lookup reads the counters, inline. Alone on its line: writers
- * add, replay subtracts, and readers only read it (it stays shared in their caches). */
+
+/* The filter: per slot one bit per class of keys (the top CACHE_PENDING_BITS_LOG bits
+ * of cache_filter_hash), 64 KiB; the two slots' words alternate, so that a reader
+ * finds both of its bits on one line. */
+#define CACHE_PENDING_BITS_LOG 19
+#define CACHE_PENDING_WORDS ((1u << CACHE_PENDING_BITS_LOG) / 64)
+
+/* The counters of entries published and not yet applied, per slot, the slot
+ * generation (its low bit is the current slot) and the filter's address: the first
+ * member of struct cache (cache.c), since every lookup reads the counters, inline.
+ * Alone on its line: writers add, replay subtracts, and readers only read it. */
 struct cache_unapplied_line {
 	_Atomic uint64_t unapplied[2] __attribute__((aligned(64)));
 	_Atomic uint64_t gen;
-	char pad[40];
+	_Atomic uint64_t *pending; /* [2 * CACHE_PENDING_WORDS], word w of slot s at 2w + s;
+				    * set once by cache_new */
+	char pad[32];
 };
 
 /* True if every counted entry has been applied: a lookup may go to the index. (An
@@ -121,6 +129,46 @@ static inline bool cache_all_applied(const struct cache *c)
 	return (atomic_load_explicit(&u->unapplied[0], memory_order_acquire) |
 		atomic_load_explicit(&u->unapplied[1], memory_order_acquire)) == 0;
 }
+
+/*
+ * The key's hash for the pending filter: not cache_key_hash, because it sits in front
+ * of every lookup made while a write is unapplied, inline, and its latency there is
+ * paid in full (the lookup's first miss waits for it: docs/framework.md, "Seventh
+ * round"). So one multiply: the key's words folded by rotate and xor (every byte
+ * counts; for an 8-byte key, the key itself), then multiplied by an odd constant,
+ * whose top bits depend on every bit below them. Keys that fold alike share a bit,
+ * which costs a needless trip through the cache, never a wrong answer.
+ */
+static inline uint64_t cache_filter_hash(const void *key, size_t klen)
+{
+	const unsigned char *p = key;
+	uint64_t x;
+	if (klen >= 8) {
+		memcpy(&x, p, 8);
+		for (size_t i = 8; i < klen; i += 8) {
+			uint64_t w;
+			memcpy(&w, p + (i + 8 <= klen ? i : klen - 8), 8); /* the last word overlaps */
+			x = ((x << 23) | (x >> 41)) ^ w;
+		}
+		x ^= (uint64_t)(klen - 8) << 58; /* lengths 8 and 16 differ */
+	} else {
+		x = (uint64_t)klen << 56;
+		for (size_t i = 0; i < klen; i++)
+			x ^= (uint64_t)p[i] << (8 * i);
+	}
+	return x * 0x9e3779b97f4a7c15ull;
+}
+
+/* False if no unapplied entry of a key with @filter_hash is in the cache. */
+static inline bool cache_may_be_pending(const struct cache *c, uint64_t filter_hash)
+{
+	const struct cache_unapplied_line *u = (const struct cache_unapplied_line *)c;
+	uint64_t k = filter_hash >> (64 - CACHE_PENDING_BITS_LOG), bit = 1ull << (k & 63);
+	const _Atomic uint64_t *w = &u->pending[2 * (k >> 6)];
+	return ((atomic_load_explicit(&w[0], memory_order_acquire) |
+		 atomic_load_explicit(&w[1], memory_order_acquire)) & bit) != 0;
+}
+
 uint64_t cache_unapplied(const struct cache *c);
 /* Replay applied n[s] entries of slot s (after setting their `applied` flags). */
 void cache_applied(struct cache *c, const uint64_t n[2]);

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -1099,6 +1100,107 @@ static void test_get_sizes(void)
 	}
 }
 
+/* Distinct pending-filter classes (the top CACHE_PENDING_BITS_LOG bits of
+ * cache_filter_hash) among @n keys made by @make. */
+static size_t filter_classes(size_t n, size_t (*make)(uint64_t i, unsigned char *key))
+{
+	uint64_t *seen = calloc(CACHE_PENDING_WORDS, sizeof(uint64_t));
+	REQUIRE(seen != NULL);
+	size_t distinct = 0;
+	unsigned char key[64];
+	for (uint64_t i = 0; i < n; i++) {
+		size_t klen = make(i, key);
+		uint64_t c = cache_filter_hash(key, klen) >> (64 - CACHE_PENDING_BITS_LOG);
+		if (!(seen[c >> 6] & (1ull << (c & 63))))
+			distinct++;
+		seen[c >> 6] |= 1ull << (c & 63);
+	}
+	free(seen);
+	return distinct;
+}
+
+static size_t key_be8(uint64_t i, unsigned char *k) { key_of(i, k); return 8; }
+static size_t key_le8(uint64_t i, unsigned char *k) { memcpy(k, &i, 8); return 8; }
+static size_t key_ascii(uint64_t i, unsigned char *k)
+{
+	return (size_t)snprintf((char *)k, 64, "user%llu", (unsigned long long)i);
+}
+static size_t key_middle24(uint64_t i, unsigned char *k) /* only bytes 8..15 vary */
+{
+	memset(k, 'p', 24);
+	key_of(i, k + 8);
+	return 24;
+}
+static size_t key_tail20(uint64_t i, unsigned char *k) /* a 12-byte prefix, then i */
+{
+	memset(k, 'q', 12);
+	key_of(i, k + 12);
+	return 20;
+}
+static size_t key_short(uint64_t i, unsigned char *k) /* 3..7 bytes, all distinct */
+{
+	size_t len = 3 + (size_t)(i % 5);
+	for (size_t j = 0; j < len; j++)
+		k[j] = (unsigned char)(i / 5 >> (8 * j));
+	return len;
+}
+
+/*
+ * The pending filter's hash (framework.h): spread, and marked and looked up alike.
+ * Spread: 2^16 keys of each family must fill at least 90% of the classes that random
+ * hashing would (a family folded onto a few classes sends every read of it through the
+ * cache while any of its keys is unapplied). Agreement: with the index's writes held,
+ * a key of every length from 1 to TIPS_MAX_KEY, put or overwritten, must read back its
+ * new value, which only the cache holds: a reader whose hash differed from the
+ * writer's would read the index's old value or none.
+ */
+static void test_filter_hash(void)
+{
+	const size_t n = 1u << 16;
+	double bins = (double)(1u << CACHE_PENDING_BITS_LOG);
+	double random_fill = bins * (1 - exp(-(double)n / bins));
+	size_t (*families[])(uint64_t, unsigned char *) = { key_be8, key_le8, key_ascii,
+							     key_middle24, key_tail20, key_short };
+	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+		size_t got = filter_classes(n, families[f]);
+		if (!(got >= 0.9 * random_fill))
+			fprintf(stderr, "family %zu: %zu classes, random hashing fills %.0f\n", f,
+				got, random_fill);
+		CHECK(got >= 0.9 * random_fill);
+	}
+
+	struct tips_index_ops wrapped;
+	struct tips_db *db = open_db_held(&wrapped);
+	static unsigned char key[TIPS_MAX_KEY];
+	for (size_t len = 1; len <= TIPS_MAX_KEY; len += len < 64 ? 1 : 97) {
+		memset(key, (int)('a' + len % 26), len);
+		uint64_t v = len << 8 | 1;
+		CHECK_RC(tips_put(db, key, len, &v, 8), 0);
+	}
+	struct tips_stats st;
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the load");
+	held_set(true);
+	for (size_t len = 1; len <= TIPS_MAX_KEY; len += len < 64 ? 1 : 97) {
+		memset(key, (int)('a' + len % 26), len);
+		uint64_t v = len << 8 | 2, fresh = len << 8 | 3, got = 0;
+		size_t vl = 0;
+		CHECK_RC(tips_put(db, key, len, &v, 8), 0); /* overwrites the applied value */
+		key[len - 1] ^= 0x80;                       /* a key never written before */
+		CHECK_RC(tips_put(db, key, len, &fresh, 8), 0);
+		CHECK_RC(tips_get(db, key, len, &got, 8, &vl), 0);
+		CHECK(vl == 8 && got == fresh);
+		key[len - 1] ^= 0x80;
+		CHECK_RC(tips_get(db, key, len, &got, 8, &vl), 0);
+		CHECK(vl == 8 && got == v);
+	}
+	tips_stats(db, &st);
+	CHECK(st.cache_unapplied > 0); /* the reads above could only be answered by the cache */
+	held_set(false);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the held writes");
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "tips-hash";
@@ -1122,5 +1224,6 @@ int main(int argc, char **argv)
 	test_log_too_small();
 	test_crc32c();
 	test_ulog_groups();
+	test_filter_hash();
 	return test_finish("test_framework");
 }
