@@ -8,8 +8,8 @@
  * published except for `applied`, which replay sets after the index holds the write.
  *
  * Unapplied entries are counted, and their keys marked in the pending filter (by
- * cache_filter_hash, framework.h), before they are published, so a reader skips the cache when nothing is unapplied or
- * its key is unmarked ("Pending filter" below).
+ * cache_filter_hash, framework.h), before they are published, so a reader skips the
+ * cache when nothing is unapplied or its key is unmarked ("Pending filter" below).
  *
  * The gc thread unlinks applied entries: from a bucket whose chain passed the bound
  * (shadowed entries first, then the oldest), or from every bucket when the cache is

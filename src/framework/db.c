@@ -385,9 +385,9 @@ static inline bool index_answers(struct tips_db *db, const void *key, size_t kle
 	       !cache_may_be_pending(db->cache, cache_filter_hash(key, klen));
 }
 
-/* tips_get() but for its fast path: the cache holds unapplied entries, or the index
- * is not one of libtips' own, which may return 0 for a value longer than @cap. With
- * entries unapplied, only a key the pending filter marks goes through the cache. */
+/* tips_get() but for its fast path: the key's bit in the pending filter is set, or
+ * the index is not one of libtips' own, which may return 0 for a value longer than
+ * @cap. Only a key the filter marks goes through the cache. */
 static __attribute__((noinline)) int get_slow(struct tips_db *db, const void *key,
 					      size_t klen, void *val, size_t cap, size_t *vlen)
 {

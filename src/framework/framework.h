@@ -119,6 +119,7 @@ struct cache_unapplied_line {
 				    * set once by cache_new */
 	char pad[32];
 };
+_Static_assert(sizeof(struct cache_unapplied_line) == 64, "the counters' line is one line");
 
 /* True if every counted entry has been applied: a lookup may go to the index. (An
  * entry published and not applied keeps its slot's count above 0 all along, so the
@@ -137,7 +138,9 @@ static inline bool cache_all_applied(const struct cache *c)
  * round"). So one multiply: the key's words folded by rotate and xor (every byte
  * counts; for an 8-byte key, the key itself), then multiplied by an odd constant,
  * whose top bits depend on every bit below them. Keys that fold alike share a bit,
- * which costs a needless trip through the cache, never a wrong answer.
+ * which costs a needless trip through the cache, never a wrong answer (the fold is
+ * linear: e.g. the rotations repeat every 64 words, so 512-byte keys of one repeated
+ * word fall into 2 classes).
  */
 static inline uint64_t cache_filter_hash(const void *key, size_t klen)
 {
