@@ -289,7 +289,7 @@ unsigned cache_count_unapplied(struct cache *c, uint64_t n)
 
 void cache_mark_pending(struct cache *c, unsigned slot, uint64_t filter_hash)
 {
-	uint64_t k = filter_hash >> (64 - CACHE_PENDING_BITS_LOG), bit = 1ull << (k & 63);
+	uint64_t k = cache_pending_class(filter_hash), bit = 1ull << (k & 63);
 	_Atomic uint64_t *w = &c->u.pending[2 * (k >> 6) + slot];
 	if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
 		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);

@@ -262,8 +262,7 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 		ctx->log = olog_take(db, ctx);
 	/* The bucket is a likely DRAM miss: start loading it now, for writing, so that it
 	 * overlaps admission and the entry's allocation instead of the lock. */
-	uint64_t hash = cache_key_hash(key, klen);
-	struct cache_bucket *b = cache_bucket_of(db->cache, hash);
+	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	__builtin_prefetch(b, 1, 3);
 	uint64_t size = olog_record_size(klen, vlen);
 	uint64_t cost = admit_cost(op, klen, vlen);
@@ -342,12 +341,12 @@ int tips_remove(struct tips_db *db, const void *key, size_t klen)
 
 /* tips_get() when the cache may hold a newer value than the index. Out of line: the
  * common case, nothing unapplied, never comes here. */
-static int get_through_cache(struct tips_db *db, uint64_t hash, const void *key, size_t klen,
-			     void *val, size_t cap, size_t *vlen)
+static int get_through_cache(struct tips_db *db, const void *key, size_t klen, void *val,
+			     size_t cap, size_t *vlen)
 {
 	struct thread_ctx *ctx = ctx_get(db);
 	int rc = 1;
-	struct cache_bucket *b = cache_bucket_of(db->cache, hash);
+	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	cache_read_lock();
 	struct cache_entry *e = cache_find(b, key, klen);
 	if (e) {
@@ -395,7 +394,7 @@ static __attribute__((noinline)) int get_slow(struct tips_db *db, const void *ke
 	if (index_answers(db, key, klen))
 		rc = db->ops->lookup(db->index, key, klen, val, cap, vlen);
 	else
-		rc = get_through_cache(db, cache_key_hash(key, klen), key, klen, val, cap, vlen);
+		rc = get_through_cache(db, key, klen, val, cap, vlen);
 	if (rc == 0 && *vlen > cap)
 		return get_too_long(*vlen, cap);
 	return rc;

@@ -162,11 +162,17 @@ static inline uint64_t cache_filter_hash(const void *key, size_t klen)
 	return x * 0x9e3779b97f4a7c15ull;
 }
 
+/* The filter class of @filter_hash: its bit is 1 << (class & 63) in word class >> 6. */
+static inline uint64_t cache_pending_class(uint64_t filter_hash)
+{
+	return filter_hash >> (64 - CACHE_PENDING_BITS_LOG);
+}
+
 /* False if no unapplied entry of a key with @filter_hash is in the cache. */
 static inline bool cache_may_be_pending(const struct cache *c, uint64_t filter_hash)
 {
 	const struct cache_unapplied_line *u = (const struct cache_unapplied_line *)c;
-	uint64_t k = filter_hash >> (64 - CACHE_PENDING_BITS_LOG), bit = 1ull << (k & 63);
+	uint64_t k = cache_pending_class(filter_hash), bit = 1ull << (k & 63);
 	const _Atomic uint64_t *w = &u->pending[2 * (k >> 6)];
 	return ((atomic_load_explicit(&w[0], memory_order_acquire) |
 		 atomic_load_explicit(&w[1], memory_order_acquire)) & bit) != 0;

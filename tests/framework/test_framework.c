@@ -1099,8 +1099,7 @@ static void test_get_sizes(void)
 	}
 }
 
-/* Distinct pending-filter classes (the top CACHE_PENDING_BITS_LOG bits of
- * cache_filter_hash) among @n keys made by @make. */
+/* Distinct pending-filter classes (cache_pending_class) among @n keys made by @make. */
 static size_t filter_classes(size_t n, size_t (*make)(uint64_t i, unsigned char *key))
 {
 	uint64_t *seen = calloc(CACHE_PENDING_WORDS, sizeof(uint64_t));
@@ -1109,7 +1108,7 @@ static size_t filter_classes(size_t n, size_t (*make)(uint64_t i, unsigned char 
 	unsigned char key[64];
 	for (uint64_t i = 0; i < n; i++) {
 		size_t klen = make(i, key);
-		uint64_t c = cache_filter_hash(key, klen) >> (64 - CACHE_PENDING_BITS_LOG);
+		uint64_t c = cache_pending_class(cache_filter_hash(key, klen));
 		if (!(seen[c >> 6] & (1ull << (c & 63))))
 			distinct++;
 		seen[c >> 6] |= 1ull << (c & 63);
