@@ -29,10 +29,19 @@
  * (pool full) aborts the transaction: the snapshots are restored and TIPS_ENOMEM is
  * returned, the table unchanged.
  *
- * Locks. A pthread rwlock per stripe (bucket b: stripe b % 1024), in the DRAM handle,
- * never in the pool: a lock held at a crash does not exist afterwards. Writers hold the
- * write lock across the whole transaction, commit included, so a reader (read lock)
- * never sees uncommitted or rolled-back bytes, a half-linked node or a freed one.
+ * Locks. A pthread rwlock per stripe (bucket b: stripe b % 1024) and on the same line a
+ * sequence counter (util/seqcount.h), in the DRAM handle, never in the pool: a lock
+ * held at a crash does not exist afterwards. Writers hold the write lock across the
+ * whole transaction, commit included, and keep the counter odd across it too (rollback
+ * and the commit's frees included). Lookups are optimistic, as in hash.c: they walk the
+ * chain without the lock and keep the answer only if the counter was even and did not
+ * move, else retry, and take the read lock after PMDK_OPT_TRIES. Unlike hash.c's, this
+ * table frees a node at the commit that unlinks it, and libpmemobj may hand its memory
+ * to another stripe's insert at once: so an optimistic walk may read a reused node,
+ * and checks each offset and length against the pool's size, and bounds its steps,
+ * before following it; whatever it read is discarded unless the counter validates
+ * (a node it could reach was freed only by a writer of its stripe, after s0). Scans
+ * take the read lock, which excludes the writers of the stripe.
  *
  * Scan. As in hash.c: a full pass over the table, a stripe at a time under its read
  * lock, keeping the @count smallest keys >= start (scan_topk.h), emitted with no lock.
@@ -52,6 +61,7 @@
 
 #include "indexes/scan_topk.h"
 #include "util/kv.h"
+#include "util/seqcount.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +78,8 @@
 #define PMDK_MIN_BUCKETS 1024u
 #define PMDK_MAX_BUCKETS (1ull << 36) /* a 512 GiB bucket array; far from overflow */
 #define PMDK_STRIPES 1024u            /* a power of two, <= PMDK_MIN_BUCKETS */
+#define PMDK_OPT_TRIES 4u             /* lookup: optimistic tries before the read lock */
+#define PMDK_OPT_STEPS (1u << 16)     /* lookup: longest chain walked without the lock */
 #define PMDK_DEFAULT_KEYS (1ull << 20)
 
 enum { PMDK_TYPE_BUCKETS = 1, PMDK_TYPE_NODE = 2 };
@@ -94,6 +106,7 @@ struct pmdk_root {
 
 struct pmdk_stripe {
 	_Alignas(64) pthread_rwlock_t lock; /* one per cache line: no false sharing */
+	_Atomic uint64_t seq;               /* odd while a writer's transaction runs */
 };
 
 struct pmdk_hash {
@@ -130,9 +143,9 @@ static inline uint64_t bucket_of(const struct pmdk_hash *h, const void *key, siz
 	return hash_key(key, klen) & h->mask;
 }
 
-static inline pthread_rwlock_t *stripe_of(struct pmdk_hash *h, uint64_t bucket)
+static inline struct pmdk_stripe *stripe_of(struct pmdk_hash *h, uint64_t bucket)
 {
-	return &h->stripes[bucket & (PMDK_STRIPES - 1)].lock;
+	return &h->stripes[bucket & (PMDK_STRIPES - 1)];
 }
 
 /* The link (bucket head or a node's next) holding @key's node, or the 0 ending the
@@ -192,6 +205,17 @@ static int tx_run(PMEMobjpool *pop, void (*body)(void *), void *arg)
 	return err;
 }
 
+/* tx_run() of a write to stripe @st's chains (write lock held), the stripe's counter
+ * odd from before the first store to after the commit or the rollback. */
+static int tx_run_stripe(struct pmdk_stripe *st, PMEMobjpool *pop, void (*body)(void *),
+			 void *arg)
+{
+	seq_write_begin(&st->seq);
+	int err = tx_run(pop, body, arg);
+	seq_write_end(&st->seq);
+	return err;
+}
+
 /* A transaction's arguments (one struct for every kind). */
 struct tx_args {
 	struct pmdk_hash *h;
@@ -245,17 +269,18 @@ static void tx_overwrite(void *p)
 }
 
 /* Update of the node held by *@link (present). */
-static int replace_value(struct pmdk_hash *h, uint64_t *link, const void *key, uint32_t klen,
-			 const void *val, uint32_t vlen, const char *what)
+static int replace_value(struct pmdk_hash *h, struct pmdk_stripe *st, uint64_t *link,
+			 const void *key, uint32_t klen, const void *val, uint32_t vlen,
+			 const char *what)
 {
 	struct pmdk_node *old = node_at(h, *link);
 	struct tx_args a = { .h = h, .link = link, .key = key, .val = val, .klen = klen,
 			     .vlen = vlen, .next = old->next, .old = *link, .node = old };
 	int err = 0;
 	if (old->vlen != vlen)
-		err = tx_run(h->pop, tx_link_new, &a);
+		err = tx_run_stripe(st, h->pop, tx_link_new, &a);
 	else if (vlen)
-		err = tx_run(h->pop, tx_overwrite, &a);
+		err = tx_run_stripe(st, h->pop, tx_overwrite, &a);
 	return err ? tx_failed(h, what, err) : 0;
 }
 
@@ -273,24 +298,24 @@ static int write_kv(struct pmdk_hash *h, int mode, const void *key, size_t klen,
 		return rc;
 	uint64_t b = bucket_of(h, key, klen);
 	uint64_t *head = &h->buckets[b];
-	pthread_rwlock_t *lock = stripe_of(h, b);
-	pthread_rwlock_wrlock(lock);
+	struct pmdk_stripe *st = stripe_of(h, b);
+	pthread_rwlock_wrlock(&st->lock);
 	uint64_t *link = chain_find(h, head, key, (uint32_t)klen);
 	if (*link) {
 		if (mode == 0)
 			rc = TIPS_EKEYEXISTS;
 		else
-			rc = replace_value(h, link, key, (uint32_t)klen, val, (uint32_t)vlen,
-					   names[mode]);
+			rc = replace_value(h, st, link, key, (uint32_t)klen, val,
+					   (uint32_t)vlen, names[mode]);
 	} else if (mode == 1) {
 		rc = TIPS_ENOTFOUND;
 	} else {
 		struct tx_args a = { .h = h, .link = head, .key = key, .val = val,
 				     .klen = (uint32_t)klen, .vlen = (uint32_t)vlen, .next = *head };
-		int err = tx_run(h->pop, tx_link_new, &a);
+		int err = tx_run_stripe(st, h->pop, tx_link_new, &a);
 		rc = err ? tx_failed(h, names[mode], err) : 0;
 	}
-	pthread_rwlock_unlock(lock);
+	pthread_rwlock_unlock(&st->lock);
 	return rc;
 }
 
@@ -319,17 +344,73 @@ int pmdk_hash_remove(struct pmdk_hash *h, const void *key, size_t klen)
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND;
 	uint64_t b = bucket_of(h, key, klen);
-	pthread_rwlock_t *lock = stripe_of(h, b);
+	struct pmdk_stripe *st = stripe_of(h, b);
 	int rc = TIPS_ENOTFOUND;
-	pthread_rwlock_wrlock(lock);
+	pthread_rwlock_wrlock(&st->lock);
 	uint64_t *link = chain_find(h, &h->buckets[b], key, (uint32_t)klen);
 	if (*link) {
 		struct tx_args a = { .h = h, .link = link, .old = *link };
-		int err = tx_run(h->pop, tx_unlink, &a);
+		int err = tx_run_stripe(st, h->pop, tx_unlink, &a);
 		rc = err ? tx_failed(h, "remove", err) : 0;
 	}
-	pthread_rwlock_unlock(lock);
+	pthread_rwlock_unlock(&st->lock);
 	return rc;
+}
+
+/* The found case of a lookup: copies up to @cap bytes of @n's value, and its length. */
+__attribute__((no_sanitize_thread)) static inline int found(const struct pmdk_node *n, void *val, size_t cap, size_t *vlen)
+{
+	if (cap)
+		seq_racy_copy(val, n->data + n->klen, n->vlen < cap ? n->vlen : cap);
+	if (vlen)
+		*vlen = n->vlen;
+	return n->vlen > cap ? TIPS_ESIZE : 0;
+}
+
+/* Does a node at pool offset @off, with its key and value, lie inside the pool? It
+ * may be a freed one that a writer is reusing (lookup_optimistic). */
+__attribute__((no_sanitize_thread)) static inline bool node_in_pool(const struct pmdk_hash *h, uint64_t off)
+{
+	if (off < sizeof(struct pmdk_node) || off > h->size - sizeof(struct pmdk_node))
+		return false;
+	const struct pmdk_node *n = node_at(h, off);
+	return n->klen <= TIPS_MAX_KEY && n->vlen <= h->size &&
+	       (uint64_t)n->klen + n->vlen <= h->size - sizeof(struct pmdk_node) - off;
+}
+
+enum { OPT_DONE, OPT_RETRY, OPT_LOCK };
+
+/*
+ * Optimistic lookup (see "Locks" above): walks @key's chain without the lock between
+ * two reads of the stripe's counter. Each node is bounds-checked before it is read
+ * further, for it may be a freed and reused one; a chain longer than PMDK_OPT_STEPS
+ * goes to the locked path. Not instrumented by ThreadSanitizer: the racing reads are
+ * the algorithm, and their result is discarded unless the counter validates.
+ */
+__attribute__((no_sanitize_thread)) static int
+lookup_optimistic(struct pmdk_hash *h, struct pmdk_stripe *st, uint64_t b, const void *key,
+		  uint32_t klen, void *val, size_t cap, size_t *vlen, int *rc)
+{
+	uint64_t s0 = seq_read_begin(&st->seq);
+	if (s0 & 1)
+		return OPT_RETRY;
+	uint64_t off = atomic_load_explicit((_Atomic uint64_t *)&h->buckets[b],
+					    memory_order_acquire);
+	for (unsigned steps = 0; off; steps++) {
+		if (!node_in_pool(h, off))
+			return OPT_RETRY;
+		if (steps == PMDK_OPT_STEPS)
+			return seq_read_valid(&st->seq, s0) ? OPT_LOCK : OPT_RETRY;
+		const struct pmdk_node *n = node_at(h, off);
+		if (n->klen == klen && seq_racy_equal(n->data, key, klen))
+			break;
+		off = atomic_load_explicit((_Atomic uint64_t *)&n->next, memory_order_acquire);
+	}
+	int r = off ? found(node_at(h, off), val, cap, vlen) : TIPS_ENOTFOUND;
+	if (!seq_read_valid(&st->seq, s0))
+		return OPT_RETRY;
+	*rc = r;
+	return OPT_DONE;
 }
 
 int pmdk_hash_lookup(struct pmdk_hash *h, const void *key, size_t klen, void *val,
@@ -341,19 +422,20 @@ int pmdk_hash_lookup(struct pmdk_hash *h, const void *key, size_t klen, void *va
 	if (klen > TIPS_MAX_KEY)
 		return TIPS_ENOTFOUND;
 	uint64_t b = bucket_of(h, key, klen);
-	pthread_rwlock_t *lock = stripe_of(h, b);
+	struct pmdk_stripe *st = stripe_of(h, b);
 	int rc = TIPS_ENOTFOUND;
-	pthread_rwlock_rdlock(lock);
-	uint64_t off = *chain_find(h, &h->buckets[b], key, (uint32_t)klen);
-	if (off) {
-		const struct pmdk_node *n = node_at(h, off);
-		if (cap)
-			memcpy(val, n->data + n->klen, n->vlen < cap ? n->vlen : cap);
-		if (vlen)
-			*vlen = n->vlen;
-		rc = n->vlen > cap ? TIPS_ESIZE : 0;
+	for (unsigned attempt = 0; attempt < PMDK_OPT_TRIES; attempt++) {
+		int o = lookup_optimistic(h, st, b, key, (uint32_t)klen, val, cap, vlen, &rc);
+		if (o == OPT_DONE)
+			return rc;
+		if (o == OPT_LOCK)
+			break;
+		seq_backoff(attempt);
 	}
-	pthread_rwlock_unlock(lock);
+	pthread_rwlock_rdlock(&st->lock);
+	uint64_t off = *chain_find(h, &h->buckets[b], key, (uint32_t)klen);
+	rc = off ? found(node_at(h, off), val, cap, vlen) : TIPS_ENOTFOUND;
+	pthread_rwlock_unlock(&st->lock);
 	return rc;
 }
 

@@ -198,13 +198,6 @@ struct art_index {
 #define LD(x) atomic_load_explicit(&(x), memory_order_acquire)
 #define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_release)
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 static inline bool is_leaf(uintptr_t c)
 {
 	return c & 1;
@@ -252,7 +245,7 @@ static inline bool lk_read(struct art_node *n, uint64_t *v)
 	for (unsigned spin = 0;
 	     (w = atomic_load_explicit(&n->lock, memory_order_acquire)) & LK_LOCKED; spin++) {
 		if (spin < 128)
-			cpu_relax();
+			cpu_pause();
 		else
 			sched_yield(); /* the holder may have been descheduled */
 	}

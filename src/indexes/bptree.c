@@ -160,22 +160,13 @@ struct bpt_index {
  * cost more than that (measured: ~23% of the CPU of tips-bptree on YCSB A went to
  * rwlock sleeps and wake-ups with plain pthread_rwlock_rdlock/wrlock).
  */
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 static void lock_read(struct bpt_index *t)
 {
 	for (unsigned spin = 1; spin <= BPT_SPIN_MAX; spin *= 2) {
 		if (pthread_rwlock_tryrdlock(&t->lock) == 0)
 			return;
 		for (unsigned i = 0; i < spin; i++)
-			cpu_relax();
+			cpu_pause();
 	}
 	pthread_rwlock_rdlock(&t->lock);
 }
@@ -186,7 +177,7 @@ static void lock_write(struct bpt_index *t)
 		if (pthread_rwlock_trywrlock(&t->lock) == 0)
 			return;
 		for (unsigned i = 0; i < spin; i++)
-			cpu_relax();
+			cpu_pause();
 	}
 	pthread_rwlock_wrlock(&t->lock);
 }
@@ -1011,7 +1002,7 @@ lookup_optimistic(struct bpt_index *t, const struct bpt_key *k, void *val, size_
 		if (cap && len) {
 			const void *src = len > 8 ? (const void *)e.val.block
 						  : (const void *)&e.val.word;
-			memcpy(val, src, len < cap ? len : cap);
+			seq_racy_copy(val, src, len < cap ? len : cap);
 			atomic_thread_fence(memory_order_acquire);
 			if (atomic_load_explicit(&t->seq, memory_order_relaxed) != s0)
 				return OPT_RETRY;
@@ -1048,8 +1039,7 @@ static int bpt_lookup(void *index, const void *key, size_t klen, void *val, size
 		}
 		if (o == OPT_LOCK)
 			break;
-		for (unsigned i = 0; i < 1u << attempt; i++)
-			cpu_relax();
+		seq_backoff(attempt);
 	}
 	IDX_READ_EXIT(); /* never block on the lock inside a read section */
 

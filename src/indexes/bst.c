@@ -609,13 +609,6 @@ static int bst_remove(void *index, const void *key, size_t klen)
 	return ok_pend ? 0 : TIPS_ENOMEM; /* ENOMEM: nothing was stored */
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /*
  * Optimistic lookup (a sequence lock): descends without the lock between two reads of
  * seq and keeps the answer only if seq was even and unchanged, i.e. no writer stored
@@ -702,8 +695,7 @@ static int bst_lookup(void *index, const void *key, size_t klen, void *val, size
 				*vlen = len;
 			return IDX_FOUND(len, cap);
 		}
-		for (unsigned i = 0; i < 1u << attempt; i++)
-			cpu_relax();
+		seq_backoff(attempt);
 	}
 	IDX_READ_EXIT(); /* never block on the lock inside a read section */
 

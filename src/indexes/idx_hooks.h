@@ -68,6 +68,7 @@
 #include "indexes/idx_alloc.h"
 #include "util/errors_internal.h"
 #include "util/grace.h"
+#include "util/seqcount.h"
 
 #ifndef IDX_PREFIX
 #error "IDX_PREFIX must be defined (dram_NAME or tips_NAME): see the root CMakeLists.txt"

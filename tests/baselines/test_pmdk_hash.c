@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <libpmemobj.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 
 #define MAXK 40
@@ -620,6 +621,91 @@ static void test_threads(const char *dir)
 	unlink(path);
 }
 
+/* ---- optimistic lookups against writers ----------------------------------------------- */
+
+#define HOT_LEN 4096
+#define STABLE_KEYS 64
+#define OPT_LOOKUPS 200000 /* at least, and for at least OPT_ROUNDS of the churner */
+#define OPT_ROUNDS 20000
+
+struct churn {
+	struct pmdk_hash *h;
+	_Atomic int started, stop;
+	_Atomic unsigned rounds;
+	int errors;
+};
+
+/* Overwrites "hot" in place (a fill byte per round), and removes and inserts again
+ * keys that share the stable keys' chains, so that freed nodes are reused meanwhile. */
+static void *churner(void *p)
+{
+	struct churn *c = p;
+	unsigned char v[HOT_LEN], k[8];
+	while (!c->stop) {
+		unsigned r = ++c->rounds;
+		memset(v, (int)(r & 0xff), sizeof(v));
+		if (pmdk_hash_update(c->h, "hot", 3, v, sizeof(v)))
+			c->errors++;
+		be64(k, 1000 + r % 512);
+		if (pmdk_hash_remove(c->h, k, 8) || pmdk_hash_insert(c->h, k, 8, v, 8 + r % 64))
+			c->errors++;
+		c->started = 1;
+	}
+	return NULL;
+}
+
+/* What a reader must see while the churner runs: "hot" whole (one fill byte), and each
+ * stable key present with its own value; in a table of 1024 chains, so that the churned
+ * keys share the stable keys' chains and stripes. */
+static void test_optimistic(const char *dir)
+{
+	char path[256];
+	test_path(path, sizeof(path), dir, "pmdk-optimistic");
+	struct pmdk_hash *h = open_at(path, PMDK_HASH_CREATE, 64 << 20, 1000);
+	unsigned char v[HOT_LEN], k[8];
+	memset(v, 0, sizeof(v));
+	REQUIRE(pmdk_hash_insert(h, "hot", 3, v, sizeof(v)) == 0);
+	for (uint64_t i = 0; i < STABLE_KEYS; i++) {
+		be64(k, i);
+		REQUIRE(pmdk_hash_insert(h, k, 8, k, 8) == 0);
+	}
+	for (uint64_t i = 1000; i < 1512; i++) {
+		be64(k, i);
+		REQUIRE(pmdk_hash_insert(h, k, 8, k, 8) == 0);
+	}
+	struct churn c = { h, 0, 0, 0, 0 };
+	pthread_t tid;
+	REQUIRE(pthread_create(&tid, NULL, churner, &c) == 0);
+	while (!c.started)
+		sched_yield();
+	size_t torn = 0, lost = 0, n;
+	for (n = 0; n < OPT_LOOKUPS || c.rounds < OPT_ROUNDS; n++) {
+		size_t vl = 0;
+		if (n % 2) {
+			int rc = pmdk_hash_lookup(h, "hot", 3, v, sizeof(v), &vl);
+			int whole = rc == 0 && vl == HOT_LEN;
+			for (size_t i = 1; whole && i < HOT_LEN; i++)
+				whole = v[i] == v[0];
+			torn += !whole;
+		} else {
+			unsigned char got[8];
+			be64(k, n / 2 % STABLE_KEYS);
+			int rc = pmdk_hash_lookup(h, k, 8, got, sizeof(got), &vl);
+			lost += rc != 0 || vl != 8 || memcmp(got, k, 8) != 0;
+		}
+	}
+	c.stop = 1;
+	pthread_join(tid, NULL);
+	CHECK(c.errors == 0);
+	CHECK(torn == 0);
+	CHECK(lost == 0);
+	printf("  optimistic lookups: %zu against %u churn rounds: %zu torn, %zu stable keys "
+	       "lost\n", n, (unsigned)c.rounds, torn, lost);
+	check_clean(h, 1 + STABLE_KEYS + 512);
+	pmdk_hash_close(&h);
+	unlink(path);
+}
+
 int main(void)
 {
 	pmdk_hash_force_flushes();
@@ -629,5 +715,6 @@ int main(void)
 	test_full(dir);
 	test_foreign(dir);
 	test_threads(dir);
+	test_optimistic(dir);
 	return test_finish("test_pmdk_hash");
 }

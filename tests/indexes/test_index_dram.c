@@ -28,6 +28,7 @@
 #include <tips/plugin.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 
 #define MAXK 100
@@ -925,6 +926,68 @@ static void test_concurrent(const struct tips_index_ops *ops, uint64_t seed)
 	idx_destroy(&x);
 }
 
+/* ---- a hot key: in-place updates against readers ----------------------------------- */
+
+#define HOT_LEN MAXV    /* long enough that an in-place copy takes many stores */
+#define HOT_LOOKUPS 300000
+
+struct hot {
+	const struct tips_index_ops *ops;
+	void *h;
+	_Atomic int started, stop;
+	unsigned updates;     /* the writer's, and the fill byte of the last one */
+	size_t failed;        /* the writer's updates that did not return 0 */
+};
+
+static void *hot_writer(void *arg)
+{
+	struct hot *t = arg;
+	unsigned char v[HOT_LEN];
+	while (!t->stop) {
+		t->updates++;
+		memset(v, (int)(t->updates & 0xff), sizeof(v)); /* same length: in place */
+		if (t->ops->update(t->h, "hot", 3, v, sizeof(v)) != 0)
+			t->failed++;
+		t->started = 1;
+	}
+	return NULL;
+}
+
+/* A reader of a key that a writer keeps overwriting in place must see each value whole:
+ * all HOT_LEN bytes one fill byte. The reader starts once the writer has, and stops it
+ * after HOT_LOOKUPS lookups, so the two overlap whatever the scheduler does. */
+static void test_hot_key(const struct tips_index_ops *ops)
+{
+	struct idx x;
+	idx_make(&x, ops, 1000);
+	unsigned char v[HOT_LEN];
+	memset(v, 0, sizeof(v));
+	CHECK_RC(ops->insert(x.h, "hot", 3, v, sizeof(v)), 0);
+	struct hot t = { ops, x.h, 0, 0, 0, 0 };
+	size_t torn = 0;
+	pthread_t tw;
+	REQUIRE(pthread_create(&tw, NULL, hot_writer, &t) == 0);
+	while (!t.started)
+		sched_yield();
+	for (size_t n = 0; n < HOT_LOOKUPS; n++) {
+		size_t vl = 0;
+		int rc = ops->lookup(x.h, "hot", 3, v, sizeof(v), &vl);
+		int whole = rc == 0 && vl == HOT_LEN;
+		for (size_t i = 1; whole && i < HOT_LEN; i++)
+			whole = v[i] == v[0];
+		torn += !whole;
+	}
+	t.stop = 1;
+	pthread_join(tw, NULL);
+	CHECK(t.failed == 0);
+	CHECK(torn == 0);
+	memset(v, (int)(t.updates & 0xff), sizeof(v));
+	CHECK(lookup_is(&x, "hot", 3, v, HOT_LEN));
+	printf("  hot key: %d lookups against %u in-place updates, %zu torn or wrong\n",
+	       HOT_LOOKUPS, t.updates, torn);
+	idx_destroy(&x);
+}
+
 /* ---- clht's layout version ------------------------------------------------------------- */
 
 /* A clht root of layout 1 (before 0.4.0, another hash of 8-byte keys) is refused with
@@ -957,6 +1020,7 @@ static void run_suite(const struct tips_index_ops *ops)
 {
 	printf("%s:\n", ops->name);
 	test_basic(ops);
+	test_hot_key(ops);
 	test_model(ops, 0x1234567887654321ull);
 	test_model(ops, 42);
 	test_int_keys(ops, 7);
