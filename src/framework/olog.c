@@ -49,6 +49,26 @@ bool olog_has_room_bytes(const struct olog *log, uint64_t bytes, uint64_t keep)
 	return tail - head + bytes + keep <= log->size;
 }
 
+/* Records up to this size are composed in a buffer and written with one streaming
+ * copy (pm_copy_flush); longer ones are written in place and flushed. */
+#define OLOG_STAGE_MAX 512u
+
+static void fill_record(struct olog_rec *r, unsigned op, uint64_t ts, uint64_t size,
+			const void *key, size_t klen, const void *val, size_t vlen,
+			uint64_t entry)
+{
+	r->ts_op = ts << 8 | op;
+	r->len = (uint32_t)size;
+	r->klen = (uint16_t)klen;
+	r->reserved = 0;
+	r->vlen = (uint32_t)vlen;
+	r->reserved2 = 0;
+	r->entry = entry;
+	memcpy(r->data, key, klen);
+	if (vlen)
+		memcpy(r->data + klen, val, vlen);
+}
+
 void olog_put_record(struct olog *log, uint64_t *ptail, unsigned op, uint64_t ts,
 		     const void *key, size_t klen, const void *val, size_t vlen, uint64_t entry)
 {
@@ -63,25 +83,26 @@ void olog_put_record(struct olog *log, uint64_t *ptail, unsigned op, uint64_t ts
 		tail += to_end;
 	}
 	struct olog_rec *r = (struct olog_rec *)(log->ring + tail % log->size);
-	r->ts_op = ts << 8 | op;
-	r->len = (uint32_t)size;
-	r->klen = (uint16_t)klen;
-	r->reserved = 0;
-	r->vlen = (uint32_t)vlen;
-	r->reserved2 = 0;
-	r->entry = entry;
-	memcpy(r->data, key, klen);
-	if (vlen)
-		memcpy(r->data + klen, val, vlen);
-	pm_flush(r, sizeof(*r) + klen + vlen);
+	if (size <= OLOG_STAGE_MAX) {
+		/* Whole lines (size is a multiple of 64), the padding zeroed. */
+		_Alignas(64) unsigned char buf[OLOG_STAGE_MAX];
+		struct olog_rec *staged = (struct olog_rec *)buf;
+		fill_record(staged, op, ts, size, key, klen, val, vlen, entry);
+		size_t used = sizeof(*staged) + klen + vlen;
+		memset(buf + used, 0, size - used);
+		pm_copy_flush(r, buf, size);
+	} else {
+		fill_record(r, op, ts, size, key, klen, val, vlen, entry);
+		pm_flush(r, sizeof(*r) + klen + vlen);
+	}
 	*ptail = tail + size;
 }
 
 void olog_commit(struct olog *log, uint64_t tail, uint64_t records)
 {
 	pm_drain(); /* fence 1: every record below @tail is persistent */
-	log->pm->tail = tail;
-	pm_persist(&log->pm->tail, sizeof(log->pm->tail)); /* fence 2: durability point */
+	pm_copy_flush(&log->pm->tail, &tail, sizeof(tail));
+	pm_drain(); /* fence 2: durability point */
 	atomic_store_explicit(&log->durable_tail, tail, memory_order_release);
 	atomic_store_explicit(&log->appended,
 			      atomic_load_explicit(&log->appended, memory_order_relaxed) + records,

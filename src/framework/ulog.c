@@ -50,6 +50,10 @@ struct ulog {
 	_Atomic uint64_t bytes, logged, skipped_fresh, skipped_logged;
 };
 
+/* Records up to this size are composed in a buffer and written with one streaming
+ * copy (pm_copy_flush); longer ones in place, then flushed. */
+#define ULOG_STAGE_MAX 256u
+
 static uint64_t rec_bytes(uint64_t size)
 {
 	return sizeof(struct ulog_rec) + ((size + 7) & ~7ull);
@@ -248,13 +252,21 @@ int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *poo
 		bool remember = (u->set_n + 1) * 2 <= u->set_cap || set_grow(u) ||
 				u->set_n + 2 <= u->set_cap;
 		struct ulog_rec *r = (struct ulog_rec *)(u->ring + off);
-		r->addr = (uint64_t)addr[i];
-		r->size = (uint32_t)size[i];
-		r->back = (uint32_t)(off - start);
-		r->gen = u->gen;
-		memcpy(r->data, addr[i], size[i]);
-		r->check = rec_check(r);
-		pm_flush(r, sizeof(*r) + size[i]);
+		_Alignas(8) unsigned char buf[ULOG_STAGE_MAX];
+		bool staged = need <= sizeof(buf); /* composed here, then one streaming copy */
+		struct ulog_rec *w = staged ? (struct ulog_rec *)buf : r;
+		w->addr = (uint64_t)addr[i];
+		w->size = (uint32_t)size[i];
+		w->back = (uint32_t)(off - start);
+		w->gen = u->gen;
+		memcpy(w->data, addr[i], size[i]);
+		w->check = rec_check(w);
+		if (staged) {
+			memset(w->data + size[i], 0, need - sizeof(*w) - size[i]);
+			pm_copy_flush(r, buf, need);
+		} else {
+			pm_flush(r, sizeof(*r) + size[i]);
+		}
 		off += need;
 		logged++;
 		if (remember)

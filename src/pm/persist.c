@@ -4,7 +4,8 @@
  *
  * Flush instruction: chosen once at run time from CPUID (clwb, else clflushopt, else
  * clflush); TIPS_FLUSH=clflushopt|clflush in the environment forces a weaker one (for
- * testing those paths). Fence: sfence (clflush is ordered by it too).
+ * testing those paths). Fence: sfence (clflush is ordered by it too, and so are the
+ * streaming stores of pm_copy_flush, which it drains).
  *
  * Counters: each thread owns a record of relaxed atomics that only it writes; records
  * are linked into a list so tips_pm_counters_total() can sum them, and a thread's counts
@@ -356,6 +357,44 @@ void pm_flush(const void *addr, size_t len)
 		flush_lines(first, end);
 	else
 		flush_special(first, end);
+}
+
+/* Streaming stores where they are safe and meaningful: x86-64 (SSE2's movnti), and not
+ * in sanitizer builds, whose checkers do not see them. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#include <immintrin.h>
+#define PM_STREAMING 1
+static void stream_copy(void *dst, const void *src, size_t len)
+{
+	long long *d = dst;
+	const unsigned char *s = src;
+	for (size_t i = 0; i < len / 8; i++) {
+		long long w;
+		memcpy(&w, s + 8 * i, 8);
+		_mm_stream_si64(d + i, w);
+	}
+}
+#else
+#define PM_STREAMING 0
+#endif
+
+void pm_copy_flush(void *dst, const void *src, size_t len)
+{
+	if (len == 0)
+		return;
+#if PM_STREAMING
+	if (((uintptr_t)dst | len) % 8 == 0 &&
+	    __builtin_expect(atomic_load_explicit(&regions.plain_only, memory_order_relaxed), 1)) {
+		uintptr_t first = (uintptr_t)dst & ~(uintptr_t)(PM_CACHELINE - 1);
+		uintptr_t end = ((uintptr_t)dst + len + PM_CACHELINE - 1) &
+				~(uintptr_t)(PM_CACHELINE - 1);
+		count_flush((end - first) / PM_CACHELINE, len);
+		stream_copy(dst, src, len); /* ordered and made durable by pm_drain's sfence */
+		return;
+	}
+#endif
+	memcpy(dst, src, len);
+	pm_flush(dst, len);
 }
 
 void pm_drain(void)

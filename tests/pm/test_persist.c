@@ -3,7 +3,8 @@
  *
  * Counters (tips_pm_counters_thread / _total): a tips_flush of [addr, addr+len) counts
  * every 64-byte cache line the range touches and len bytes; a tips_drain counts one
- * fence; tips_persist is both. The expected line count is computed here from the
+ * fence; tips_persist is both; pm_copy_flush (internal) copies exactly its range and
+ * counts as a flush of it. The expected line count is computed here from the
  * range's first and last byte, for aligned and unaligned ranges, in DRAM, in a pool on
  * /dev/shm and in a pool on a disk file system. The totals must add exactly: work done
  * by threads that have exited stays counted, and while several threads persist at once
@@ -17,6 +18,7 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "pm_test_files.h"
+#include "pm/pm.h"
 
 #include <linux/magic.h>
 #include <pthread.h>
@@ -132,6 +134,52 @@ static void test_counts_one_thread(void)
 	check_counts_at(tips_pool_root(pool, NULL));
 	CHECK_RC(tips_pool_close(&pool), 0);
 	free(dram);
+}
+
+/* pm_copy_flush: the bytes of every range of ranges[] arrive, nothing around them
+ * changes, and it counts as tips_flush would (lines touched, bytes, no fence); the
+ * aligned ranges take the streaming path on DRAM and shm media, the others the plain
+ * one. */
+#define COPY_AREA 4608u /* covers every range of ranges[] */
+
+static void check_copy_flush_at(char *base)
+{
+	static unsigned char src[8192];
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (unsigned char)(i * 7 + 3);
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		uint64_t off = ranges[i].off, len = ranges[i].len;
+		memset(base, 0xee, COPY_AREA);
+		struct tips_pm_counters t0 = thread_now();
+		pm_copy_flush(base + off, src + i, len);
+		CHECK_DELTA(delta(thread_now(), t0), lines_of(off, len), 0, len);
+		tips_drain();
+		CHECK(memcmp(base + off, src + i, len) == 0);
+		size_t outside = 0;
+		for (uint64_t b = 0; b < COPY_AREA; b++)
+			outside += (b < off || b >= off + len) && (unsigned char)base[b] != 0xee;
+		CHECK(outside == 0);
+	}
+}
+
+static void test_copy_flush(void)
+{
+	char *dram = aligned_alloc(LINE, 16384);
+	REQUIRE(dram != NULL);
+	check_copy_flush_at(dram);
+	free(dram);
+	char path[PATH_MAX];
+	scratch_path(path, sizeof(path), "/dev/shm", "copy");
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	o.size = 8 * MIB;
+	struct tips_pool *pool = NULL;
+	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
+	size_t root_size = 0;
+	char *root = tips_pool_root(pool, &root_size);
+	REQUIRE(root_size >= COPY_AREA);
+	check_copy_flush_at(root);
+	CHECK_RC(tips_pool_close(&pool), 0);
 }
 
 /* ---- several threads ---------------------------------------------------------------- */
@@ -438,6 +486,7 @@ int main(int argc, char **argv)
 		return test_finish("test_persist media_file");
 	}
 	test_counts_one_thread();
+	test_copy_flush();
 	test_exited_threads_stay_counted();
 	test_counts_made_while_exiting();
 	test_concurrent_threads_add_exactly();
