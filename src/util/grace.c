@@ -101,7 +101,17 @@ static void atfork_register(void)
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
-#if !GRACE_READ_INLINE
+#if GRACE_READ_INLINE
+void grace_read_enter_call(void)
+{
+	urcu_bp_read_lock();
+}
+
+void grace_read_exit_call(void)
+{
+	urcu_bp_read_unlock();
+}
+#else
 void grace_read_enter(void)
 {
 	urcu_bp_read_lock();
