@@ -52,8 +52,8 @@ void grace_read_exit_call(void);
  * the section's ends (nothing moves out of the section; code before and after may
  * move in). With the header's own versions, which also fence the compiler outside both
  * ends and test for membarrier between the unlock's load and store, a dram-hash
- * lookup at 8M records cost 228-253 ns against 178-188 with these (docs/indexes.md,
- * "Read sections"). The inline path is taken only with membarrier, else the library.
+ * lookup at 8M records cost 225-253 ns against 178-188 with these (docs/framework.md,
+ * "Ninth round"). The inline path is taken only with membarrier, else the library.
  */
 static inline void grace_read_enter(void)
 {
