@@ -118,22 +118,31 @@ static void check_counts_at(char *base)
 	CHECK_DELTA(delta(thread_now(), t0), 0, 1, 0);
 }
 
-static void test_counts_one_thread(void)
+/* Runs @check on a 16 KiB DRAM buffer, then on the root of a new 8 MiB pool in
+ * /dev/shm named @name (at least @min_root bytes). */
+static void at_dram_and_shm(void (*check)(char *), const char *name, size_t min_root)
 {
 	char *dram = aligned_alloc(LINE, 16384);
 	REQUIRE(dram != NULL);
-	check_counts_at(dram);
-
+	check(dram);
+	free(dram);
 	char path[PATH_MAX];
-	scratch_path(path, sizeof(path), "/dev/shm", "counts");
+	scratch_path(path, sizeof(path), "/dev/shm", name);
 	struct tips_pool_options o;
 	tips_pool_options_init(&o);
 	o.size = 8 * MIB;
 	struct tips_pool *pool = NULL;
 	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
-	check_counts_at(tips_pool_root(pool, NULL));
+	size_t root_size = 0;
+	char *root = tips_pool_root(pool, &root_size);
+	REQUIRE(root_size >= min_root);
+	check(root);
 	CHECK_RC(tips_pool_close(&pool), 0);
-	free(dram);
+}
+
+static void test_counts_one_thread(void)
+{
+	at_dram_and_shm(check_counts_at, "counts", 4096 + 20);
 }
 
 /* pm_copy_flush: the bytes of every range of ranges[] arrive, nothing around them
@@ -164,22 +173,7 @@ static void check_copy_flush_at(char *base)
 
 static void test_copy_flush(void)
 {
-	char *dram = aligned_alloc(LINE, 16384);
-	REQUIRE(dram != NULL);
-	check_copy_flush_at(dram);
-	free(dram);
-	char path[PATH_MAX];
-	scratch_path(path, sizeof(path), "/dev/shm", "copy");
-	struct tips_pool_options o;
-	tips_pool_options_init(&o);
-	o.size = 8 * MIB;
-	struct tips_pool *pool = NULL;
-	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
-	size_t root_size = 0;
-	char *root = tips_pool_root(pool, &root_size);
-	REQUIRE(root_size >= COPY_AREA);
-	check_copy_flush_at(root);
-	CHECK_RC(tips_pool_close(&pool), 0);
+	at_dram_and_shm(check_copy_flush_at, "copy", COPY_AREA);
 }
 
 /* ---- several threads ---------------------------------------------------------------- */
