@@ -358,7 +358,9 @@ int pmdk_hash_remove(struct pmdk_hash *h, const void *key, size_t klen)
 }
 
 /* The found case of a lookup: copies up to @cap bytes of @n's value, and its length. */
-__attribute__((no_sanitize_thread)) static inline int found(const struct pmdk_node *n, void *val, size_t cap, size_t *vlen)
+__attribute__((no_sanitize_thread)) static inline int found(const struct pmdk_node *n,
+								 void *val, size_t cap,
+								 size_t *vlen)
 {
 	if (cap)
 		seq_racy_copy(val, n->data + n->klen, n->vlen < cap ? n->vlen : cap);
@@ -369,7 +371,8 @@ __attribute__((no_sanitize_thread)) static inline int found(const struct pmdk_no
 
 /* Does a node at pool offset @off, with its key and value, lie inside the pool? It
  * may be a freed one that a writer is reusing (lookup_optimistic). */
-__attribute__((no_sanitize_thread)) static inline bool node_in_pool(const struct pmdk_hash *h, uint64_t off)
+__attribute__((no_sanitize_thread)) static inline bool node_in_pool(const struct pmdk_hash *h,
+								    uint64_t off)
 {
 	if (off < sizeof(struct pmdk_node) || off > h->size - sizeof(struct pmdk_node))
 		return false;

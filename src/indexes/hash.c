@@ -140,8 +140,9 @@ static struct hash_node **chain_find(struct hash_node **head, const void *key, u
 }
 
 /* Stores @to into @link, a pointer that existed before this operation: log it first,
- * then store with the counter of the link's stripe @st odd (write lock held). Every pointer store of the table goes through here (Figure 3, lines
- * 19-20); the node @to points at is complete before the release that publishes it. */
+ * then store with the counter of the link's stripe @st odd (write lock held). Every
+ * pointer store of the table goes through here (Figure 3, lines 19-20); the node @to
+ * points at is complete before the release that publishes it. */
 static inline void link_set(struct hash_stripe *st, struct hash_node **link,
 			    struct hash_node *to)
 {

@@ -345,13 +345,19 @@ static void flush_special(uintptr_t first, uintptr_t end)
 	pthread_rwlock_unlock(&regions.lock);
 }
 
+/* The cache lines [*@first, *@end) that [addr, addr+len) touches. */
+static inline void line_range(const void *addr, size_t len, uintptr_t *first, uintptr_t *end)
+{
+	*first = (uintptr_t)addr & ~(uintptr_t)(PM_CACHELINE - 1);
+	*end = ((uintptr_t)addr + len + PM_CACHELINE - 1) & ~(uintptr_t)(PM_CACHELINE - 1);
+}
+
 void pm_flush(const void *addr, size_t len)
 {
 	if (len == 0)
 		return;
-	uintptr_t first = (uintptr_t)addr & ~(uintptr_t)(PM_CACHELINE - 1);
-	uintptr_t end = ((uintptr_t)addr + len + PM_CACHELINE - 1) &
-			~(uintptr_t)(PM_CACHELINE - 1);
+	uintptr_t first, end;
+	line_range(addr, len, &first, &end);
 	count_flush((end - first) / PM_CACHELINE, len);
 	if (__builtin_expect(atomic_load_explicit(&regions.plain_only, memory_order_relaxed), 1))
 		flush_lines(first, end);
@@ -385,9 +391,8 @@ void pm_copy_flush(void *dst, const void *src, size_t len)
 #if PM_STREAMING
 	if (((uintptr_t)dst | len) % 8 == 0 &&
 	    __builtin_expect(atomic_load_explicit(&regions.plain_only, memory_order_relaxed), 1)) {
-		uintptr_t first = (uintptr_t)dst & ~(uintptr_t)(PM_CACHELINE - 1);
-		uintptr_t end = ((uintptr_t)dst + len + PM_CACHELINE - 1) &
-				~(uintptr_t)(PM_CACHELINE - 1);
+		uintptr_t first, end;
+		line_range(dst, len, &first, &end);
 		count_flush((end - first) / PM_CACHELINE, len);
 		stream_copy(dst, src, len); /* ordered and made durable by pm_drain's sfence */
 		return;
