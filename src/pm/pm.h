@@ -18,14 +18,19 @@
 /* Start writing back [addr, addr+len): flush instruction, msync, or (sim) mark pending. */
 void pm_flush(const void *addr, size_t len);
 /*
- * memcpy(dst, src, len) then pm_flush(dst, len), in one: on media that persist by CPU
- * flushes (PM, emulated PM), with streaming stores when @dst and @len are multiples of
- * 8, which neither read the destination's lines nor leave them in cache, and cost one
- * fence's wait less than a store and a clwb (measured on this project's machine: 98
- * against 162 ns a line, docs/framework.md "Ninth round"). Counted as a flush. For a
- * log record written once and read back only by recovery or another thread.
+ * memcpy(dst, src, len) then pm_flush(dst, len), in one, for a log record written once
+ * and read back only by recovery or another thread. Written the way that is cheaper on
+ * this CPU (pm_copy_way(): "streaming" on AMD, "stores" elsewhere; TIPS_PM_COPY=
+ * streaming|stores forces one; persist.c says why). Counted as a flush either way.
  */
 void pm_copy_flush(void *dst, const void *src, size_t len);
+/* pm_copy_flush by streaming stores (movnti), which neither read the destination's
+ * lines nor leave them in cache, wherever they are safe: @dst and @len multiples of 8,
+ * media that persist by CPU flushes, x86-64, not a sanitizer build; elsewhere memcpy and
+ * pm_flush. The fence of pm_drain orders and drains them. */
+void pm_copy_flush_streaming(void *dst, const void *src, size_t len);
+/* "streaming" or "stores": how pm_copy_flush writes in this process. */
+const char *pm_copy_way(void);
 /* Fence: everything this thread flushed is persistent when it returns. */
 void pm_drain(void);
 /* pm_flush then pm_drain. */

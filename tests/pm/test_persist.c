@@ -145,10 +145,10 @@ static void test_counts_one_thread(void)
 	at_dram_and_shm(check_counts_at, "counts", 4096 + 20);
 }
 
-/* pm_copy_flush: the bytes of every range of ranges[] arrive, nothing around them
- * changes, and it counts as tips_flush would (lines touched, bytes, no fence); the
- * aligned ranges take the streaming path on DRAM and shm media, the others the plain
- * one. */
+/* pm_copy_flush, both the way this CPU gets (pm_copy_way) and streaming forced: the
+ * bytes of every range of ranges[] arrive, nothing around them changes, and it counts
+ * as tips_flush would (lines touched, bytes, no fence); streaming, the aligned ranges
+ * take the movnti path on DRAM and shm media, the others the plain one. */
 #define COPY_AREA 4608u /* covers every range of ranges[] */
 
 static void check_copy_flush_at(char *base)
@@ -156,11 +156,14 @@ static void check_copy_flush_at(char *base)
 	static unsigned char src[8192];
 	for (size_t i = 0; i < sizeof(src); i++)
 		src[i] = (unsigned char)(i * 7 + 3);
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		uint64_t off = ranges[i].off, len = ranges[i].len;
+	void (*const copy[])(void *, const void *, size_t) = { pm_copy_flush,
+							       pm_copy_flush_streaming };
+	for (size_t i = 0; i < 2 * sizeof(ranges) / sizeof(ranges[0]); i++) {
+		size_t r = i / 2;
+		uint64_t off = ranges[r].off, len = ranges[r].len;
 		memset(base, 0xee, COPY_AREA);
 		struct tips_pm_counters t0 = thread_now();
-		pm_copy_flush(base + off, src + i, len);
+		copy[i % 2](base + off, src + i, len);
 		CHECK_DELTA(delta(thread_now(), t0), lines_of(off, len), 0, len);
 		tips_drain();
 		CHECK(memcmp(base + off, src + i, len) == 0);
