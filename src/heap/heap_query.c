@@ -36,12 +36,15 @@ size_t tips_heap_usable_size(const struct tips_heap *h, const void *ptr)
 	return ref.usable;
 }
 
+/* The header's generation is read first: the caller (ULog, before a store to the
+ * block) has the block's line in cache or is about to, while the allocation bitmap is
+ * a miss of its own, paid only for a block that may be fresh (most are not). */
 int tips_heap_block_is_fresh(const struct tips_heap *h, const void *addr)
 {
 	struct block_ref ref;
-	if (!h || !block_find(h, addr, false, &ref) || !block_is_allocated(h, &ref))
+	if (!h || !block_find(h, addr, false, &ref) || ref.hdr->alloc_gen != generation(h))
 		return 0;
-	return ref.hdr->alloc_gen == generation(h);
+	return block_is_allocated(h, &ref);
 }
 
 uint64_t tips_heap_generation(const struct tips_heap *h) { return generation(h); }
