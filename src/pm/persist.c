@@ -53,13 +53,7 @@ static enum flush_kind flush_kind_detect(void)
 	return best;
 }
 
-/* Chosen when the library is loaded, before any call into it, so the hot path never
- * checks. */
-static enum flush_kind flush_kind;
-__attribute__((constructor)) static void flush_kind_at_load(void)
-{
-	flush_kind = flush_kind_detect();
-}
+static enum flush_kind flush_kind; /* set by primitives_at_load() */
 
 const char *tips_flush_instruction(void)
 {
@@ -393,8 +387,7 @@ static void stream_copy(void *dst, const void *src, size_t len)
  * "Ninth round" and "Tenth round"). So streaming is the default on AMD only;
  * TIPS_PM_COPY=streaming|stores in the environment forces either.
  */
-static bool copy_streams;
-__attribute__((constructor)) static void copy_way_at_load(void)
+static bool copy_streams_detect(void)
 {
 	unsigned a, b, c, d;
 	char vendor[13] = "";
@@ -402,20 +395,35 @@ __attribute__((constructor)) static void copy_way_at_load(void)
 		memcpy(vendor, &b, 4);
 		memcpy(vendor + 4, &d, 4);
 		memcpy(vendor + 8, &c, 4);
-		vendor[12] = 0;
 	}
-	copy_streams = strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0;
+	bool streams = strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0;
 	const char *forced = getenv("TIPS_PM_COPY");
 	if (forced && strcmp(forced, "streaming") == 0)
-		copy_streams = true;
+		streams = true;
 	else if (forced && strcmp(forced, "stores") == 0)
-		copy_streams = false;
-	copy_streams = copy_streams && PM_STREAMING;
+		streams = false;
+	return streams && PM_STREAMING;
+}
+
+static bool copy_streams; /* set by primitives_at_load() */
+
+/* The flush instruction and the copy way, chosen when the library is loaded, before
+ * any call into it, so the hot path never checks. */
+__attribute__((constructor)) static void primitives_at_load(void)
+{
+	flush_kind = flush_kind_detect();
+	copy_streams = copy_streams_detect();
 }
 
 const char *pm_copy_way(void)
 {
 	return copy_streams ? "streaming" : "stores";
+}
+
+static void copy_then_flush(void *dst, const void *src, size_t len)
+{
+	memcpy(dst, src, len);
+	pm_flush(dst, len);
 }
 
 void pm_copy_flush_streaming(void *dst, const void *src, size_t len)
@@ -432,18 +440,15 @@ void pm_copy_flush_streaming(void *dst, const void *src, size_t len)
 		return;
 	}
 #endif
-	memcpy(dst, src, len);
-	pm_flush(dst, len);
+	copy_then_flush(dst, src, len);
 }
 
 void pm_copy_flush(void *dst, const void *src, size_t len)
 {
-	if (copy_streams) {
+	if (copy_streams)
 		pm_copy_flush_streaming(dst, src, len);
-		return;
-	}
-	memcpy(dst, src, len);
-	pm_flush(dst, len);
+	else
+		copy_then_flush(dst, src, len);
 }
 
 void pm_drain(void)
