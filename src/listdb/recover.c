@@ -12,8 +12,9 @@
  * reads them in key order misses the cache once per entry. So the parse, which reads
  * each entry while it streams the log, copies what the rest needs into a DRAM record
  * (the key's first 8 bytes as a big-endian word, LSN, length, flags); the
- * sort (a radix pass on the key words per table, then insertion sorts of the small
- * buckets) and the duplicate pass read only the records, and the one pass that has to
+ * sort (the records grouped by table in place, then a radix pass on the key words per
+ * table through one buffer the size of the largest table, then insertion sorts of the
+ * small buckets) and the duplicate pass read only the records, and the one pass that has to
  * touch every entry again (linking) prefetches ahead (docs/listdb.md, "Recovery").
  */
 #define _GNU_SOURCE
@@ -118,31 +119,23 @@ static void insertion_sort(struct rec *a, size_t n)
 
 #define SMALL_SORT 24
 
-/* The bucket of @r in a counting pass: its seq minus @lo (@by_seq), or its key word's
- * bits from @shift on, masked to @mask. */
-static inline size_t bucket_of(const struct rec *r, bool by_seq, uint64_t lo, unsigned shift,
-			       size_t mask)
-{
-	return by_seq ? (size_t)(LD_SEQ(r->lsn) - lo) : (size_t)((r->key8 >> shift) & mask);
-}
-
 /*
- * One counting pass: moves @a's @n records into bucket order (stable) through @tmp, and
- * returns where each of the @nb buckets ends (bucket b is [end[b - 1], end[b]), end[-1]
- * being 0), to be freed by the caller; NULL: out of DRAM, @a unchanged.
+ * One counting pass on the key word's bits from @shift on (@nb buckets, a power of 2):
+ * moves @a's @n records into bucket order (stable) through @tmp, and returns where each
+ * bucket ends (bucket b is [end[b - 1], end[b]), end[-1] being 0), to be freed by the
+ * caller; NULL: out of DRAM, @a unchanged.
  */
-static size_t *counting_pass(struct rec *a, struct rec *tmp, size_t n, size_t nb, bool by_seq,
-			     uint64_t lo, unsigned shift)
+static size_t *counting_pass(struct rec *a, struct rec *tmp, size_t n, size_t nb, unsigned shift)
 {
 	size_t mask = nb - 1, *end = calloc(nb + 1, sizeof(*end));
 	if (!end)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		end[bucket_of(&a[i], by_seq, lo, shift, mask) + 1]++;
+		end[((a[i].key8 >> shift) & mask) + 1]++;
 	for (size_t b = 0; b < nb; b++)
 		end[b + 1] += end[b]; /* end[b]: where bucket b starts */
 	for (size_t i = 0; i < n; i++)
-		tmp[end[bucket_of(&a[i], by_seq, lo, shift, mask)]++] = a[i]; /* now: ends */
+		tmp[end[(a[i].key8 >> shift) & mask]++] = a[i]; /* now: ends */
 	memcpy(a, tmp, n * sizeof(*a));
 	return end;
 }
@@ -175,7 +168,7 @@ static bool sort_one_seq(struct rec *a, struct rec *tmp, size_t n)
 	if (bits > top + 1)
 		bits = top + 1;
 	size_t nb = (size_t)1 << bits;
-	size_t *end = counting_pass(a, tmp, n, nb, false, 0, top + 1 - bits);
+	size_t *end = counting_pass(a, tmp, n, nb, top + 1 - bits);
 	bool ok = end != NULL;
 	for (size_t b = 0, from = 0; ok && b < nb; from = end[b++])
 		ok = sort_one_seq(a + from, tmp + from, end[b] - from);
@@ -183,9 +176,40 @@ static bool sort_one_seq(struct rec *a, struct rec *tmp, size_t n)
 	return ok;
 }
 
-/* Sorts every record by rec_cmp: grouped by seq (a counting pass; a seq range wider
- * than the records, which a sane log never has, goes to qsort), then each seq's run by
- * sort_one_seq(). false: out of DRAM. */
+/*
+ * Groups @a's @n records by seq in place (an American flag pass: each record is swapped
+ * into its seq's region), @ns seqs from @lo; fills @end[s] with where seq lo + s's
+ * region ends. No second buffer: a fresh one as large as the records cost as much in
+ * page faults as the sort itself (docs/listdb.md, "Recovery").
+ */
+static void group_by_seq(struct rec *a, size_t n, uint64_t lo, size_t ns, size_t *end,
+			 size_t *next)
+{
+	memset(end, 0, ns * sizeof(*end));
+	for (size_t i = 0; i < n; i++)
+		end[LD_SEQ(a[i].lsn) - lo]++;
+	for (size_t s = 0, at = 0; s < ns; s++) {
+		next[s] = at;
+		at += end[s];
+		end[s] = at;
+	}
+	for (size_t s = 0; s < ns; s++)
+		while (next[s] < end[s]) {
+			struct rec x = a[next[s]];
+			size_t t = (size_t)(LD_SEQ(x.lsn) - lo);
+			while (t != s) { /* x belongs further on: swap it there */
+				struct rec y = a[next[t]];
+				a[next[t]++] = x;
+				x = y;
+				t = (size_t)(LD_SEQ(x.lsn) - lo);
+			}
+			a[next[s]++] = x;
+		}
+}
+
+/* Sorts every record by rec_cmp: grouped by seq in place (a seq range wider than the
+ * records, which a sane log never has, goes to qsort), then each seq's run by
+ * sort_one_seq() through one buffer the size of the largest run. false: out of DRAM. */
 static bool sort_recs(struct rec *v, size_t n)
 {
 	if (n < 2)
@@ -201,13 +225,19 @@ static bool sort_recs(struct rec *v, size_t n)
 		return true;
 	}
 	size_t ns = (size_t)(hi - lo) + 1;
-	struct rec *tmp = malloc(n * sizeof(*tmp));
-	size_t *end = tmp ? counting_pass(v, tmp, n, ns, true, lo, 0) : NULL;
-	bool ok = end != NULL;
+	size_t *end = malloc(2 * ns * sizeof(*end));
+	if (!end)
+		return false;
+	group_by_seq(v, n, lo, ns, end, end + ns);
+	size_t longest = 0;
+	for (size_t s = 0, from = 0; s < ns; from = end[s++])
+		longest = end[s] - from > longest ? end[s] - from : longest;
+	struct rec *tmp = malloc(longest * sizeof(*tmp));
+	bool ok = tmp != NULL;
 	for (size_t s = 0, from = 0; ok && s < ns; from = end[s++])
-		ok = sort_one_seq(v + from, tmp + from, end[s] - from);
-	free(end);
+		ok = sort_one_seq(v + from, tmp, end[s] - from);
 	free(tmp);
+	free(end);
 	return ok;
 }
 
@@ -320,22 +350,29 @@ static uint64_t rec_bloom_hash(const struct rec *r)
 	return ld_bloom_hash(&k, 8);
 }
 
-/* Links the @n kept records, sorted, into one L0 table per seq, oldest first. */
+/* Links the @n kept records, sorted, into one L0 table per seq, oldest first, through
+ * one pointer buffer the size of the largest table. */
 static int rebuild_l0(struct tips_listdb *db, const struct rec *v, size_t n)
 {
-	struct ld_entry **sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	size_t longest = 1;
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && LD_SEQ(v[j].lsn) == LD_SEQ(v[i].lsn); j++)
+			;
+		longest = j - i > longest ? j - i : longest;
+	}
+	struct ld_entry **sorted = malloc(longest * sizeof(*sorted));
 	if (!sorted)
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM while rebuilding L0");
-	for (size_t i = 0; i < n; i++)
-		sorted[i] = v[i].e;
 	struct ld_l0 **tail = &db->l0_oldest;
 	int rc = 0;
 	for (size_t i = 0; i < n && rc == 0;) {
 		size_t j = i;
-		while (j < n && LD_SEQ(v[j].lsn) == LD_SEQ(v[i].lsn))
+		while (j < n && LD_SEQ(v[j].lsn) == LD_SEQ(v[i].lsn)) {
+			sorted[j - i] = v[j].e;
 			j++;
+		}
 		struct ld_l0 *t = calloc(1, sizeof(*t));
-		if (!t || ld_l0_link(db, t, sorted + i, j - i, NULL)) {
+		if (!t || ld_l0_link(db, t, sorted, j - i, NULL)) {
 			free(t);
 			rc = tips_set_error(TIPS_ENOMEM, "out of DRAM while rebuilding L0");
 			break;
