@@ -604,39 +604,57 @@ static void run_ops(struct bench *b, unsigned t)
 	tips_batch_free(&pend.batch);
 }
 
+/* The load phase: thread @t inserts its share of the records, in id order. A sampled
+ * share of the inserts (--latency-sample, as in the run) is timed, so the load too
+ * reports write latency and fences per write. */
 static void load_ops(struct bench *b, unsigned t)
 {
 	const struct options *o = &b->o;
+	struct thread_result *res = &b->res[t];
 	unsigned char k[MAX_KEY], v[MAX_VALUE];
 	struct pending pend = { 0 };
 	if (o->batch && tips_batch_new(&pend.batch)) {
 		report_lost(b, "batch", 0, TIPS_ENOMEM);
-		b->res[t].failed = true;
+		res->failed = true;
 		return;
 	}
+	struct rng sampler;
+	rng_seed(&sampler, o->seed, 7000 + t);
+	uint64_t until_sample = sample_gap(&sampler, o->latency_sample);
 	uint64_t lo = o->records * t / o->threads, hi = o->records * (t + 1) / o->threads;
 	for (uint64_t id = lo; id < hi && !atomic_load_explicit(&b->failed, memory_order_relaxed);
 	     id++) {
+		bool sample = until_sample == 0;
+		until_sample = sample ? sample_gap(&sampler, o->latency_sample) : until_sample - 1;
 		make_key(o, id, k);
 		make_value(o, id, 0, v);
 		if (o->batch) {
 			if (pending_add(&pend, o, OP_INSERT, id, k, v)) {
 				report_lost(b, "batch add", id, TIPS_EINVAL);
-				b->res[t].failed = true;
+				res->failed = true;
 			}
+			pend.sample |= sample;
 			if (pend.n == o->batch || id + 1 == hi)
 				pending_commit(b, t, &pend);
-			b->res[t].ops[OP_INSERT]++;
+			res->ops[OP_INSERT]++;
 			count_done(b, t);
 			continue;
 		}
+		struct tips_pm_counters c0;
+		uint64_t t0 = 0;
+		if (sample) {
+			tips_pm_counters_thread(&c0);
+			t0 = now_ns();
+		}
 		int rc = o->upsert ? bench_put(&b->idx, k, o->key_size, v, o->value_size)
 				   : bench_insert(&b->idx, k, o->key_size, v, o->value_size);
+		if (sample)
+			record_sample(res, OP_INSERT, rc, t0, &c0);
 		if (rc) {
 			report_lost(b, "load insert", id, rc);
-			b->res[t].failed = true;
+			res->failed = true;
 		}
-		b->res[t].ops[OP_INSERT]++;
+		res->ops[OP_INSERT]++;
 		count_done(b, t);
 	}
 	tips_batch_free(&pend.batch);
@@ -859,7 +877,7 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 	uint64_t wl = per[OP_INSERT].lines + per[OP_UPDATE].lines + per[OP_REMOVE].lines;
 	uint64_t rn = per[OP_READ].n + per[OP_SCAN].n;
 	uint64_t writes = s->ops[OP_INSERT] + s->ops[OP_UPDATE] + s->ops[OP_REMOVE];
-	if (!wn && writes == pr->ops) { /* only writes (the load): the threads' totals */
+	if (!wn && writes == pr->ops) { /* only writes, none sampled: the threads' totals */
 		for (unsigned t = 0; t < b->o.threads; t++) {
 			wn += b->res[t].ops[OP_INSERT] + b->res[t].ops[OP_UPDATE] +
 			      b->res[t].ops[OP_REMOVE];

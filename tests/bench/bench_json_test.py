@@ -248,6 +248,9 @@ def check_single(doc, tips, records, ops, ratios, counted=True):
     if run_["op_counts"]["update"] + run_["op_counts"]["insert"] and \
             doc["config"].get("batch", 0) == 0:
         check(run_["write_latency_ns"]["samples"] > 0, "sampled writes have latencies")
+    wl = load["write_latency_ns"]
+    check(wl["samples"] > 0 and wl["p50"] <= wl["p999"],
+          "the load's sampled inserts have latencies, got %s" % wl)
     check(doc.get("harness_ns_per_op", 0) is None, "harness_ns_per_op: null unless null")
 
 
