@@ -11,7 +11,8 @@
  * after a second of puts). The entries lie in PM in log order, so every step that
  * reads them in key order misses the cache once per entry. So the parse, which reads
  * each entry while it streams the log, copies what the rest needs into a DRAM record
- * (the key's first 8 bytes as a big-endian word, LSN, length, flags); the
+ * (24 bytes: the key's first 8 bytes as a big-endian word, the LSN, the entry's
+ * address tagged with its flags and whether the key is 8 bytes long); the
  * sort (the records grouped by table in place, then a radix pass on the key words per
  * table through one buffer the size of the largest table, then insertion sorts of the
  * small buckets) and the duplicate pass read only the records, and the one pass that has to
@@ -25,14 +26,26 @@
 
 #include "pm/pm.h"
 
-/* What recovery needs of one parsed entry, in DRAM. */
+/* What recovery needs of one parsed entry, in DRAM: 24 bytes, because the records'
+ * array is fresh memory and its page faults are most of the parse's time. The entry's
+ * address is 8-aligned (chunk headers and entries are multiples of 8 bytes), so its
+ * low bits carry what the passes read of the entry's header. */
 struct rec {
 	uint64_t key8; /* ld_key8(): big-endian first 8 key bytes */
 	uint64_t lsn;
-	struct ld_entry *e;
-	uint32_t klen;
-	uint8_t flags; /* e->flags at parse */
+	uintptr_t ref; /* the entry's address | REC_* */
 };
+
+#define REC_FLAGS 1u /* e->flags was not 0 at parse */
+#define REC_IN_L1 2u /* e->flags had LD_F_IN_L1 */
+#define REC_KEY8 4u  /* e->klen == 8: key8 is the whole key */
+#define REC_TAGS 7u
+_Static_assert(LD_CHUNK_HDR % 8 == 0, "entries must be 8-aligned to tag their address");
+
+static inline struct ld_entry *rec_entry(const struct rec *r)
+{
+	return (struct ld_entry *)(r->ref & ~(uintptr_t)REC_TAGS);
+}
 
 struct recovered {
 	struct rec *v;
@@ -64,12 +77,12 @@ static void collect_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
 		r->v = v;
 		r->cap = cap;
 	}
+	uint8_t flags = atomic_load(&e->flags);
 	r->v[r->n++] = (struct rec){
 		.key8 = ld_key8(ld_key(e), e->klen),
 		.lsn = e->lsn,
-		.e = e,
-		.klen = e->klen,
-		.flags = atomic_load(&e->flags),
+		.ref = (uintptr_t)e | (flags ? REC_FLAGS : 0) | (flags & LD_F_IN_L1 ? REC_IN_L1 : 0) |
+		       (e->klen == 8 ? REC_KEY8 : 0),
 	};
 }
 
@@ -79,9 +92,10 @@ static inline int rec_keycmp(const struct rec *a, const struct rec *b)
 {
 	if (a->key8 != b->key8)
 		return a->key8 < b->key8 ? -1 : 1;
-	if (a->klen == 8 && b->klen == 8)
+	if (a->ref & b->ref & REC_KEY8)
 		return 0;
-	return ld_keycmp(ld_key(a->e), a->klen, ld_key(b->e), b->klen);
+	const struct ld_entry *x = rec_entry(a), *y = rec_entry(b);
+	return ld_keycmp(ld_key(x), x->klen, ld_key(y), y->klen);
 }
 
 /* Recovery order: seq ascending, then ld_cmp_entries (key ascending, LSN descending),
@@ -96,7 +110,7 @@ static inline int rec_cmp(const struct rec *a, const struct rec *b)
 		return c;
 	if (a->lsn != b->lsn)
 		return a->lsn > b->lsn ? -1 : 1;
-	return (a->e > b->e) - (a->e < b->e);
+	return (rec_entry(a) > rec_entry(b)) - (rec_entry(a) < rec_entry(b));
 }
 
 static int rec_cmp_q(const void *a, const void *b)
@@ -313,13 +327,13 @@ static size_t keep_one_per_lsn(struct tips_listdb *db, struct recovered *r, uint
 		if (LD_SEQ(v[i].lsn) == comp && have_l1 && rec_keycmp(&l1_last, &v[i]) == 0)
 			superseded = true; /* sorted newest first: l1_last is newer */
 		for (size_t x = i; x < j && !linked && !superseded; x++)
-			if (LD_SEQ(v[x].lsn) == comp && (v[x].flags & LD_F_IN_L1) &&
-			    in_l1(db, v[x].e, &finger)) {
+			if (LD_SEQ(v[x].lsn) == comp && (v[x].ref & REC_IN_L1) &&
+			    in_l1(db, rec_entry(&v[x]), &finger)) {
 				keep = x;
 				linked = true;
 			}
 		for (size_t x = i; x < j && keep == SIZE_MAX && !superseded; x++) {
-			struct ld_chunk *c = ld_chunk_of(db, v[x].e);
+			struct ld_chunk *c = ld_chunk_of(db, rec_entry(&v[x]));
 			if (c && c->hdr->kind == LD_CHUNK_COPY)
 				keep = x;
 		}
@@ -327,13 +341,13 @@ static size_t keep_one_per_lsn(struct tips_listdb *db, struct recovered *r, uint
 			keep = i;
 		for (size_t x = i; x < j; x++)
 			if (x != keep)
-				drop_entry(db, v[x].e);
+				drop_entry(db, rec_entry(&v[x]));
 		if (linked) {
 			l1_last = v[keep]; /* a copy: v[keep] may be overwritten below */
 			have_l1 = true;
 		} else if (keep != SIZE_MAX) {
-			if (v[keep].flags)
-				atomic_store(&v[keep].e->flags, 0);
+			if (v[keep].ref & REC_FLAGS)
+				atomic_store(&rec_entry(&v[keep])->flags, 0);
 			v[w++] = v[keep]; /* w <= i <= keep */
 		}
 		i = j;
@@ -344,8 +358,8 @@ static size_t keep_one_per_lsn(struct tips_listdb *db, struct recovered *r, uint
 /* ld_bloom_hash() of the record's key; from the record alone for an 8-byte key. */
 static uint64_t rec_bloom_hash(const struct rec *r)
 {
-	if (r->klen != 8)
-		return ld_bloom_hash(ld_key(r->e), r->klen);
+	if (!(r->ref & REC_KEY8))
+		return ld_bloom_hash(ld_key(rec_entry(r)), rec_entry(r)->klen);
 	uint64_t k = __builtin_bswap64(r->key8); /* the key's bytes again */
 	return ld_bloom_hash(&k, 8);
 }
@@ -368,7 +382,7 @@ static int rebuild_l0(struct tips_listdb *db, const struct rec *v, size_t n)
 	for (size_t i = 0; i < n && rc == 0;) {
 		size_t j = i;
 		while (j < n && LD_SEQ(v[j].lsn) == LD_SEQ(v[i].lsn)) {
-			sorted[j - i] = v[j].e;
+			sorted[j - i] = rec_entry(&v[j]);
 			j++;
 		}
 		struct ld_l0 *t = calloc(1, sizeof(*t));
