@@ -40,7 +40,9 @@ struct rec {
 #define REC_IN_L1 2u /* e->flags had LD_F_IN_L1 */
 #define REC_KEY8 4u  /* e->klen == 8: key8 is the whole key */
 #define REC_TAGS 7u
-_Static_assert(LD_CHUNK_HDR % 8 == 0, "entries must be 8-aligned to tag their address");
+_Static_assert(LD_CHUNK_HDR % 8 == 0 && sizeof(struct ld_entry) % 8 == 0,
+	       "entries must be 8-aligned to tag their address");
+_Static_assert(sizeof(struct rec) == 24, "a record is 24 bytes");
 
 static inline struct ld_entry *rec_entry(const struct rec *r)
 {
@@ -110,7 +112,8 @@ static inline int rec_cmp(const struct rec *a, const struct rec *b)
 		return c;
 	if (a->lsn != b->lsn)
 		return a->lsn > b->lsn ? -1 : 1;
-	return (rec_entry(a) > rec_entry(b)) - (rec_entry(a) < rec_entry(b));
+	uintptr_t ea = a->ref & ~(uintptr_t)REC_TAGS, eb = b->ref & ~(uintptr_t)REC_TAGS;
+	return (ea > eb) - (ea < eb);
 }
 
 static int rec_cmp_q(const void *a, const void *b)
@@ -266,26 +269,38 @@ static void drop_entry(struct tips_listdb *db, struct ld_entry *e)
 		atomic_fetch_add(&c->obsolete, 1);
 }
 
-/* The L1 search of keep_one_per_lsn(): its records come in ascending order, so each
+/*
+ * The L1 check of keep_one_per_lsn(): its records come in ascending order, so each
  * search of a shard resumes from the last one's predecessors (a search from the heads
  * was about 1.5 us each, and an interrupted compaction can leave a whole table's
- * entries to check). */
+ * entries to check). And a shard needs searching only until one check succeeds:
+ * Zipper merges a shard tail to head, and the fence before it links an element makes
+ * the bottom link of the one merged before it (the next in key order) durable, so of
+ * a shard's flagged elements only the lowest keys can be unlinked, and once one is
+ * found linked every higher flagged one is (zipper.c, merge phase). A redone merge
+ * keeps this: it merges what the first left unlinked, all below what that one linked.
+ */
 struct l1_finger {
 	unsigned shard;
+	bool linked_above; /* a flagged entry of this shard was found linked */
 	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS]; /* the shard's L1 sentinels */
 	struct ld_entry *preds[LD_MAX_HEIGHT];
 };
 
+/* Whether @e, flagged LD_F_IN_L1 by the interrupted merge, is linked in L1. */
 static bool in_l1(struct tips_listdb *db, const struct ld_entry *e, struct l1_finger *f)
 {
 	unsigned s = ld_shard_of(db, ld_key(e), e->klen);
 	if (s != f->shard) {
 		f->shard = s;
+		f->linked_above = false;
 		for (unsigned d = 0; d < db->domains; d++)
 			f->heads[d] = ld_l1_head(db, s, d);
 		memset(f->preds, 0, sizeof(f->preds));
 	}
-	return ld_list_contains(db, f->heads, e, f->preds);
+	if (!f->linked_above)
+		f->linked_above = ld_list_contains(db, f->heads, e, f->preds);
+	return f->linked_above;
 }
 
 /*

@@ -19,7 +19,9 @@
  * then element i-1 is linked on its upper layers, bottom-up, a fence between two of
  * them (the last made durable by the next element's fence); then element i's
  * bottom-layer predecessor points at it (its linearization point; flushed, durable at
- * the next fence). When elements i and i-1 share a predecessor on an upper layer,
+ * the next fence). Recovery relies on this order: of a shard's elements flagged IN_L1
+ * after a crash, only the lowest keys can be unlinked (recover.c, in_l1). When elements
+ * i and i-1 share a predecessor on an upper layer,
  * element i is written to point at i-1 there (i-1 is not linked on that layer yet). The
  * paper fences twice per element (element, bottom link) and leaves the upper layers
  * unpersisted; the first version of this file fenced twice plus once per upper layer
