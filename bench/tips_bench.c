@@ -877,7 +877,10 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 	uint64_t wl = per[OP_INSERT].lines + per[OP_UPDATE].lines + per[OP_REMOVE].lines;
 	uint64_t rn = per[OP_READ].n + per[OP_SCAN].n;
 	uint64_t writes = s->ops[OP_INSERT] + s->ops[OP_UPDATE] + s->ops[OP_REMOVE];
-	if (!wn && writes == pr->ops) { /* only writes, none sampled: the threads' totals */
+	/* The load (as before its inserts were sampled), or a run of writes none of which
+	 * was sampled: every write, from the threads' totals. */
+	if (writes == pr->ops && (pr->phase == 0 || !wn)) {
+		wn = wf = wl = 0;
 		for (unsigned t = 0; t < b->o.threads; t++) {
 			wn += b->res[t].ops[OP_INSERT] + b->res[t].ops[OP_UPDATE] +
 			      b->res[t].ops[OP_REMOVE];
