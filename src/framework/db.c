@@ -176,7 +176,13 @@ int refuse(struct tips_db *db, const char *what)
 /* Waits until the thread's OLog has room for @size bytes; TIPS_ENOSPC if replay is
  * stalled on a full heap (the room would only come back after it). Puts leave an
  * eighth of the OLog free, so that deletes can still be logged while replay is stuck
- * on puts it cannot apply. */
+ * on puts it cannot apply.
+ * room_wanted is one flag for every waiter, and any reclamation clears it, also one
+ * whose new heads were taken before this thread's last records were applied (it began
+ * while they were being committed). So a waiter that wakes without room raises it
+ * again: otherwise replay applies those records and, the flag being clear, reclaims
+ * only past half an OLog, while a write of more than 3/8 of it (a 1 MiB string on a
+ * 2 MiB OLog) needs less than that in use, and the writer waits forever. */
 int olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size,
 		   bool is_delete, bool batch)
 {
@@ -191,8 +197,17 @@ int olog_wait_room(struct tips_db *db, struct thread_ctx *ctx, uint64_t size,
 	replay_wake(db);
 	bool stalled = false;
 	pthread_mutex_lock(&db->ologs.lock);
-	while (!has_room(log, size, keep) && !(stalled = atomic_load(&db->stalled) != 0))
+	while (!has_room(log, size, keep) && !(stalled = atomic_load(&db->stalled) != 0)) {
+		if (!atomic_load(&db->room_wanted)) {
+			/* a reclamation cleared it (and broadcast, under this lock) */
+			atomic_store(&db->room_wanted, 1);
+			pthread_mutex_unlock(&db->ologs.lock);
+			replay_wake(db);
+			pthread_mutex_lock(&db->ologs.lock);
+			continue;
+		}
 		pthread_cond_wait(&db->ologs.room, &db->ologs.lock);
+	}
 	pthread_mutex_unlock(&db->ologs.lock);
 	return stalled ? refuse(db, "no OLog room") : 0;
 }
