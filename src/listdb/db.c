@@ -315,7 +315,7 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 	int rc = take_slots(db, 1, &mt, &slot);
 	if (rc)
 		return rc;
-	struct ld_mnode *node = ld_mt_node_take(mt, h);
+	struct ld_mnode *node = ld_mt_node_take(mt, t, h);
 	if (!node) {
 		atomic_fetch_add(&mt->done, 1); /* the slot stays empty */
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable node");

@@ -127,22 +127,28 @@ struct ld_arena_blk {
 };
 
 struct ld_memtable {
+	/* Read by every put, written rarely: one line the writers share without moving it. */
 	uint64_t seq;
 	uint64_t capacity;
-	_Atomic uint64_t issued;   /* slots handed out; LD_MT_SEALED bit once sealed */
-	_Atomic uint64_t done;     /* puts finished inserting */
 	uint64_t sealed_count;     /* slots handed out before the seal */
 	struct ld_bloom *bloom;    /* NULL: none */
 	bool bloom_lent;           /* the L0 table made from this one owns the filter */
 	struct ld_mnode *head;
 	/* Node arena: nodes of single puts are carved from blocks freed with the MemTable
-	 * (no malloc or free per put, no walk of the nodes to free them). */
+	 * (no malloc or free per put, no walk of the nodes to free them). Each writer
+	 * carves its nodes from a piece of LD_ARENA_PIECE bytes of its own (ld_tls), so
+	 * the block's shared offset moves once per piece, not once per put. */
 	_Atomic(struct ld_arena_blk *) arena; /* newest block */
-	pthread_mutex_t arena_lock;           /* adding a block */
+	/* Each counter every put changes has a line of its own, so that a writer's
+	 * update of one does not take the line the other fields are read from. */
+	_Alignas(64) _Atomic uint64_t issued; /* slots handed out; LD_MT_SEALED bit once sealed */
+	_Alignas(64) _Atomic uint64_t done;   /* puts finished inserting */
+	_Alignas(64) pthread_mutex_t arena_lock; /* adding a block */
 	_Atomic uint64_t heap_nodes;          /* linked nodes from ld_mt_node_new */
 };
 #define LD_MT_SEALED (1ull << 62)
 
+struct ld_tls;
 struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
 void ld_mt_destroy(struct ld_memtable *mt);
 /* A node of @height layers for ld_mt_insert (its height set; NULL when DRAM is out).
@@ -151,7 +157,7 @@ void ld_mt_destroy(struct ld_memtable *mt);
  * theirs before they know their MemTable; a node not inserted is freed with free());
  * ld_mt_node_take: from @mt's arena, for insertion into @mt only (never freed alone). */
 struct ld_mnode *ld_mt_node_new(unsigned height);
-struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, unsigned height);
+struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsigned height);
 /* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);
 /* The newest entry with this key, or NULL. */
@@ -313,6 +319,10 @@ struct ld_tls {
 		_Atomic uint64_t cache_lookups, cache_hits, second_chance_hits;
 		_Atomic uint64_t traversals, cross;
 	} n;
+	/* This thread's piece of a MemTable's node arena (memtable.c): nodes are carved
+	 * from [arena_cur, arena_end) while arena_seq is the MemTable's seq. */
+	uint64_t arena_seq;
+	char *arena_cur, *arena_end;
 	struct ld_tls *next_all;
 };
 /* Adds @k to the calling thread's counter @f of @t (a plain load and store: one writer). */

@@ -8,11 +8,12 @@
  * Invariant: a node is linked at layer 0 before any upper layer (the bottom list holds
  * every node); links are published with release CAS and never removed, so readers
  * traverse without locks while writers insert.
- * Nodes of single puts come from the MemTable's arena: blocks of LD_ARENA_BLOCK bytes
- * carved with one fetch_add, all freed with the MemTable (a node is never freed alone,
- * as nodes are never unlinked).
+ * Nodes of single puts come from the MemTable's arena: blocks of LD_ARENA_BLOCK bytes on
+ * huge pages, cut into one piece per writer at a time (one fetch_add per piece), all
+ * freed with the MemTable (a node is never freed alone, as nodes are never unlinked).
  */
 #include "listdb/listdb_internal.h"
+#include "util/hugepage.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +34,10 @@ static int node_cmp(const struct ld_mnode *n, const void *k, size_t kl, uint64_t
 
 struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits)
 {
-	struct ld_memtable *mt = calloc(1, sizeof(*mt));
+	struct ld_memtable *mt = aligned_alloc(64, sizeof(*mt)); /* its counters' own lines */
 	if (!mt)
 		return NULL;
+	memset(mt, 0, sizeof(*mt));
 	if (bloom_bits && !(mt->bloom = ld_bloom_create(capacity, bloom_bits))) {
 		free(mt);
 		return NULL;
@@ -101,25 +103,23 @@ struct ld_mnode *ld_mt_node_new(unsigned height)
 	return n;
 }
 
-#define LD_ARENA_BLOCK (1u << 20)
+#define LD_ARENA_BLOCK HUGEPAGE_MIN_BLOCK /* on 2 MiB pages: a search's misses skip the page walk */
+#define LD_ARENA_PIECE (16u << 10)
 
-struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, unsigned height)
+/* @sz bytes of @mt's current arena block for the calling thread's piece, a new block when
+ * it is full; NULL when DRAM is out. */
+static char *arena_carve(struct ld_memtable *mt, size_t sz)
 {
-	size_t sz = sizeof(struct ld_mnode) + height * sizeof(void *);
 	for (;;) {
 		struct ld_arena_blk *b = atomic_load_explicit(&mt->arena, memory_order_acquire);
 		if (b) {
 			size_t off = atomic_fetch_add_explicit(&b->used, sz, memory_order_relaxed);
-			if (off + sz <= LD_ARENA_BLOCK - sizeof(*b)) {
-				struct ld_mnode *n = (struct ld_mnode *)(void *)(b->mem + off);
-				n->height = height;
-				n->heap = 0;
-				return n;
-			}
+			if (off + sz <= LD_ARENA_BLOCK - sizeof(*b))
+				return b->mem + off;
 		}
 		pthread_mutex_lock(&mt->arena_lock);
 		if (atomic_load(&mt->arena) == b) { /* b is full (or there is none yet) */
-			struct ld_arena_blk *nb = malloc(LD_ARENA_BLOCK);
+			struct ld_arena_blk *nb = hugepage_alloc(LD_ARENA_BLOCK);
 			if (!nb) {
 				pthread_mutex_unlock(&mt->arena_lock);
 				return NULL;
@@ -130,6 +130,24 @@ struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, unsigned height)
 		}
 		pthread_mutex_unlock(&mt->arena_lock);
 	}
+}
+
+struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsigned height)
+{
+	size_t sz = (sizeof(struct ld_mnode) + height * sizeof(void *) + 7) & ~(size_t)7;
+	if (t->arena_seq != mt->seq || !t->arena_cur || (size_t)(t->arena_end - t->arena_cur) < sz) {
+		char *piece = arena_carve(mt, LD_ARENA_PIECE);
+		if (!piece)
+			return NULL;
+		t->arena_seq = mt->seq;
+		t->arena_cur = piece;
+		t->arena_end = piece + LD_ARENA_PIECE;
+	}
+	struct ld_mnode *n = (struct ld_mnode *)(void *)t->arena_cur;
+	t->arena_cur += sz;
+	n->height = height;
+	n->heap = 0;
+	return n;
 }
 
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e)
