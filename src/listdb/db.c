@@ -329,10 +329,13 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 		return rc;
 	}
 	fill_entry(e, (mt->seq << 32) | slot, op, h, key, klen, val, vlen);
-	pm_persist(e, size); /* the durability point */
+	struct ld_mt_pos pos;
+	pm_flush(e, size);
+	ld_mt_locate(mt, node, e, &pos); /* its misses overlap the flush */
+	pm_drain(); /* the durability point: before the entry can be found */
 	atomic_fetch_add(&c->entries, 1);
 	atomic_store(&c->max_seq, mt->seq);
-	ld_mt_insert(mt, node, e);
+	ld_mt_link(mt, node, &pos);
 	atomic_fetch_add(&mt->done, 1);
 	count_write(t, op);
 	return 0;

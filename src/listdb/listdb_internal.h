@@ -160,6 +160,15 @@ struct ld_mnode *ld_mt_node_new(unsigned height);
 struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsigned height);
 /* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);
+/* ld_mt_insert in two steps. ld_mt_locate fills @node for @e and finds its place in
+ * @pos, publishing nothing (a put runs it while its entry's flush is under way);
+ * ld_mt_link then links it at @pos, searching again where another insert intervened. */
+struct ld_mt_pos {
+	struct ld_mnode *preds[LD_MAX_HEIGHT], *succs[LD_MAX_HEIGHT];
+};
+void ld_mt_locate(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
+		  struct ld_mt_pos *pos);
+void ld_mt_link(struct ld_memtable *mt, struct ld_mnode *node, struct ld_mt_pos *pos);
 /* The newest entry with this key, or NULL. */
 struct ld_entry *ld_mt_get(struct ld_memtable *mt, const void *k, size_t kl);
 /* First node with key >= k (bottom layer), NULL at the end; kl 0: the first node. */

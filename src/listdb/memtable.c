@@ -150,30 +150,42 @@ struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsig
 	return n;
 }
 
-void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e)
+void ld_mt_locate(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
+		  struct ld_mt_pos *pos)
 {
-	unsigned h = e->height;
-	if (node->heap)
-		atomic_fetch_add(&mt->heap_nodes, 1);
 	node->e = e;
 	node->key8 = ld_key8(ld_key(e), e->klen);
 	node->lsn = e->lsn;
-	node->height = h;
-	struct ld_mnode *preds[LD_MAX_HEIGHT], *succs[LD_MAX_HEIGHT];
+	node->height = e->height;
+	find(mt, ld_key(e), e->klen, node->key8, e->lsn, pos->preds, pos->succs);
+}
+
+void ld_mt_link(struct ld_memtable *mt, struct ld_mnode *node, struct ld_mt_pos *pos)
+{
+	struct ld_entry *e = node->e;
+	unsigned h = node->height;
 	const void *k = ld_key(e);
+	if (node->heap)
+		atomic_fetch_add(&mt->heap_nodes, 1);
 	ld_bloom_add(mt->bloom, ld_bloom_hash(k, e->klen)); /* before the node is reachable */
-	find(mt, k, e->klen, node->key8, e->lsn, preds, succs);
 	for (unsigned l = 0; l < h; l++) {
 		for (;;) {
-			atomic_store_explicit(&node->next[l], succs[l], memory_order_relaxed);
-			struct ld_mnode *expect = succs[l];
-			if (atomic_compare_exchange_strong_explicit(&preds[l]->next[l], &expect, node,
-								    memory_order_release,
+			atomic_store_explicit(&node->next[l], pos->succs[l], memory_order_relaxed);
+			struct ld_mnode *expect = pos->succs[l];
+			if (atomic_compare_exchange_strong_explicit(&pos->preds[l]->next[l], &expect,
+								    node, memory_order_release,
 								    memory_order_acquire))
 				break;
-			find(mt, k, e->klen, node->key8, e->lsn, preds, succs);
+			find(mt, k, e->klen, node->key8, e->lsn, pos->preds, pos->succs);
 		}
 	}
+}
+
+void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e)
+{
+	struct ld_mt_pos pos;
+	ld_mt_locate(mt, node, e, &pos);
+	ld_mt_link(mt, node, &pos);
 }
 
 static struct ld_mnode *seek(struct ld_memtable *mt, const void *k, size_t kl)
