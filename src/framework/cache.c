@@ -35,6 +35,7 @@
 #include "framework/framework.h"
 #include "util/errors_internal.h"
 #include "util/grace.h"
+#include "util/hugepage.h"
 
 struct cache {
 	struct cache_unapplied_line u; /* first: cache_all_applied() reads it inline */
@@ -577,7 +578,12 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	uint64_t nb = 1024; /* as many buckets as entries: a miss reads about one entry */
 	while (nb < capacity)
 		nb <<= 1;
-	c->buckets = calloc(nb, sizeof(*c->buckets));
+	/* On 2 MiB pages where the array is that large: every write and every read of an
+	 * unapplied key loads a random bucket, and with 4 KiB pages that is a page walk
+	 * on top of the miss. */
+	c->buckets = hugepage_alloc(nb * sizeof(*c->buckets));
+	if (c->buckets)
+		memset(c->buckets, 0, nb * sizeof(*c->buckets));
 	c->u.pending = aligned_alloc(64, 2 * CACHE_PENDING_WORDS * sizeof(*c->u.pending));
 	if (!c->buckets || !c->u.pending) {
 		free(c->buckets);
