@@ -68,8 +68,9 @@
  * the kill (its open should recover nothing). The parent never opens the database.
  *
  * Output: one JSON object per run on stdout (one per line), a short summary on stderr.
- * Pools: PATH (default /dev/shm/tips-listdb-bench-PID) and PATH.dN; PATH must not exist;
- * they are removed at the end. Exit: 0, 1 a failed check or run, 2 usage.
+ * Pools: PATH and PATH.dN (default DIR/tips-listdb-bench-PID, DIR $TIPS_BENCH_POOL_DIR
+ * or else /dev/shm); PATH must not exist; they are removed at the end.
+ * Exit: 0, 1 a failed check or run, 2 usage.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -145,7 +146,8 @@ static void usage(FILE *f)
 		"                  [--memtable E > N]: all in one MemTable (a DRAM skiplist)\n"
 		"  recovery        [--rates R,... (100k,300k,unlimited)] [--seconds S (5)]\n"
 		"                  [--memtable E (262144)] [--compaction 0|1 (1)] [--no-check]\n"
-		"  common          [--pool PATH (/dev/shm/tips-listdb-bench-PID)] [--seed S]\n"
+		"  common          [--pool PATH ($TIPS_BENCH_POOL_DIR or /dev/shm, then\n"
+		"                  /tips-listdb-bench-PID)] [--seed S]\n"
 		"                  [--pool-size BYTES (per domain pool; default from N)]\n"
 		SIZE_ARG_RULE);
 }
@@ -188,7 +190,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->rates[1] = 300000;
 	o->rates[2] = 0;
 	o->nrates = 3;
-	snprintf(o->pool, sizeof(o->pool), "/dev/shm/tips-listdb-bench-%ld", (long)getpid());
+	/* The pool directory tips-bench uses: a huge-page tmpfs maps the pool as DAX maps
+	 * PM, with 2 MiB pages (scripts/pool-dir.sh). */
+	const char *dir = getenv("TIPS_BENCH_POOL_DIR");
+	snprintf(o->pool, sizeof(o->pool), "%s/tips-listdb-bench-%ld", dir && *dir ? dir : "/dev/shm",
+		 (long)getpid());
 	if (argc < 2 || argv[1][0] == '-') {
 		if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 			usage(stdout);
