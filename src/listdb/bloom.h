@@ -46,17 +46,28 @@ static inline uint64_t ld_bloom_hash(const void *k, size_t kl)
 /* The block's 8 words and the 6 bits of @h in it. */
 #define LD_BLOOM_BITS(h, i) (((h) >> (16 + 8 * (i))) & 511)
 
+/* Asks for @h's block, for writing, ahead of ld_bloom_add. */
+static inline void ld_bloom_prefetch(const struct ld_bloom *b, uint64_t h)
+{
+	if (b)
+		__builtin_prefetch(&b->words[(h % b->blocks) * 8], 1);
+}
+
+/* Sets @h's bits: one atomic OR per word that lacks some of them (a locked instruction
+ * is a full barrier, so one per word rather than one per bit). */
 static inline void ld_bloom_add(struct ld_bloom *b, uint64_t h)
 {
 	if (!b)
 		return;
 	_Atomic uint64_t *w = &b->words[(h % b->blocks) * 8];
+	uint64_t mask[8] = { 0 };
 	for (int i = 0; i < 6; i++) {
 		unsigned bit = (unsigned)LD_BLOOM_BITS(h, i);
-		if (!(atomic_load_explicit(&w[bit >> 6], memory_order_relaxed) & (1ull << (bit & 63))))
-			atomic_fetch_or_explicit(&w[bit >> 6], 1ull << (bit & 63),
-						 memory_order_release);
+		mask[bit >> 6] |= 1ull << (bit & 63);
 	}
+	for (int i = 0; i < 8; i++)
+		if (mask[i] && (atomic_load_explicit(&w[i], memory_order_relaxed) & mask[i]) != mask[i])
+			atomic_fetch_or_explicit(&w[i], mask[i], memory_order_release);
 }
 
 static inline bool ld_bloom_maybe(const struct ld_bloom *b, uint64_t h)

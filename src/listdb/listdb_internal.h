@@ -165,6 +165,7 @@ void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry
  * ld_mt_link then links it at @pos, searching again where another insert intervened. */
 struct ld_mt_pos {
 	struct ld_mnode *preds[LD_MAX_HEIGHT], *succs[LD_MAX_HEIGHT];
+	uint64_t bloom_hash; /* of the entry's key: its Bloom block is prefetched */
 };
 void ld_mt_locate(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
 		  struct ld_mt_pos *pos);

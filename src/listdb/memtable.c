@@ -157,6 +157,8 @@ void ld_mt_locate(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry
 	node->key8 = ld_key8(ld_key(e), e->klen);
 	node->lsn = e->lsn;
 	node->height = e->height;
+	pos->bloom_hash = ld_bloom_hash(ld_key(e), e->klen);
+	ld_bloom_prefetch(mt->bloom, pos->bloom_hash);
 	find(mt, ld_key(e), e->klen, node->key8, e->lsn, pos->preds, pos->succs);
 }
 
@@ -167,7 +169,7 @@ void ld_mt_link(struct ld_memtable *mt, struct ld_mnode *node, struct ld_mt_pos 
 	const void *k = ld_key(e);
 	if (node->heap)
 		atomic_fetch_add(&mt->heap_nodes, 1);
-	ld_bloom_add(mt->bloom, ld_bloom_hash(k, e->klen)); /* before the node is reachable */
+	ld_bloom_add(mt->bloom, pos->bloom_hash); /* before the node is reachable */
 	for (unsigned l = 0; l < h; l++) {
 		for (;;) {
 			atomic_store_explicit(&node->next[l], pos->succs[l], memory_order_relaxed);
