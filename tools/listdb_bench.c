@@ -9,7 +9,7 @@
  *                     [--layout braided|oblivious|both] [--memtable E] [--seed S]
  *   tips-listdb-bench recovery [--rates R1,R2,...] [--seconds S] [--memtable E]
  *                     [--compaction 0|1] [--no-check] [--pool-size BYTES]
- *   tips-listdb-bench puts [--keys N] [--threads T] [--seconds S] [--memtable E]
+ *   tips-listdb-bench puts [--keys N] [--threads T] [--seconds S] [--memtable E] [--rounds R]
  *   tips-listdb-bench gets [--keys N] [--gets N] [--threads T] [--memtable E]
  *   common: [--pool PATH] [--seed S]
  *
@@ -114,6 +114,7 @@ struct options {
 	char pool[4096];
 	uint64_t keys;               /* 0: the mode's default */
 	uint64_t gets;               /* numa: 0 = keys */
+	uint64_t rounds;             /* puts: 0 = 1 */
 	uint64_t memtable;           /* 0: the mode's default */
 	uint64_t pool_size;          /* 0: computed */
 	unsigned max_immutable;
@@ -140,7 +141,8 @@ static void usage(FILE *f)
 		"                  [--threads T (4)] [--layout braided|oblivious|both (both)]\n"
 		"                  [--memtable E (256K)]\n"
 		"  puts            [--keys N (10M)] [--threads T (2)] [--seconds S (no limit)]\n"
-		"                  [--memtable E (default)]: sustained blind puts, defaults\n"
+		"                  [--memtable E (default)] [--rounds R (1): every key R times,\n"
+		"                  rounds after the first overwriting]: sustained blind puts, defaults\n"
 		"  gets            [--keys N (2M)] [--gets N (=keys)] [--threads T (2)]: gets\n"
 		"                  after a load merged into L1, defaults: CPU and visits per get;\n"
 		"                  [--memtable E > N]: all in one MemTable (a DRAM skiplist)\n"
@@ -232,6 +234,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			snprintf(o->pool, sizeof(o->pool), "%s", v);
 		} else if (!strcmp(a, "--keys")) {
 			if (size_arg_count(v, &o->keys) || o->keys == 0)
+				goto bad;
+		} else if (!strcmp(a, "--rounds")) {
+			if (size_arg_count(v, &o->rounds) || o->rounds == 0)
 				goto bad;
 		} else if (!strcmp(a, "--gets")) {
 			if (size_arg_count(v, &o->gets))
@@ -689,7 +694,7 @@ static int run_flush_timeline(const struct options *o, int flush_mode)
 
 struct puts_run {
 	struct tips_listdb *db;
-	uint64_t keys;
+	uint64_t keys, rounds;
 	unsigned threads;
 	double deadline;             /* now_s() after which writers stop (0: none) */
 	pthread_barrier_t start;
@@ -710,8 +715,9 @@ static uint64_t cpu_ns(clockid_t clk)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Writer @id puts keys id, id + T, id + 2T, ... (scattered by make_key) until the
- * count or the deadline; adds its own CPU time to writer_cpu_ns. */
+/* Writer @id puts keys id, id + T, id + 2T, ... (scattered by make_key), the whole
+ * range once per round (every round after the first overwrites), until the count or the
+ * deadline; adds its own CPU time to writer_cpu_ns. */
 static void *puts_writer(void *arg)
 {
 	struct puts_thread *t = arg;
@@ -719,15 +725,21 @@ static void *puts_writer(void *arg)
 	pthread_barrier_wait(&r->start);
 	uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID), n = 0;
 	unsigned char k[8];
-	for (uint64_t i = t->id; i < r->keys; i += r->threads) {
-		make_key(i, k);
-		if (tips_listdb_put(r->db, k, 8, &i, 8) != 0) {
-			atomic_fetch_add(&r->errors, 1);
-			break;
+	bool over = false;
+	for (uint64_t round = 0; round < r->rounds && !over; round++)
+		for (uint64_t i = t->id; i < r->keys; i += r->threads) {
+			make_key(i, k);
+			uint64_t v = i + round;
+			if (tips_listdb_put(r->db, k, 8, &v, 8) != 0) {
+				atomic_fetch_add(&r->errors, 1);
+				over = true;
+				break;
+			}
+			if (++n % 4096 == 0 && r->deadline > 0 && now_s() > r->deadline) {
+				over = true;
+				break;
+			}
 		}
-		if (++n % 4096 == 0 && r->deadline > 0 && now_s() > r->deadline)
-			break;
-	}
 	atomic_fetch_add(&r->done, n);
 	atomic_fetch_add(&r->writer_cpu_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0);
 	return NULL;
@@ -737,8 +749,9 @@ static int run_puts(const struct options *o)
 {
 	uint64_t keys = o->keys ? o->keys : 10000000;
 	unsigned threads = o->threads ? o->threads : 2;
-	uint64_t pool_size = o->pool_size ? o->pool_size : round_pool(keys * POOL_BYTES_PER_ENTRY +
-								      POOL_SLACK);
+	uint64_t rounds = o->rounds ? o->rounds : 1;
+	uint64_t pool_size = o->pool_size ? o->pool_size : round_pool(keys * rounds *
+								      POOL_BYTES_PER_ENTRY + POOL_SLACK);
 	if (check_space(o->pool, pool_size, POOL_BYTES_PER_ENTRY))
 		return EXIT_FAIL;
 	struct tips_listdb_config cfg;
@@ -748,7 +761,7 @@ static int run_puts(const struct options *o)
 	cfg.expected_keys = keys;
 	if (o->memtable)
 		cfg.memtable_entries = o->memtable;
-	struct puts_run r = { .keys = keys, .threads = threads };
+	struct puts_run r = { .keys = keys, .rounds = rounds, .threads = threads };
 	if (open_fresh(o->pool, &cfg, &r.db))
 		return EXIT_FAIL;
 	struct puts_thread th[MAX_THREADS];
@@ -791,6 +804,7 @@ static int run_puts(const struct options *o)
 	j_open();
 	j_str("mode", "puts");
 	j_u64("keys", keys);
+	j_u64("rounds", rounds);
 	j_u64("threads", threads);
 	j_u64("memtable_entries", cfg.memtable_entries);
 	j_u64("max_l0", cfg.max_l0);
@@ -807,6 +821,7 @@ static int run_puts(const struct options *o)
 	j_num("compaction_cpu_ns_per_merged", merged ? (double)(s1.compaction_cpu_ns -
 							       s0.compaction_cpu_ns) / (double)merged : 0);
 	j_u64("entries_merged", merged);
+	j_u64("obsolete_marked", s1.obsolete_marked - s0.obsolete_marked);
 	j_u64("compactions", s1.compactions - s0.compactions);
 	j_num("fences_per_merged_element", merged ? (double)cfences / (double)merged : 0);
 	j_num("fences_per_put_all_threads", (double)(pm1.fences - pm0.fences) / dn);
