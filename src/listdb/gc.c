@@ -42,27 +42,116 @@ static void forget_cached(struct ld_chunk *c, struct ld_entry *e, void *arg)
 	ld_hcache_forget(db->hcache, e);
 }
 
-/* Unlinks @e from its L1 list, top layer first, each store persisted before the next:
- * an element stays durably linked on a prefix of its layers (0..k), never on a layer
- * without the ones below it. */
-static void unlink_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
+/* Unlinks @e from its L1 list at @preds (its predecessors, layer by layer), top layer
+ * first, each store persisted before the next: an element stays durably linked on a
+ * prefix of its layers (0..k), never on a layer without the ones below it. */
+static void unlink_at(struct ld_entry *e, struct ld_entry **preds)
 {
-	(void)c;
-	struct tips_listdb *db = arg;
-	if (!(atomic_load(&e->flags) & LD_F_IN_L1))
-		return;
-	unsigned s = ld_shard_of(db, ld_key(e), e->klen);
-	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
-	for (unsigned d = 0; d < db->domains; d++)
-		heads[d] = ld_l1_head(db, s, d);
-	struct ld_entry *preds[LD_MAX_HEIGHT];
-	ld_list_preds(db, heads, e, ld_domain_of(db, e), preds);
 	for (unsigned l = e->height; l-- > 0;) {
 		if (ld_next(preds[l], l) != e)
 			continue; /* not linked at this layer (an earlier, interrupted unlink) */
 		ld_set_next(preds[l], l, ld_next(e, l));
 		pm_persist((const void *)&preds[l]->next[l], 8);
 	}
+}
+
+static void heads_of(struct tips_listdb *db, unsigned shard, struct ld_entry **heads)
+{
+	for (unsigned d = 0; d < db->domains; d++)
+		heads[d] = ld_l1_head(db, shard, d);
+}
+
+/* Unlinks @e, found by a search from its shard's heads (the way without DRAM for the
+ * sorted one below). */
+static void unlink_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
+{
+	(void)c;
+	struct tips_listdb *db = arg;
+	if (!(atomic_load(&e->flags) & LD_F_IN_L1))
+		return;
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS], *preds[LD_MAX_HEIGHT];
+	heads_of(db, ld_shard_of(db, ld_key(e), e->klen), heads);
+	ld_list_preds(db, heads, e, ld_domain_of(db, e), preds, false);
+	unlink_at(e, preds);
+}
+
+/* An element to unlink, in the order of the unlinking: by shard and upper list, then
+ * by key (its first 8 bytes first) and LSN, as in the list. */
+struct doomed {
+	uint32_t group; /* shard * domains + upper list */
+	uint64_t key8;
+	struct ld_entry *e;
+};
+
+struct doomed_set {
+	struct tips_listdb *db;
+	struct doomed *v;
+	size_t n, cap;
+	bool overflow; /* more elements than the chunks' counts said */
+};
+
+static void collect_doomed(struct ld_chunk *c, struct ld_entry *e, void *arg)
+{
+	(void)c;
+	struct doomed_set *ds = arg;
+	if (!(atomic_load(&e->flags) & LD_F_IN_L1))
+		return;
+	if (ds->n == ds->cap) {
+		ds->overflow = true;
+		return;
+	}
+	struct tips_listdb *db = ds->db;
+	unsigned u = db->braided ? ld_domain_of(db, e) : 0;
+	ds->v[ds->n++] = (struct doomed){
+		(uint32_t)(ld_shard_of(db, ld_key(e), e->klen) * db->domains + u),
+		ld_key8(ld_key(e), e->klen), e };
+}
+
+static int doomed_cmp(const void *pa, const void *pb)
+{
+	const struct doomed *a = pa, *b = pb;
+	if (a->group != b->group)
+		return a->group < b->group ? -1 : 1;
+	if (a->key8 != b->key8)
+		return a->key8 < b->key8 ? -1 : 1;
+	return ld_cmp_entries(a->e, b->e);
+}
+
+/* Unlinks every L1 element of the @n chunks in @batch. Sorted in list order, each
+ * search starts from the predecessors of the element unlinked before it in the same
+ * lists (still linked: an element between them would have been unlinked first), so it
+ * walks the gap between the two instead of the whole list from its heads: a search
+ * from the heads took about half of all CPU in a run of overwrites (tips-listdb-bench
+ * puts --rounds 4). Without DRAM for the sort, each is searched from the heads, and
+ * so is every element again should the chunks hold more than their counts say. */
+static void unlink_chunks(struct tips_listdb *db, struct ld_chunk **batch, unsigned n)
+{
+	size_t cap = 0;
+	for (unsigned i = 0; i < n; i++)
+		cap += atomic_load(&batch[i]->entries);
+	struct doomed_set ds = { db, cap ? malloc(cap * sizeof(struct doomed)) : NULL, 0, cap,
+				 false };
+	if (!ds.v) {
+		for (unsigned i = 0; i < n; i++)
+			ld_chunk_parse(batch[i], unlink_entry, db);
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		ld_chunk_parse(batch[i], collect_doomed, &ds);
+	qsort(ds.v, ds.n, sizeof(*ds.v), doomed_cmp);
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS], *preds[LD_MAX_HEIGHT];
+	for (size_t i = 0; i < ds.n; i++) {
+		struct ld_entry *e = ds.v[i].e;
+		bool same_lists = i > 0 && ds.v[i - 1].group == ds.v[i].group;
+		if (!same_lists)
+			heads_of(db, ds.v[i].group / db->domains, heads);
+		ld_list_preds(db, heads, e, ld_domain_of(db, e), preds, same_lists);
+		unlink_at(e, preds);
+	}
+	free(ds.v);
+	if (ds.overflow) /* never expected; the ones already unlinked are skipped */
+		for (unsigned i = 0; i < n; i++)
+			ld_chunk_parse(batch[i], unlink_entry, db);
 }
 
 static bool reclaimable(struct tips_listdb *db, struct ld_chunk *c)
@@ -98,8 +187,7 @@ void ld_gc_run(struct tips_listdb *db)
 		ld_chunk_parse(batch[i], forget_cached, db);
 	grace_wait();
 	/* 2 */
-	for (unsigned i = 0; i < r.n; i++)
-		ld_chunk_parse(batch[i], unlink_entry, db);
+	unlink_chunks(db, batch, r.n);
 	/* 3 */
 	grace_wait();
 	bool freed[TIPS_LISTDB_MAX_DOMAINS] = { false };

@@ -225,9 +225,12 @@ struct ld_entry *ld_list_get(struct tips_listdb *db, struct ld_tls *t, struct ld
 struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *heads,
 			      const void *k, size_t kl);
 /* The predecessors of @e's position, layer by layer: layers >= 1 in the lists of domain
- * @d (braided) or the shared ones, layer 0 in the bottom list. */
+ * @d (braided) or the shared ones, layer 0 in the bottom list. @resume: @preds holds
+ * start points (NULL or a sentinel: none), the predecessors found by the last call
+ * for an element of the same lists ordered before @e and still linked; the search
+ * then walks only the gap between the two (a finger search). */
 void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
-		   unsigned d, struct ld_entry **preds);
+		   unsigned d, struct ld_entry **preds, bool resume);
 /* 1 if @e is linked in the bottom layer of the list, for entries asked in ascending
  * ld_cmp_entries order (recovery's check of an interrupted compaction): @finger is
  * LD_MAX_HEIGHT pointers, all NULL before the first call on the list, that carry each

@@ -209,24 +209,7 @@ struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *he
 	return n;
 }
 
-void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
-		   unsigned d, struct ld_entry **preds)
-{
-	unsigned u = upper_list(db, d);
-	struct ld_entry *x = heads[u];
-	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
-		if (l == 0 && x == heads[u])
-			x = heads[0];
-		struct ld_entry *n = ld_next(x, (unsigned)l);
-		while (n && ld_cmp_entries(n, e) < 0) {
-			x = n;
-			n = ld_next(x, (unsigned)l);
-		}
-		preds[l] = x;
-	}
-}
-
-/* Whether @x is one of the list's sentinels (for the finger of ld_list_contains). */
+/* Whether @x is one of the list's sentinels (for the finger of ld_list_preds). */
 static bool is_head(const struct tips_listdb *db, struct ld_entry *const *heads,
 		    const struct ld_entry *x)
 {
@@ -236,17 +219,17 @@ static bool is_head(const struct tips_listdb *db, struct ld_entry *const *heads,
 	return false;
 }
 
-bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
-		      struct ld_entry **finger)
+void ld_list_preds(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
+		   unsigned d, struct ld_entry **preds, bool resume)
 {
-	unsigned u = upper_list(db, 0);
+	unsigned u = upper_list(db, d);
 	struct ld_entry *x = heads[u];
 	for (int l = LD_MAX_HEIGHT - 1; l >= 0; l--) {
 		if (l == 0 && x == heads[u])
 			x = heads[0];
 		/* The last call's predecessor on this layer precedes e too: start from it
 		 * if it is further along than the layer above left us. */
-		struct ld_entry *f = finger[l];
+		struct ld_entry *f = resume ? preds[l] : NULL;
 		if (f && f != x && !is_head(db, heads, f) &&
 		    (is_head(db, heads, x) || ld_cmp_entries(f, x) > 0))
 			x = f;
@@ -255,7 +238,13 @@ bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, con
 			x = n;
 			n = ld_next(x, (unsigned)l);
 		}
-		finger[l] = x;
+		preds[l] = x;
 	}
-	return ld_next(x, 0) == e;
+}
+
+bool ld_list_contains(struct tips_listdb *db, struct ld_entry *const *heads, const struct ld_entry *e,
+		      struct ld_entry **finger)
+{
+	ld_list_preds(db, heads, e, 0, finger, true);
+	return ld_next(finger[0], 0) == e;
 }
