@@ -117,13 +117,123 @@ static int doomed_cmp(const void *pa, const void *pb)
 	return ld_cmp_entries(a->e, b->e);
 }
 
-/* Unlinks every L1 element of the @n chunks in @batch. Sorted in list order, each
- * search starts from the predecessors of the element unlinked before it in the same
- * lists (still linked: an element between them would have been unlinked first), so it
- * walks the gap between the two instead of the whole list from its heads: a search
- * from the heads took about half of all CPU in a run of overwrites (tips-listdb-bench
- * puts --rounds 4). Without DRAM for the sort, each is searched from the heads, and
- * so is every element again should the chunks hold more than their counts say. */
+/* The search of a window's elements runs GC_WAYS stretches at once, as Zipper's scan
+ * does (zipper.c): each walk is a chain of cache misses, so one alone keeps one miss in
+ * flight. A cursor searches its stretch's elements in turn, each from the predecessors
+ * of the one before (a finger search); none of them changes the list. */
+#define GC_WINDOW 4096
+#define GC_WAYS 8
+#define GC_MIN_STRETCH 64
+
+struct gc_cursor {
+	size_t i, end;                 /* element index in the window; end of the stretch */
+	struct ld_entry *e;            /* the element searched */
+	struct ld_entry *const *heads; /* its shard's sentinels */
+	unsigned u;                    /* its upper list */
+	int l;                         /* the layer walked */
+	struct ld_entry *x, *n;        /* on layer l: x < e, n = x's successor (prefetched) */
+	struct ld_entry **preds;       /* the element's predecessors (the window's slot) */
+	struct ld_entry *finger[LD_MAX_HEIGHT]; /* the stretch's previous ones (NULL: none) */
+};
+
+static inline void prefetch_entry(const struct ld_entry *n)
+{
+	__builtin_prefetch(n);
+	__builtin_prefetch((const char *)n + 64); /* a tall element's key */
+}
+
+/* Enters layer @c->l: from the later of where the layer above left the search and the
+ * finger; false when the layer has nothing after it (then the caller goes on). */
+static bool cursor_enter(struct gc_cursor *c)
+{
+	if (c->l == 0 && c->x == c->heads[c->u])
+		c->x = c->heads[0];
+	struct ld_entry *f = c->finger[c->l];
+	if (f && f != c->x)
+		c->x = ld_later(c->x, f);
+	c->n = ld_next(c->x, (unsigned)c->l);
+	if (c->n)
+		prefetch_entry(c->n);
+	return c->n != NULL;
+}
+
+static void cursor_begin(struct gc_cursor *c, struct doomed *v, struct ld_entry **preds)
+{
+	c->e = v[c->i].e;
+	c->preds = preds + c->i * LD_MAX_HEIGHT;
+	c->l = LD_MAX_HEIGHT - 1;
+	c->x = c->heads[c->u];
+	cursor_enter(c);
+}
+
+/* Advances @c until it has prefetched a line it must read next (true) or its stretch is
+ * done (false). */
+static bool cursor_step(struct gc_cursor *c, struct doomed *v, struct ld_entry **preds)
+{
+	for (;;) {
+		if (c->n && ld_cmp_entries(c->n, c->e) < 0) {
+			c->x = c->n;
+			c->n = ld_next(c->x, (unsigned)c->l);
+			if (c->n) {
+				prefetch_entry(c->n);
+				return true;
+			}
+			continue;
+		}
+		c->preds[c->l] = c->finger[c->l] = c->x; /* e's predecessor on layer l */
+		if (c->l > 0) {
+			c->l--;
+			if (cursor_enter(c))
+				return true;
+			continue;
+		}
+		if (++c->i == c->end)
+			return false;
+		cursor_begin(c, v, preds);
+		if (c->n)
+			return true;
+	}
+}
+
+/* Finds the predecessors of the window @v[0..@n) (one shard and upper list, in list
+ * order) in @preds (LD_MAX_HEIGHT per element), on the list as it is. */
+static void search_window(struct tips_listdb *db, struct doomed *v, size_t n,
+			  struct ld_entry **preds, struct gc_cursor *cur)
+{
+	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
+	heads_of(db, v[0].group / db->domains, heads);
+	size_t ways = n / GC_MIN_STRETCH;
+	ways = ways < 1 ? 1 : ways > GC_WAYS ? GC_WAYS : ways;
+	for (size_t w = 0; w < ways; w++) {
+		struct gc_cursor *c = &cur[w];
+		c->i = n * w / ways;
+		c->end = n * (w + 1) / ways;
+		c->heads = heads;
+		c->u = v[0].group % db->domains;
+		for (unsigned l = 0; l < LD_MAX_HEIGHT; l++)
+			c->finger[l] = NULL;
+		cursor_begin(c, v, preds);
+	}
+	size_t live = ways;
+	while (live > 0)
+		for (size_t w = 0; w < live;) {
+			if (cursor_step(&cur[w], v, preds))
+				w++;
+			else
+				cur[w] = cur[--live]; /* its stretch is done */
+		}
+}
+
+/* Unlinks every L1 element of the @n chunks in @batch. They are sorted in list order and
+ * taken in windows of one shard and upper list: the window's predecessors are found
+ * first, on the list as it is, by GC_WAYS finger searches at once (a search from the
+ * heads for each took about half of all CPU in a run of overwrites, tips-listdb-bench
+ * puts --rounds 4), then the window is unlinked from its last element to its first.
+ * In that order every predecessor found is still right when it is used: one that is
+ * itself in the window is unlinked after the elements it precedes, and a store only
+ * changes the next pointer of an element before the one unlinked. Without DRAM for
+ * the sort, each is searched from the heads, and so is every element again should the
+ * chunks hold more than their counts say. */
 static void unlink_chunks(struct tips_listdb *db, struct ld_chunk **batch, unsigned n)
 {
 	size_t cap = 0;
@@ -131,7 +241,12 @@ static void unlink_chunks(struct tips_listdb *db, struct ld_chunk **batch, unsig
 		cap += atomic_load(&batch[i]->entries);
 	struct doomed_set ds = { db, cap ? malloc(cap * sizeof(struct doomed)) : NULL, 0, cap,
 				 false };
-	if (!ds.v) {
+	struct ld_entry **preds = malloc((size_t)GC_WINDOW * LD_MAX_HEIGHT * sizeof(*preds));
+	struct gc_cursor *cur = malloc(GC_WAYS * sizeof(*cur));
+	if (!ds.v || !preds || !cur) {
+		free(ds.v);
+		free(preds);
+		free(cur);
 		for (unsigned i = 0; i < n; i++)
 			ld_chunk_parse(batch[i], unlink_entry, db);
 		return;
@@ -139,15 +254,17 @@ static void unlink_chunks(struct tips_listdb *db, struct ld_chunk **batch, unsig
 	for (unsigned i = 0; i < n; i++)
 		ld_chunk_parse(batch[i], collect_doomed, &ds);
 	qsort(ds.v, ds.n, sizeof(*ds.v), doomed_cmp);
-	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS], *preds[LD_MAX_HEIGHT];
-	for (size_t i = 0; i < ds.n; i++) {
-		struct ld_entry *e = ds.v[i].e;
-		bool same_lists = i > 0 && ds.v[i - 1].group == ds.v[i].group;
-		if (!same_lists)
-			heads_of(db, ds.v[i].group / db->domains, heads);
-		ld_list_preds(db, heads, e, ld_domain_of(db, e), preds, same_lists);
-		unlink_at(e, preds);
+	for (size_t i = 0; i < ds.n;) {
+		size_t j = i + 1;
+		while (j < ds.n && j - i < GC_WINDOW && ds.v[j].group == ds.v[i].group)
+			j++;
+		search_window(db, ds.v + i, j - i, preds, cur);
+		for (size_t k = j - i; k-- > 0;)
+			unlink_at(ds.v[i + k].e, preds + k * LD_MAX_HEIGHT);
+		i = j;
 	}
+	free(cur);
+	free(preds);
 	free(ds.v);
 	if (ds.overflow) /* never expected; the ones already unlinked are skipped */
 		for (unsigned i = 0; i < n; i++)

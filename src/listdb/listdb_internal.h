@@ -224,6 +224,16 @@ struct ld_entry *ld_list_get(struct tips_listdb *db, struct ld_tls *t, struct ld
 /* First element with key >= k (kl 0: the first element) at the bottom layer, or NULL. */
 struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *heads,
 			      const void *k, size_t kl);
+/* The one of two elements of the same list that comes later (sentinels, of key length
+ * 0, come first). */
+static inline struct ld_entry *ld_later(struct ld_entry *a, struct ld_entry *b)
+{
+	if (a->klen == 0)
+		return b;
+	if (b->klen == 0)
+		return a;
+	return ld_cmp_entries(a, b) >= 0 ? a : b;
+}
 /* The predecessors of @e's position, layer by layer: layers >= 1 in the lists of domain
  * @d (braided) or the shared ones, layer 0 in the bottom list. @resume: @preds holds
  * start points (NULL or a sentinel: none), the predecessors found by the last call

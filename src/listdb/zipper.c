@@ -77,16 +77,6 @@ static inline bool same_key(const struct ld_entry *a, const struct ld_entry *b)
 	return ld_keycmp(ld_key(a), a->klen, ld_key(b), b->klen) == 0;
 }
 
-/* The one of two elements of the same list that comes later (sentinels come first). */
-static struct ld_entry *later(struct ld_entry *a, struct ld_entry *b)
-{
-	if (a->klen == 0)
-		return b;
-	if (b->klen == 0)
-		return a;
-	return ld_cmp_entries(a, b) >= 0 ? a : b;
-}
-
 /* Adds the marks of @m->marked to their chunks' obsolete counts and the store's. */
 static void count_marks(struct tips_listdb *db, struct ld_zipper_mem *m)
 {
@@ -252,7 +242,7 @@ static bool cursor_step(struct tips_listdb *db, struct cursor *c, struct ld_entr
 				c->p->preds[c->l] = c->x;
 			c->l--;
 			struct ld_entry *r = c->l > 0 ? c->rightmost[c->u][c->l] : c->bottom;
-			c->x = c->x == r ? r : later(c->x, r);
+			c->x = c->x == r ? r : ld_later(c->x, r);
 			c->n = ld_next(c->x, (unsigned)c->l);
 			if (c->n) {
 				prefetch_compared(c->n);

@@ -11,6 +11,9 @@
  *   codes    each code that open, the writes, get and scan are made to return here is
  *            listed in their doc comment in include/tips/listdb.h
  *   delete   deletes work in a full pool; once merged they make room for puts again
+ *   overwrite  rounds of overwrites (1 and 2 domains) make chunks wholly obsolete; their
+ *            reclamation unlinks their elements from L1: every key's last value, and
+ *            tips_listdb_check, before and after a reopen
  *   dram     flush, compaction and view allocations fail (fault injection): writers get
  *            TIPS_ENOMEM instead of hanging, reads are served, nothing acknowledged is
  *            lost; a WAL database filled until its flushes find no room
@@ -653,6 +656,71 @@ static void test_fill(void)
 	fill_figures = r;
 }
 
+/* ==== overwrite: rounds of overwrites make whole chunks obsolete; reclaiming them unlinks
+ * their elements from L1 (gc.c: sorted, searched in windows, unlinked last to first) ==== */
+
+#define OW_KEYS 20000u
+#define OW_ROUNDS 10u
+
+static unsigned ow_domains;
+
+static void tune_overwrite(struct tips_listdb_config *cfg)
+{
+	cfg->memtable_entries = 4096;
+	cfg->domains = ow_domains;
+}
+
+/* Every key holds round @last's value; the count of those that do not. */
+static long overwrite_verify(struct tips_listdb *db, uint64_t last)
+{
+	long bad = 0;
+	unsigned char k[8];
+	for (uint64_t i = 0; i < OW_KEYS; i++) {
+		key_of(i, k);
+		uint64_t v = 0, want = last * OW_KEYS + i;
+		size_t vl = 0;
+		int rc = tips_listdb_get(db, k, 8, &v, sizeof(v), &vl);
+		if ((rc != 0 || vl != 8 || v != want) && bad++ < 5)
+			fprintf(stderr, "[%s] key %llu: get %d, %zu bytes, value %llu (want %llu)\n",
+				ld_phase, (unsigned long long)i, rc, vl, (unsigned long long)v,
+				(unsigned long long)want);
+	}
+	return bad;
+}
+
+static void test_overwrite(unsigned domains)
+{
+	char path[256];
+	ld_phase = domains == 1 ? "overwrite, 1 domain" : "overwrite, 2 domains";
+	ld_path(path, sizeof(path));
+	ow_domains = domains;
+	struct tips_listdb *db = open_db(path, 64ull << 20, tune_overwrite);
+	unsigned char k[8];
+	for (uint64_t r = 0; r < OW_ROUNDS; r++)
+		for (uint64_t i = 0; i < OW_KEYS; i++) {
+			key_of(i, k);
+			uint64_t v = r * OW_KEYS + i;
+			REQUIRE_RC(tips_listdb_put(db, k, 8, &v, 8), 0);
+		}
+	CHECK_RC(tips_listdb_flush(db, 1), 0);
+	struct tips_listdb_stats st;
+	tips_listdb_stats(db, &st);
+	CHECK(st.chunks_reclaimed > 0);
+	CHECK(overwrite_verify(db, OW_ROUNDS - 1) == 0);
+	check_db(db, ld_phase);
+	CHECK_RC(tips_listdb_close(&db), 0);
+	struct tips_listdb_config cfg;
+	tips_listdb_config_init(&cfg);
+	REQUIRE_RC(tips_listdb_open(path, &cfg, &db), 0);
+	CHECK(overwrite_verify(db, OW_ROUNDS - 1) == 0);
+	check_db(db, ld_phase);
+	printf("%s: %u keys x %u rounds; %llu chunks reclaimed; every key's last value back "
+	       "after reopen\n", ld_phase, OW_KEYS, OW_ROUNDS,
+	       (unsigned long long)st.chunks_reclaimed);
+	CHECK_RC(tips_listdb_close(&db), 0);
+	tips_listdb_destroy(path);
+}
+
 /* ==== delete: a full pool accepts deletes, and they make room ======================== */
 
 static void test_delete(void)
@@ -1037,7 +1105,7 @@ int main(int argc, char **argv)
 	const char *only;
 	unsigned rounds = 4;
 	int rc = ld_test_args(argc, argv, "listdb_rel", "test_listdb_rel [nullval|args|codes|"
-			      "delete|dram|fill|kill|scan] [--seed N] [--rounds N]", &only, &seed,
+			      "delete|overwrite|dram|fill|kill|scan] [--seed N] [--rounds N]", &only, &seed,
 			      &rounds);
 	if (rc)
 		return rc;
@@ -1049,6 +1117,10 @@ int main(int argc, char **argv)
 		test_codes();
 	if (!only || !strcmp(only, "delete"))
 		test_delete();
+	if (!only || !strcmp(only, "overwrite")) {
+		test_overwrite(1);
+		test_overwrite(2);
+	}
 	if (!only || !strcmp(only, "dram"))
 		test_dram();
 	if (!only || !strcmp(only, "fill") || !strcmp(only, "kill"))
