@@ -11,9 +11,9 @@
  *   codes    each code that open, the writes, get and scan are made to return here is
  *            listed in their doc comment in include/tips/listdb.h
  *   delete   deletes work in a full pool; once merged they make room for puts again
- *   overwrite  rounds of overwrites (1 and 2 domains) make chunks wholly obsolete; their
- *            reclamation unlinks their elements from L1: every key's last value, and
- *            tips_listdb_check, before and after a reopen
+ *   overwrite  rounds of overwrites (1 domain; 2, braided and oblivious; WAL) make chunks
+ *            wholly obsolete; their reclamation unlinks their elements from L1: every
+ *            key's last value, and tips_listdb_check, before and after a reopen
  *   dram     flush, compaction and view allocations fail (fault injection): writers get
  *            TIPS_ENOMEM instead of hanging, reads are served, nothing acknowledged is
  *            lost; a WAL database filled until its flushes find no room
@@ -662,12 +662,22 @@ static void test_fill(void)
 #define OW_KEYS 20000u
 #define OW_ROUNDS 10u
 
-static unsigned ow_domains;
+/* A configuration of the overwrite case. */
+struct ow_config {
+	const char *name;
+	unsigned domains;
+	int braided;
+	int wal;
+};
+static const struct ow_config *ow_cfg;
 
 static void tune_overwrite(struct tips_listdb_config *cfg)
 {
 	cfg->memtable_entries = 4096;
-	cfg->domains = ow_domains;
+	cfg->domains = ow_cfg->domains;
+	cfg->braided = ow_cfg->braided;
+	if (ow_cfg->wal)
+		cfg->flush_mode = TIPS_LISTDB_FLUSH_WAL;
 }
 
 /* Every key holds round @last's value; the count of those that do not. */
@@ -688,12 +698,12 @@ static long overwrite_verify(struct tips_listdb *db, uint64_t last)
 	return bad;
 }
 
-static void test_overwrite(unsigned domains)
+static void test_overwrite(const struct ow_config *oc)
 {
 	char path[256];
-	ld_phase = domains == 1 ? "overwrite, 1 domain" : "overwrite, 2 domains";
+	ld_phase = oc->name;
 	ld_path(path, sizeof(path));
-	ow_domains = domains;
+	ow_cfg = oc;
 	struct tips_listdb *db = open_db(path, 64ull << 20, tune_overwrite);
 	unsigned char k[8];
 	for (uint64_t r = 0; r < OW_ROUNDS; r++)
@@ -1118,8 +1128,14 @@ int main(int argc, char **argv)
 	if (!only || !strcmp(only, "delete"))
 		test_delete();
 	if (!only || !strcmp(only, "overwrite")) {
-		test_overwrite(1);
-		test_overwrite(2);
+		static const struct ow_config ocs[] = {
+			{ "overwrite, 1 domain", 1, 1, 0 },
+			{ "overwrite, 2 domains, braided", 2, 1, 0 },
+			{ "overwrite, 2 domains, oblivious", 2, 0, 0 },
+			{ "overwrite, WAL", 1, 1, 1 },
+		};
+		for (size_t i = 0; i < sizeof(ocs) / sizeof(ocs[0]); i++)
+			test_overwrite(&ocs[i]);
 	}
 	if (!only || !strcmp(only, "dram"))
 		test_dram();
