@@ -136,12 +136,6 @@ struct gc_cursor {
 	struct ld_entry *finger[LD_MAX_HEIGHT]; /* the stretch's previous ones (NULL: none) */
 };
 
-static inline void prefetch_entry(const struct ld_entry *n)
-{
-	__builtin_prefetch(n);
-	__builtin_prefetch((const char *)n + 64); /* a tall element's key */
-}
-
 /* Enters layer @c->l: from the later of where the layer above left the search and the
  * finger; false when the layer has nothing after it (then the caller goes on). */
 static bool cursor_enter(struct gc_cursor *c)
@@ -153,7 +147,7 @@ static bool cursor_enter(struct gc_cursor *c)
 		c->x = ld_later(c->x, f);
 	c->n = ld_next(c->x, (unsigned)c->l);
 	if (c->n)
-		prefetch_entry(c->n);
+		ld_prefetch_compared(c->n);
 	return c->n != NULL;
 }
 
@@ -171,13 +165,9 @@ static void cursor_begin(struct gc_cursor *c, struct doomed *v, struct ld_entry 
 static bool cursor_step(struct gc_cursor *c, struct doomed *v, struct ld_entry **preds)
 {
 	for (;;) {
-		if (c->n && ld_cmp_entries(c->n, c->e) < 0) {
-			c->x = c->n;
-			c->n = ld_next(c->x, (unsigned)c->l);
-			if (c->n) {
-				prefetch_entry(c->n);
+		if (ld_walk_step(&c->x, &c->n, c->e, (unsigned)c->l)) {
+			if (c->n)
 				return true;
-			}
 			continue;
 		}
 		c->preds[c->l] = c->finger[c->l] = c->x; /* e's predecessor on layer l */

@@ -224,6 +224,29 @@ struct ld_entry *ld_list_get(struct tips_listdb *db, struct ld_tls *t, struct ld
 /* First element with key >= k (kl 0: the first element) at the bottom layer, or NULL. */
 struct ld_entry *ld_list_seek(struct tips_listdb *db, struct ld_entry *const *heads,
 			      const void *k, size_t kl);
+/* Asks for both lines a comparison with @n reads: its header, and its key, which lies
+ * past the first line when the element is 5 or more layers tall (24 header bytes and
+ * 8 per layer), and whose address depends on the height read from the first: left to
+ * the load, the second miss waits for the first (Zipper's scan, reclamation's search). */
+static inline void ld_prefetch_compared(const struct ld_entry *n)
+{
+	__builtin_prefetch(n);
+	__builtin_prefetch((const char *)n + 64);
+}
+/* One step of a search on layer @l, standing at *@x with *@n its successor: if *@n sorts
+ * before @e, moves to it, loads its successor into *@n and prefetches it, and returns
+ * true (the caller yields if *@n is not NULL); false: *@x is @e's predecessor. */
+static inline bool ld_walk_step(struct ld_entry **x, struct ld_entry **n, const struct ld_entry *e,
+				unsigned l)
+{
+	if (!*n || ld_cmp_entries(*n, e) >= 0)
+		return false;
+	*x = *n;
+	*n = ld_next(*x, l);
+	if (*n)
+		ld_prefetch_compared(*n);
+	return true;
+}
 /* The one of two elements of the same list that comes later (sentinels, of key length
  * 0, come first). */
 static inline struct ld_entry *ld_later(struct ld_entry *a, struct ld_entry *b)

@@ -186,16 +186,6 @@ struct cursor {
 	struct ld_entry *rightmost[TIPS_LISTDB_MAX_DOMAINS][LD_MAX_HEIGHT];
 };
 
-/* Asks for both lines a comparison with @n reads: its header, and its key, which lies
- * past the first line when the element is 5 or more layers tall (24 header bytes and
- * 8 per layer), and whose address depends on the height read from the first: left to
- * the load, the second miss waits for the first. */
-static inline void prefetch_compared(const struct ld_entry *n)
-{
-	__builtin_prefetch(n);
-	__builtin_prefetch((const char *)n + 64);
-}
-
 /* Begins placing element @c->i (the cursor's stretch is not done). */
 static void cursor_begin(struct tips_listdb *db, struct cursor *c, struct ld_entry **elems,
 			 struct push *stack)
@@ -222,17 +212,12 @@ static bool cursor_step(struct tips_listdb *db, struct cursor *c, struct ld_entr
 			struct visits *vis)
 {
 	for (;;) {
-		if (c->n) {
+		if (c->n)
 			visit(db, vis, c->n, c->de);
-			if (ld_cmp_entries(c->n, c->e) < 0) {
-				c->x = c->n;
-				c->n = ld_next(c->x, (unsigned)c->l);
-				if (c->n) {
-					prefetch_compared(c->n);
-					return true;
-				}
-				continue;
-			}
+		if (ld_walk_step(&c->x, &c->n, c->e, (unsigned)c->l)) {
+			if (c->n)
+				return true;
+			continue;
 		}
 		/* c->x is e's predecessor on layer l */
 		struct ld_entry *e = c->e;
@@ -245,7 +230,7 @@ static bool cursor_step(struct tips_listdb *db, struct cursor *c, struct ld_entr
 			c->x = c->x == r ? r : ld_later(c->x, r);
 			c->n = ld_next(c->x, (unsigned)c->l);
 			if (c->n) {
-				prefetch_compared(c->n);
+				ld_prefetch_compared(c->n);
 				return true;
 			}
 			continue;
@@ -274,7 +259,7 @@ static bool cursor_step(struct tips_listdb *db, struct cursor *c, struct ld_entr
 			return false;
 		cursor_begin(db, c, elems, stack);
 		if (c->n) {
-			prefetch_compared(c->n);
+			ld_prefetch_compared(c->n);
 			return true;
 		}
 	}
