@@ -7,8 +7,9 @@
  * each upper layer holds only elements of its own domain (braided) and of enough height;
  * every element lies inside a live chunk of the domain pools (never the spare) and has a
  * valid checksum;
- * L1 elements carry LD_F_IN_L1; and the heap of every domain pool holds exactly the
- * chunks the roots own (no leaked block, no slot pointing at a free block).
+ * L1 elements carry LD_F_IN_L1, and of two versions of a key in L1 the older is marked
+ * obsolete; and the heap of every domain pool holds exactly the chunks the roots own (no
+ * leaked block, no slot pointing at a free block).
  */
 #include "listdb/listdb_internal.h"
 
@@ -46,6 +47,11 @@ static int check_list(struct tips_listdb *db, struct ld_entry *const *heads, boo
 			return tips_set_error(TIPS_ECORRUPT, "%s: bottom layer out of order", where);
 		if (l1 && !(atomic_load(&e->flags) & LD_F_IN_L1))
 			return tips_set_error(TIPS_ECORRUPT, "%s: element without its L1 flag", where);
+		/* Zipper marks only the first older version it meets (zipper.c) */
+		if (l1 && prev && !ld_obsolete(e) &&
+		    ld_keycmp(ld_key(prev), prev->klen, ld_key(e), e->klen) == 0)
+			return tips_set_error(TIPS_ECORRUPT, "%s: an older version of a key is not "
+					      "marked obsolete", where);
 		prev = e;
 		(*count)++;
 	}
