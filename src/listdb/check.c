@@ -126,8 +126,7 @@ static int check_all(struct tips_listdb *db, struct tips_listdb_report *rp)
 	char where[64];
 	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
 	for (unsigned s = 0; s < db->shards; s++) {
-		for (unsigned d = 0; d < db->domains; d++)
-			heads[d] = ld_l1_head(db, s, d);
+		ld_l1_heads(db, s, heads);
 		snprintf(where, sizeof(where), "L1 shard %u", s);
 		if ((rc = check_list(db, heads, true, where, &r.l1_elements)))
 			return rc;

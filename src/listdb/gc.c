@@ -55,12 +55,6 @@ static void unlink_at(struct ld_entry *e, struct ld_entry **preds)
 	}
 }
 
-static void heads_of(struct tips_listdb *db, unsigned shard, struct ld_entry **heads)
-{
-	for (unsigned d = 0; d < db->domains; d++)
-		heads[d] = ld_l1_head(db, shard, d);
-}
-
 /* Unlinks @e, found by a search from its shard's heads (the way without DRAM for the
  * sorted one below). */
 static void unlink_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
@@ -70,7 +64,7 @@ static void unlink_entry(struct ld_chunk *c, struct ld_entry *e, void *arg)
 	if (!(atomic_load(&e->flags) & LD_F_IN_L1))
 		return;
 	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS], *preds[LD_MAX_HEIGHT];
-	heads_of(db, ld_shard_of(db, ld_key(e), e->klen), heads);
+	ld_l1_heads(db, ld_shard_of(db, ld_key(e), e->klen), heads);
 	ld_list_preds(db, heads, e, ld_domain_of(db, e), preds, false);
 	unlink_at(e, preds);
 }
@@ -87,18 +81,24 @@ struct doomed_set {
 	struct tips_listdb *db;
 	struct doomed *v;
 	size_t n, cap;
-	bool overflow; /* more elements than the chunks' counts said */
 };
 
+/* Adds @e to the set if it is in L1; when DRAM for the set is out, unlinks it now,
+ * searched from the heads (the windows search the list as it is then). */
 static void collect_doomed(struct ld_chunk *c, struct ld_entry *e, void *arg)
 {
-	(void)c;
 	struct doomed_set *ds = arg;
 	if (!(atomic_load(&e->flags) & LD_F_IN_L1))
 		return;
 	if (ds->n == ds->cap) {
-		ds->overflow = true;
-		return;
+		size_t cap = ds->cap ? 2 * ds->cap : 4096;
+		struct doomed *v = realloc(ds->v, cap * sizeof(*v));
+		if (!v) {
+			unlink_entry(c, e, ds->db);
+			return;
+		}
+		ds->v = v;
+		ds->cap = cap;
 	}
 	struct tips_listdb *db = ds->db;
 	unsigned u = db->braided ? ld_domain_of(db, e) : 0;
@@ -185,13 +185,19 @@ static bool cursor_step(struct gc_cursor *c, struct doomed *v, struct ld_entry *
 	}
 }
 
+/* A window's predecessors (LD_MAX_HEIGHT per element) and the cursors that find them. */
+struct gc_scratch {
+	struct ld_entry *preds[GC_WINDOW * LD_MAX_HEIGHT];
+	struct gc_cursor cur[GC_WAYS];
+};
+
 /* Finds the predecessors of the window @v[0..@n) (one shard and upper list, in list
  * order) in @preds (LD_MAX_HEIGHT per element), on the list as it is. */
 static void search_window(struct tips_listdb *db, struct doomed *v, size_t n,
 			  struct ld_entry **preds, struct gc_cursor *cur)
 {
 	struct ld_entry *heads[TIPS_LISTDB_MAX_DOMAINS];
-	heads_of(db, v[0].group / db->domains, heads);
+	ld_l1_heads(db, v[0].group / db->domains, heads);
 	size_t ways = n / GC_MIN_STRETCH;
 	ways = ways < 1 ? 1 : ways > GC_WAYS ? GC_WAYS : ways;
 	for (size_t w = 0; w < ways; w++) {
@@ -222,25 +228,17 @@ static void search_window(struct tips_listdb *db, struct doomed *v, size_t n,
  * In that order every predecessor found is still right when it is used: one that is
  * itself in the window is unlinked after the elements it precedes, and a store only
  * changes the next pointer of an element before the one unlinked. Without DRAM for
- * the sort, each is searched from the heads, and so is every element again should the
- * chunks hold more than their counts say. */
+ * the window, each is searched from the heads; without DRAM for the set, the elements
+ * it has no room for are. */
 static void unlink_chunks(struct tips_listdb *db, struct ld_chunk **batch, unsigned n)
 {
-	size_t cap = 0;
-	for (unsigned i = 0; i < n; i++)
-		cap += atomic_load(&batch[i]->entries);
-	struct doomed_set ds = { db, cap ? malloc(cap * sizeof(struct doomed)) : NULL, 0, cap,
-				 false };
-	struct ld_entry **preds = malloc((size_t)GC_WINDOW * LD_MAX_HEIGHT * sizeof(*preds));
-	struct gc_cursor *cur = malloc(GC_WAYS * sizeof(*cur));
-	if (!ds.v || !preds || !cur) {
-		free(ds.v);
-		free(preds);
-		free(cur);
+	struct gc_scratch *scr = malloc(sizeof(*scr));
+	if (!scr) {
 		for (unsigned i = 0; i < n; i++)
 			ld_chunk_parse(batch[i], unlink_entry, db);
 		return;
 	}
+	struct doomed_set ds = { db, NULL, 0, 0 };
 	for (unsigned i = 0; i < n; i++)
 		ld_chunk_parse(batch[i], collect_doomed, &ds);
 	qsort(ds.v, ds.n, sizeof(*ds.v), doomed_cmp);
@@ -248,17 +246,13 @@ static void unlink_chunks(struct tips_listdb *db, struct ld_chunk **batch, unsig
 		size_t j = i + 1;
 		while (j < ds.n && j - i < GC_WINDOW && ds.v[j].group == ds.v[i].group)
 			j++;
-		search_window(db, ds.v + i, j - i, preds, cur);
+		search_window(db, ds.v + i, j - i, scr->preds, scr->cur);
 		for (size_t k = j - i; k-- > 0;)
-			unlink_at(ds.v[i + k].e, preds + k * LD_MAX_HEIGHT);
+			unlink_at(ds.v[i + k].e, scr->preds + k * LD_MAX_HEIGHT);
 		i = j;
 	}
-	free(cur);
-	free(preds);
 	free(ds.v);
-	if (ds.overflow) /* never expected; the ones already unlinked are skipped */
-		for (unsigned i = 0; i < n; i++)
-			ld_chunk_parse(batch[i], unlink_entry, db);
+	free(scr);
 }
 
 static bool reclaimable(struct tips_listdb *db, struct ld_chunk *c)

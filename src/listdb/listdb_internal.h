@@ -212,6 +212,8 @@ void ld_l0_free(struct ld_l0 *t);
  * next_seq, recovered_entries, recovery_ms. 0, or TIPS_ENOMEM. */
 int ld_recover(struct tips_listdb *db);
 struct ld_entry *ld_l1_head(const struct tips_listdb *db, unsigned shard, unsigned domain);
+/* Every domain's L1 sentinel of @shard into @heads[0..domains). */
+void ld_l1_heads(const struct tips_listdb *db, unsigned shard, struct ld_entry **heads);
 /* Newest live (not obsolete) element with key @k in the list headed by @heads (one
  * sentinel per domain), searched as a thread of @t's domain (@t NULL: no counting),
  * from @start (an element of the list with key < k) if not NULL; @above, if not NULL,

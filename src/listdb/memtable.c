@@ -105,6 +105,7 @@ struct ld_mnode *ld_mt_node_new(unsigned height)
 
 #define LD_ARENA_BLOCK HUGEPAGE_MIN_BLOCK /* on 2 MiB pages: a search's misses skip the page walk */
 #define LD_ARENA_PIECE (16u << 10)
+_Static_assert(sizeof(struct ld_mnode) % 8 == 0, "nodes carved back to back stay 8-aligned");
 
 /* @sz bytes of @mt's current arena block for the calling thread's piece, a new block when
  * it is full; NULL when DRAM is out. */
@@ -134,7 +135,7 @@ static char *arena_carve(struct ld_memtable *mt, size_t sz)
 
 struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsigned height)
 {
-	size_t sz = (sizeof(struct ld_mnode) + height * sizeof(void *) + 7) & ~(size_t)7;
+	size_t sz = sizeof(struct ld_mnode) + height * sizeof(void *); /* 8-aligned */
 	if (t->arena_seq != mt->seq || !t->arena_cur || (size_t)(t->arena_end - t->arena_cur) < sz) {
 		char *piece = arena_carve(mt, LD_ARENA_PIECE);
 		if (!piece)

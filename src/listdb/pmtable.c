@@ -39,6 +39,12 @@ struct ld_entry *ld_l1_head(const struct tips_listdb *db, unsigned shard, unsign
 	return (struct ld_entry *)db->manifest->l1_heads[shard][domain];
 }
 
+void ld_l1_heads(const struct tips_listdb *db, unsigned shard, struct ld_entry **heads)
+{
+	for (unsigned d = 0; d < db->domains; d++)
+		heads[d] = ld_l1_head(db, shard, d);
+}
+
 static inline unsigned upper_list(const struct tips_listdb *db, unsigned d)
 {
 	return db->braided ? d : 0;

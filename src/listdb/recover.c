@@ -294,8 +294,7 @@ static bool in_l1(struct tips_listdb *db, const struct ld_entry *e, struct l1_fi
 	if (s != f->shard) {
 		f->shard = s;
 		f->linked_above = false;
-		for (unsigned d = 0; d < db->domains; d++)
-			f->heads[d] = ld_l1_head(db, s, d);
+		ld_l1_heads(db, s, f->heads);
 		memset(f->preds, 0, sizeof(f->preds));
 	}
 	if (!f->linked_above)
