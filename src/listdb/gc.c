@@ -241,7 +241,8 @@ static void unlink_chunks(struct tips_listdb *db, struct ld_chunk **batch, unsig
 	struct doomed_set ds = { db, NULL, 0, 0 };
 	for (unsigned i = 0; i < n; i++)
 		ld_chunk_parse(batch[i], collect_doomed, &ds);
-	qsort(ds.v, ds.n, sizeof(*ds.v), doomed_cmp);
+	if (ds.n)
+		qsort(ds.v, ds.n, sizeof(*ds.v), doomed_cmp);
 	for (size_t i = 0; i < ds.n;) {
 		size_t j = i + 1;
 		while (j < ds.n && j - i < GC_WINDOW && ds.v[j].group == ds.v[i].group)
