@@ -220,7 +220,8 @@ static int switch_memtable(struct tips_listdb *db, struct ld_memtable *mt, uint6
 		pthread_mutex_unlock(&db->view_lock);
 		return rc;
 	}
-	struct ld_memtable *nmt = ld_mt_create(db->next_seq, db->cfg.memtable_entries, db->cfg.bloom_bits);
+	struct ld_memtable *nmt = ld_mt_create(db->next_seq, db->cfg.memtable_entries, db->cfg.bloom_bits,
+						&db->arena_blocks);
 	struct ld_view *v = nmt ? view_new(db, l0_count(db)) : NULL;
 	if (!v) {
 		pthread_mutex_unlock(&db->view_lock);
@@ -1246,6 +1247,7 @@ static void destroy(struct tips_listdb *db)
 	ld_hcache_destroy(db->hcache);
 	ld_scache_destroy(db->scache);
 	ld_tls_fini(db);
+	ld_arena_cache_fini(&db->arena_blocks);
 	free(db);
 }
 
@@ -1284,6 +1286,7 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 	db->shards = cfg.shards;
 	atomic_store(&db->next_shard, LD_MAX_SHARDS); /* no compaction runs */
 	pthread_mutex_init(&db->view_lock, NULL);
+	ld_arena_cache_init(&db->arena_blocks, cfg.memtable_entries);
 	pthread_mutex_init(&db->bg_lock, NULL);
 	pthread_mutex_init(&db->compaction_lock, NULL);
 	pthread_mutex_init(&db->scache_lock, NULL);
@@ -1293,6 +1296,7 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 		pthread_mutex_init(&db->key_locks[i], NULL);
 	int rc = ld_tls_init(db);
 	if (rc) {
+		ld_arena_cache_fini(&db->arena_blocks);
 		free(db);
 		return tips_set_error(rc, "no thread-local key left");
 	}
@@ -1319,7 +1323,8 @@ int tips_listdb_open(const char *path, const struct tips_listdb_config *cfg_in, 
 	}
 	if (!db->recovered)
 		db->recovery_ms = 0;
-	struct ld_memtable *mt = ld_mt_create(db->next_seq++, cfg.memtable_entries, cfg.bloom_bits);
+	struct ld_memtable *mt = ld_mt_create(db->next_seq++, cfg.memtable_entries, cfg.bloom_bits,
+					       &db->arena_blocks);
 	if (!mt) {
 		destroy(db);
 		return tips_set_error(TIPS_ENOMEM, "out of DRAM for a MemTable");

@@ -126,6 +126,17 @@ struct ld_arena_blk {
 	char mem[];
 };
 
+/* The arena blocks of destroyed MemTables, kept for the next ones (one per store): a
+ * reused block is already faulted in, where a fresh one costs the kernel's zeroing of
+ * its huge page on first touch. At most @cap blocks are kept; the rest are freed. */
+struct ld_arena_cache {
+	pthread_mutex_t lock;
+	struct ld_arena_blk *free;
+	unsigned n, cap;
+};
+void ld_arena_cache_init(struct ld_arena_cache *c, uint64_t memtable_entries);
+void ld_arena_cache_fini(struct ld_arena_cache *c);
+
 struct ld_memtable {
 	/* Read by every put, written rarely: one line the writers share without moving it. */
 	uint64_t seq;
@@ -139,6 +150,7 @@ struct ld_memtable {
 	 * carves its nodes from a piece of LD_ARENA_PIECE bytes of its own (ld_tls), so
 	 * the block's shared offset moves once per piece, not once per put. */
 	_Atomic(struct ld_arena_blk *) arena; /* newest block */
+	struct ld_arena_cache *blocks;        /* where blocks come from and go back to */
 	/* Each counter every put changes has a line of its own, so that a writer's
 	 * update of one does not take the line the other fields are read from. */
 	_Alignas(64) _Atomic uint64_t issued; /* slots handed out; LD_MT_SEALED bit once sealed */
@@ -149,7 +161,8 @@ struct ld_memtable {
 #define LD_MT_SEALED (1ull << 62)
 
 struct ld_tls;
-struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits);
+struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits,
+				 struct ld_arena_cache *blocks);
 void ld_mt_destroy(struct ld_memtable *mt);
 /* A node of @height layers for ld_mt_insert (its height set; NULL when DRAM is out).
  * Taken before the entry is written, so that a put never persists an entry it cannot
@@ -307,6 +320,7 @@ struct tips_listdb {
 	_Atomic(struct ld_memtable *) mutable_mt;
 	_Atomic(struct ld_view *) view;  /* readers' snapshot (RCU) */
 	pthread_mutex_t view_lock;       /* writers of the table lists */
+	struct ld_arena_cache arena_blocks; /* MemTable arena blocks to reuse */
 	struct ld_memtable *imm_oldest[32]; /* oldest first */
 	_Atomic unsigned nimm;   /* changed under view_lock */
 	struct ld_l0 *l0_oldest; /* oldest first, linked by newer */

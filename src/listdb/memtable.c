@@ -10,7 +10,8 @@
  * traverse without locks while writers insert.
  * Nodes of single puts come from the MemTable's arena: blocks of LD_ARENA_BLOCK bytes on
  * huge pages, cut into one piece per writer at a time (one fetch_add per piece), all
- * freed with the MemTable (a node is never freed alone, as nodes are never unlinked).
+ * given back with the MemTable (a node is never freed alone, as nodes are never
+ * unlinked) to the store's block cache, from which the next MemTables take them.
  */
 #include "listdb/listdb_internal.h"
 #include "util/hugepage.h"
@@ -32,7 +33,66 @@ static int node_cmp(const struct ld_mnode *n, const void *k, size_t kl, uint64_t
 	return (n->lsn < lsn) - (n->lsn > lsn);
 }
 
-struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits)
+#define LD_ARENA_BLOCK HUGEPAGE_MIN_BLOCK /* on 2 MiB pages: a search's misses skip the page walk */
+#define LD_ARENA_PIECE (16u << 10)
+_Static_assert(sizeof(struct ld_mnode) % 8 == 0, "nodes carved back to back stay 8-aligned");
+
+/* Blocks of about two MemTables' nodes: a new MemTable is created before the oldest
+ * flushed one is destroyed, so that many keep the steady state in faulted-in blocks. */
+void ld_arena_cache_init(struct ld_arena_cache *c, uint64_t memtable_entries)
+{
+	pthread_mutex_init(&c->lock, NULL);
+	c->free = NULL;
+	c->n = 0;
+	uint64_t per_mt = memtable_entries * (sizeof(struct ld_mnode) + 2 * sizeof(void *)) /
+			  LD_ARENA_BLOCK + 2; /* a node has 1.33 layers on average */
+	c->cap = (unsigned)(per_mt > 512 ? 1024 : 2 * per_mt); /* at most 2 GiB kept */
+}
+
+void ld_arena_cache_fini(struct ld_arena_cache *c)
+{
+	for (struct ld_arena_blk *b = c->free, *prev; b; b = prev) {
+		prev = b->prev;
+		free(b);
+	}
+	c->free = NULL;
+	c->n = 0;
+	pthread_mutex_destroy(&c->lock);
+}
+
+/* A cached block, or a fresh one; NULL when DRAM is out. */
+static struct ld_arena_blk *block_get(struct ld_arena_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	struct ld_arena_blk *b = c->free;
+	if (b) {
+		c->free = b->prev;
+		c->n--;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return b ? b : hugepage_alloc(LD_ARENA_BLOCK);
+}
+
+/* Gives back @b and the older blocks it links to. */
+static void blocks_put(struct ld_arena_cache *c, struct ld_arena_blk *b)
+{
+	pthread_mutex_lock(&c->lock);
+	while (b && c->n < c->cap) {
+		struct ld_arena_blk *prev = b->prev;
+		b->prev = c->free;
+		c->free = b;
+		c->n++;
+		b = prev;
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (struct ld_arena_blk *prev; b; b = prev) {
+		prev = b->prev;
+		free(b);
+	}
+}
+
+struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom_bits,
+				 struct ld_arena_cache *blocks)
 {
 	struct ld_memtable *mt = aligned_alloc(64, sizeof(*mt)); /* its counters' own lines */
 	if (!mt)
@@ -52,6 +112,7 @@ struct ld_memtable *ld_mt_create(uint64_t seq, uint64_t capacity, unsigned bloom
 	pthread_mutex_init(&mt->arena_lock, NULL);
 	mt->seq = seq;
 	mt->capacity = capacity;
+	mt->blocks = blocks;
 	return mt;
 }
 
@@ -66,10 +127,7 @@ void ld_mt_destroy(struct ld_memtable *mt)
 			free(n);
 		n = next;
 	}
-	for (struct ld_arena_blk *b = atomic_load(&mt->arena), *prev; b; b = prev) {
-		prev = b->prev;
-		free(b);
-	}
+	blocks_put(mt->blocks, atomic_load(&mt->arena));
 	pthread_mutex_destroy(&mt->arena_lock);
 	free(mt->head);
 	if (!mt->bloom_lent)
@@ -103,9 +161,6 @@ struct ld_mnode *ld_mt_node_new(unsigned height)
 	return n;
 }
 
-#define LD_ARENA_BLOCK HUGEPAGE_MIN_BLOCK /* on 2 MiB pages: a search's misses skip the page walk */
-#define LD_ARENA_PIECE (16u << 10)
-_Static_assert(sizeof(struct ld_mnode) % 8 == 0, "nodes carved back to back stay 8-aligned");
 
 /* @sz bytes of @mt's current arena block for the calling thread's piece, a new block when
  * it is full; NULL when DRAM is out. */
@@ -120,7 +175,7 @@ static char *arena_carve(struct ld_memtable *mt, size_t sz)
 		}
 		pthread_mutex_lock(&mt->arena_lock);
 		if (atomic_load(&mt->arena) == b) { /* b is full (or there is none yet) */
-			struct ld_arena_blk *nb = hugepage_alloc(LD_ARENA_BLOCK);
+			struct ld_arena_blk *nb = block_get(mt->blocks);
 			if (!nb) {
 				pthread_mutex_unlock(&mt->arena_lock);
 				return NULL;
