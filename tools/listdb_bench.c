@@ -11,7 +11,7 @@
  *                     [--compaction 0|1] [--no-check] [--pool-size BYTES]
  *   tips-listdb-bench puts [--keys N] [--threads T] [--seconds S] [--memtable E] [--rounds R]
  *   tips-listdb-bench gets [--keys N] [--gets N] [--threads T] [--memtable E]
- *   common: [--pool PATH] [--seed S]
+ *   common: [--pool PATH] [--seed S] [--no-prefault]
  *
  * Keys are 8 bytes, big-endian of i * 0x9E3779B97F4A7C15 (a bijection on 64-bit
  * integers, so distinct and scattered over the key space); values are 8 bytes (i, little
@@ -129,6 +129,7 @@ struct options {
 	unsigned nrates;
 	int compaction;              /* recovery */
 	bool check;                  /* recovery: tips_listdb_check after verifying */
+	bool prefault;               /* fault the new pools in at open (default; --no-prefault) */
 };
 
 static void usage(FILE *f)
@@ -151,6 +152,8 @@ static void usage(FILE *f)
 		"  common          [--pool PATH ($TIPS_BENCH_POOL_DIR or /dev/shm, then\n"
 		"                  /tips-listdb-bench-PID)] [--seed S]\n"
 		"                  [--pool-size BYTES (per domain pool; default from N)]\n"
+		"                  [--no-prefault: new pools' pages fault in during the run,\n"
+		"                  not at open (not used by recovery's writer and reopen)]\n"
 		SIZE_ARG_RULE);
 }
 
@@ -188,6 +191,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->seconds = 0; /* the mode's default */
 	o->compaction = 1;
 	o->check = true;
+	o->prefault = true;
 	o->rates[0] = 100000;
 	o->rates[1] = 300000;
 	o->rates[2] = 0;
@@ -221,6 +225,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			takes = false;
 		} else if (!strcmp(a, "--no-check")) {
 			o->check = false;
+			takes = false;
+		} else if (!strcmp(a, "--no-prefault")) {
+			o->prefault = false;
 			takes = false;
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
@@ -364,11 +371,23 @@ static uint64_t round_pool(uint64_t bytes)
 }
 
 /* Opens the store at @pool (created fresh by the caller's config); on failure says why
- * on stderr, removes what the open left, and returns nonzero. */
-static int open_fresh(const char *pool, const struct tips_listdb_config *cfg,
+ * on stderr, removes what the open left, and returns nonzero. Unless --no-prefault, the
+ * pools are faulted in at open (tips_pool_options.prefault): a tmpfs pool's pages are
+ * zeroed then, not on the first store to each during the run, as DAX PM needs no
+ * zeroing. */
+static int open_fresh(const struct options *o, const struct tips_listdb_config *cfg_in,
 		      struct tips_listdb **db)
 {
-	int rc = tips_listdb_open(pool, cfg, db);
+	const char *pool = o->pool;
+	struct tips_listdb_config cfg = *cfg_in;
+	struct tips_pool_options popts;
+	if (cfg.pool)
+		popts = *cfg.pool;
+	else
+		tips_pool_options_init(&popts);
+	popts.prefault = o->prefault;
+	cfg.pool = &popts;
+	int rc = tips_listdb_open(pool, &cfg, db);
 	if (rc) {
 		fprintf(stderr, "tips_listdb_open %s: %s (%s)\n", pool, tips_strerror(rc),
 			tips_errormsg());
@@ -553,7 +572,7 @@ static int run_flush_timeline(const struct options *o, int flush_mode)
 	cfg.compaction_threads = 1;
 	cfg.compaction = 0;
 	struct tips_listdb *db = NULL;
-	if (open_fresh(o->pool, &cfg, &db))
+	if (open_fresh(o, &cfg, &db))
 		return EXIT_FAIL;
 	struct tips_pm_counters pm0, pm1, pmw0, pmw1;
 	tips_pm_counters_total(&pm0);
@@ -762,7 +781,7 @@ static int run_puts(const struct options *o)
 	if (o->memtable)
 		cfg.memtable_entries = o->memtable;
 	struct puts_run r = { .keys = keys, .rounds = rounds, .threads = threads };
-	if (open_fresh(o->pool, &cfg, &r.db))
+	if (open_fresh(o, &cfg, &r.db))
 		return EXIT_FAIL;
 	struct puts_thread th[MAX_THREADS];
 	pthread_barrier_init(&r.start, NULL, threads + 1);
@@ -952,7 +971,7 @@ static int run_numa(const struct options *o, int braided, struct numa_result *re
 	cfg.second_chance_entries = 0;
 	cfg.compaction = 1;
 	struct numa_run r = { .o = o, .keys = keys, .gets = gets };
-	if (open_fresh(o->pool, &cfg, &r.db))
+	if (open_fresh(o, &cfg, &r.db))
 		return EXIT_FAIL;
 	double put_s = numa_phase(&r, numa_writer);
 	uint64_t put_errors = atomic_load(&r.errors);
@@ -1050,7 +1069,7 @@ static int run_gets(const struct options *o)
 	struct options one = *o;
 	one.domains = 1; /* numa_writer/numa_reader: every thread in domain 0 */
 	struct numa_run r = { .o = &one, .keys = keys, .gets = gets };
-	if (open_fresh(o->pool, &cfg, &r.db))
+	if (open_fresh(o, &cfg, &r.db))
 		return EXIT_FAIL;
 	double put_s = numa_phase(&r, numa_writer);
 	uint64_t put_errors = atomic_load(&r.errors);

@@ -74,6 +74,14 @@ struct tips_pool_options {
 	double sim_evict;          /* share of dirty unflushed lines written back at failure */
 	uint64_t sim_seed;         /* seed for eviction and for flushed-but-unfenced lines */
 	int sim_crash_exit_code;   /* exit code of the process at an armed failure (default 86) */
+	/* Open/create: 1 faults every page of the pool in before the call returns, as
+	 * libpmemobj's prefault.at_open does (default 0: each page on first access). On a
+	 * tmpfs pool the kernel then zeroes the pages at open instead of at the first
+	 * store to each, a cost that PM mapped with DAX does not have; on a file pool it
+	 * reads the file in. The open takes as much longer as the kernel needs to
+	 * allocate and zero (or read) the whole pool.
+	 * Ignored with media SIM. */
+	int prefault;
 };
 
 /** tips_pool_options_init_sized() - fill the first @size bytes of @opts with the

@@ -141,6 +141,20 @@ void pm_unmap(struct pm_mapping *m)
 	m->addr = m->media_view = NULL;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void pm_prefault(const struct pm_mapping *m)
+{
+	if (madvise(m->addr, m->size, MADV_POPULATE_WRITE) == 0)
+		return;
+	/* An older kernel: a read of each page faults it in (a tmpfs or file page). */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	for (size_t off = 0; off < m->size; off += page)
+		(void)*(volatile const char *)((const char *)m->addr + off);
+}
+
 int pm_choose_address(size_t size, uint64_t *addr)
 {
 	uint64_t span = (size + REGION_ALIGN - 1) & ~(REGION_ALIGN - 1);

@@ -23,6 +23,9 @@ struct pm_mapping {
 int pm_map(int fd, uint64_t addr, size_t size, enum tips_media requested,
 	   struct pm_mapping *m);
 void pm_unmap(struct pm_mapping *m);
+/* Faults every page of @m in: writable with MADV_POPULATE_WRITE, or, where the kernel
+ * lacks it, by reading each page. */
+void pm_prefault(const struct pm_mapping *m);
 
 /* Says which media pm_map would choose for @fd, without mapping at a fixed address. */
 enum tips_media pm_media_probe(int fd, char *reason, size_t reason_len);

@@ -325,6 +325,8 @@ static int pool_attach(int fd, const char *path, const struct pool_header *h,
 		free(p);
 		return rc;
 	}
+	if (o && o->prefault && p->map.media != TIPS_MEDIA_SIM)
+		pm_prefault(&p->map);
 	if (p->map.media == TIPS_MEDIA_SIM) {
 		p->sim = pm_sim_new(p->map.addr, p->map.media_view, p->map.size, o->sim_crash_at,
 				    o->sim_evict, o->sim_seed, o->sim_crash_exit_code);

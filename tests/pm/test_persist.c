@@ -22,6 +22,7 @@
 
 #include <linux/magic.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/vfs.h>
 
 #define MIB (1ull << 20)
@@ -406,6 +407,61 @@ static void test_media_shm(void)
 	CHECK(info.media_reason[0] != '\0');
 }
 
+/* Pages of [map_addr, map_addr + size) resident in memory. */
+static size_t resident_pages(const struct tips_pool_info *info)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = info->size / page;
+	unsigned char *vec = malloc(n);
+	REQUIRE(vec != NULL);
+	REQUIRE(mincore((void *)(uintptr_t)info->map_addr, info->size, vec) == 0);
+	size_t in = 0;
+	for (size_t i = 0; i < n; i++)
+		in += vec[i] & 1;
+	free(vec);
+	return in;
+}
+
+/* tips_pool_options.prefault: every page of the pool is resident when create and open
+ * return (without it the heap's pages are not), and nothing else changes. */
+static void test_prefault(void)
+{
+	char path[PATH_MAX];
+	scratch_path(path, sizeof(path), "/dev/shm", "prefault");
+	struct tips_pool_options o;
+	tips_pool_options_init(&o);
+	CHECK(o.prefault == 0);
+	o.size = 32 * MIB;
+	struct tips_pool *pool = NULL;
+	REQUIRE(tips_pool_create(path, &o, &pool) == 0);
+	struct tips_pool_info info;
+	tips_pool_info(pool, &info);
+	size_t pages = info.size / (size_t)sysconf(_SC_PAGESIZE);
+	CHECK(resident_pages(&info) < pages); /* the heap is untouched */
+	unsigned char *root = tips_pool_root(pool, NULL);
+	for (size_t i = 0; i < 4096; i++)
+		root[i] = pattern_byte(i);
+	tips_persist(root, 4096);
+	CHECK_RC(tips_pool_close(&pool), 0);
+
+	o.prefault = 1;
+	REQUIRE(tips_pool_open(path, &o, &pool) == 0);
+	tips_pool_info(pool, &info);
+	CHECK(resident_pages(&info) == pages);
+	root = tips_pool_root(pool, NULL);
+	size_t bad = 0;
+	for (size_t i = 0; i < 4096; i++)
+		bad += root[i] != pattern_byte(i);
+	CHECK(bad == 0);
+	CHECK_RC(tips_pool_close(&pool), 0);
+
+	char path2[PATH_MAX];
+	scratch_path(path2, sizeof(path2), "/dev/shm", "prefault-create");
+	REQUIRE(tips_pool_create(path2, &o, &pool) == 0);
+	tips_pool_info(pool, &info);
+	CHECK(resident_pages(&info) == pages);
+	CHECK_RC(tips_pool_close(&pool), 0);
+}
+
 static void test_media_file(void)
 {
 	char dir[PATH_MAX];
@@ -488,5 +544,6 @@ int main(int argc, char **argv)
 	test_counts_made_while_exiting();
 	test_concurrent_threads_add_exactly();
 	test_media_shm();
+	test_prefault();
 	return test_finish("test_persist");
 }
