@@ -488,7 +488,8 @@ static int write_json(const struct session *s)
 		o->baseline ? o->baseline : "twin", o->upsert ? "true" : "false", o->batch,
 		o->one_load ? "true" : "false");
 	json_string(f, bench_pool_dir());
-	fprintf(f, ",\"pool_pages\":\"%s\",\"thread_counts\":[", bench_pool_pages());
+	fprintf(f, ",\"pool_pages\":\"%s\",\"prefault\":%s,\"thread_counts\":[", bench_pool_pages(),
+		bench_prefault() ? "true" : "false");
 	for (unsigned t = 0; t < s->nthreads; t++)
 		fprintf(f, "%s%u", t ? "," : "", s->cell[t * s->nworkload * s->nindex].threads);
 	fprintf(f, "]},\"results\":[");

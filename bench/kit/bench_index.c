@@ -165,6 +165,18 @@ static int is_tips(const struct tips_index_ops *ops)
 	return strncmp(ops->name, "tips-", 5) == 0;
 }
 
+static int prefault_pools;
+
+void bench_set_prefault(int on)
+{
+	prefault_pools = on != 0;
+}
+
+int bench_prefault(void)
+{
+	return prefault_pools;
+}
+
 const char *bench_pool_dir(void)
 {
 	const char *d = getenv("TIPS_BENCH_POOL_DIR");
@@ -263,8 +275,21 @@ void bench_listdb_configure(const struct tips_listdb_config *cfg)
 		listdb_knobs = *cfg;
 }
 
+/* @how's pool options (the defaults if none) with the prefault setting, in @o. */
+static const struct tips_pool_options *pool_options_of(const struct bench_open_how *how,
+						       struct tips_pool_options *o)
+{
+	if (how->pool)
+		*o = *how->pool;
+	else
+		tips_pool_options_init(o);
+	o->prefault = prefault_pools;
+	return o;
+}
+
 static int listdb_open_at(struct bench_index *b, const struct bench_open_how *how)
 {
+	struct tips_pool_options popts;
 	struct tips_listdb_config cfg;
 	if (listdb_knobs_set)
 		cfg = listdb_knobs;
@@ -276,8 +301,8 @@ static int listdb_open_at(struct bench_index *b, const struct bench_open_how *ho
 		cfg.flags |= TIPS_LISTDB_CREATE;
 	cfg.expected_keys = how->expected_keys;
 	cfg.pool_size = how->pool_size ? how->pool_size : bench_listdb_pool_size(how->expected_keys);
-	if (how->pool)
-		cfg.pool = how->pool;
+	if (how->pool || prefault_pools)
+		cfg.pool = pool_options_of(how, &popts);
 	return tips_listdb_open(b->pool, &cfg, &b->ldb);
 }
 
@@ -345,7 +370,7 @@ int bench_index_open_with(struct bench_index *b, const char *name,
 		struct pmdk_hash_config pc = { how->existing ? 0 : PMDK_HASH_CREATE,
 					       pool_size ? pool_size
 							 : pmdk_hash_pool_size(expected_keys),
-					       expected_keys };
+					       expected_keys, prefault_pools };
 		return pmdk_hash_open(b->pool, &pc, &b->pmdk);
 	}
 #endif
@@ -354,7 +379,8 @@ int bench_index_open_with(struct bench_index *b, const char *name,
 	cfg.flags = how->existing ? 0 : TIPS_CREATE;
 	cfg.expected_keys = expected_keys;
 	cfg.pool_size = pool_size ? pool_size : bench_pool_size(expected_keys);
-	cfg.pool = how->pool;
+	struct tips_pool_options popts;
+	cfg.pool = how->pool || prefault_pools ? pool_options_of(how, &popts) : NULL;
 	return tips_open(b->pool, &cfg, b->ops, &b->db);
 }
 

@@ -75,6 +75,13 @@ int bench_index_pm_counted(const struct bench_index *b);
  * system maps real PM, and as the dram-* twins' big arrays get (src/util/hugepage.h);
  * /dev/shm gives 4 KiB pages (docs/bench.md, "Pool directory"). */
 const char *bench_pool_dir(void);
+/* 1: the pools opened from now on are faulted in at open (tips_pool_options.prefault
+ * for tips-* and listdb, libpmemobj's prefault.at_create and at_open for pmdk-hash),
+ * so that a tmpfs pool's pages are allocated and zeroed then and not at the first
+ * store to each during the run, as DAX-mapped PM needs no zeroing. Default 0.
+ * Not thread-safe: call before opening. */
+void bench_set_prefault(int on);
+int bench_prefault(void);
 /* "2M", "4K" (a tmpfs with or without huge pages) or "unknown" (another file system):
  * the pages the pool directory's mount gives, for the JSON. */
 const char *bench_pool_pages(void);

@@ -491,6 +491,14 @@ void pmdk_hash_force_flushes(void)
 	setenv("PMEM_IS_PMEM_FORCE", "1", 0);
 }
 
+/* libpmemobj's process-wide prefault settings, for the next create or open. */
+static void set_prefault(int on)
+{
+	int v = on != 0;
+	(void)pmemobj_ctl_set(NULL, "prefault.at_create", &v);
+	(void)pmemobj_ctl_set(NULL, "prefault.at_open", &v);
+}
+
 /* 0 if @path starts with libpmemobj's pool signature, else the code (message set). */
 static int check_signature(const char *path)
 {
@@ -597,6 +605,7 @@ int pmdk_hash_open(const char *path, const struct pmdk_hash_config *cfg,
 			return tips_set_error(TIPS_ESIZE, "pmdk-hash: pool size %llu is below "
 					      "libpmemobj's minimum %llu", (unsigned long long)size,
 					      (unsigned long long)PMEMOBJ_MIN_POOL);
+		set_prefault(cfg->prefault);
 		pop = pmemobj_create(path, PMDK_HASH_LAYOUT, size, 0600);
 		if (!pop) {
 			int e = errno;
@@ -610,6 +619,7 @@ int pmdk_hash_open(const char *path, const struct pmdk_hash_config *cfg,
 		int rc = check_signature(path);
 		if (rc)
 			return rc;
+		set_prefault(cfg->prefault);
 		pop = pmemobj_open(path, PMDK_HASH_LAYOUT);
 		if (!pop) {
 			int e = errno;

@@ -41,6 +41,8 @@ struct pmdk_hash_config {
 	unsigned flags;         /* PMDK_HASH_CREATE */
 	uint64_t pool_size;     /* create: bytes (0: pmdk_hash_pool_size(expected_keys)) */
 	uint64_t expected_keys; /* create: sizes the bucket array (0: 1M) */
+	int prefault;           /* 1: libpmemobj's prefault.at_create and at_open (they are
+	                           process-wide settings: each open sets both) */
 };
 
 /**

@@ -12,7 +12,8 @@
  * leaked, room again after removes); foreign files (not a libpmemobj pool, another
  * layout, our layout with a foreign root); the leak check finding a planted object;
  * and threads (writers on disjoint keys, readers, and two threads fighting over the
- * same keys) followed by the leak check.
+ * same keys) followed by the leak check; prefault (every page of the pool file in
+ * memory after a create with it, not without).
  */
 #define _GNU_SOURCE
 #include "test_util.h"
@@ -22,6 +23,8 @@
 #include <fcntl.h>
 #include <libpmemobj.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sched.h>
 #include <stdint.h>
 
@@ -31,7 +34,7 @@
 static struct pmdk_hash *open_at(const char *path, unsigned flags, uint64_t pool_size,
 				 uint64_t keys)
 {
-	struct pmdk_hash_config cfg = { flags, pool_size, keys };
+	struct pmdk_hash_config cfg = { flags, pool_size, keys, 0 };
 	struct pmdk_hash *h = NULL;
 	int rc = pmdk_hash_open(path, &cfg, &h);
 	if (rc) {
@@ -189,14 +192,14 @@ static void test_codes(const char *dir)
 	struct pmdk_hash *h2 = NULL;
 	char absent[256];
 	test_path(absent, sizeof(absent), dir, "pmdk-absent");
-	struct pmdk_hash_config cfg = { 0, 0, 0 };
+	struct pmdk_hash_config cfg = { 0, 0, 0, 0 };
 	CHECK_RC(pmdk_hash_open(absent, &cfg, &h2), TIPS_ENOENT);
 	CHECK(h2 == NULL);
 	CHECK_RC(pmdk_hash_open(NULL, &cfg, &h2), TIPS_EINVAL);
 	/* too small a pool: for libpmemobj, or for the bucket array (no file left) */
-	struct pmdk_hash_config small = { PMDK_HASH_CREATE, 1 << 20, 0 };
+	struct pmdk_hash_config small = { PMDK_HASH_CREATE, 1 << 20, 0, 0 };
 	CHECK_RC(pmdk_hash_open(absent, &small, &h2), TIPS_ESIZE);
-	struct pmdk_hash_config tight = { PMDK_HASH_CREATE, PMEMOBJ_MIN_POOL, 4u << 20 };
+	struct pmdk_hash_config tight = { PMDK_HASH_CREATE, PMEMOBJ_MIN_POOL, 4u << 20, 0 };
 	CHECK_RC(pmdk_hash_open(absent, &tight, &h2), TIPS_ENOMEM);
 	CHECK(h2 == NULL && access(absent, F_OK) != 0);
 	pmdk_hash_close(&h);
@@ -367,6 +370,58 @@ static void test_model(const char *dir)
 
 /* ---- a full pool ------------------------------------------------------------------------- */
 
+/* Pages of the file at @path that are in memory (in the page cache: for a tmpfs file,
+ * the pages that exist), and its page count in *@pages. */
+static size_t file_resident_pages(const char *path, size_t *pages)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	REQUIRE(fd >= 0);
+	struct stat st;
+	REQUIRE(fstat(fd, &st) == 0);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	*pages = (size_t)st.st_size / page;
+	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	REQUIRE(p != MAP_FAILED);
+	unsigned char *vec = malloc(*pages);
+	REQUIRE(vec != NULL);
+	REQUIRE(mincore(p, (size_t)st.st_size, vec) == 0);
+	size_t in = 0;
+	for (size_t i = 0; i < *pages; i++)
+		in += vec[i] & 1;
+	free(vec);
+	munmap(p, (size_t)st.st_size);
+	close(fd);
+	return in;
+}
+
+/* pmdk_hash_config.prefault: the pool is faulted in at create (a tmpfs file then has
+ * every page), and not without it; the pool works the same. */
+static void test_prefault(const char *dir)
+{
+	for (int on = 0; on <= 1; on++) {
+		char path[256];
+		snprintf(path, sizeof(path), "%s/test_pmdk_hash_prefault_%d_%d", dir, on, (int)getpid());
+		unlink(path);
+		struct pmdk_hash_config cfg = { PMDK_HASH_CREATE, 64u << 20, 1000, on };
+		struct pmdk_hash *h = NULL;
+		REQUIRE(pmdk_hash_open(path, &cfg, &h) == 0);
+		CHECK_RC(pmdk_hash_put(h, "k", 1, "v", 1), 0);
+		pmdk_hash_close(&h);
+		size_t pages, in = file_resident_pages(path, &pages);
+		if (on)
+			CHECK(in == pages);
+		else
+			CHECK(in < pages);
+		REQUIRE(pmdk_hash_open(path, &cfg, &h) == 0);
+		char v[8];
+		size_t vl = 0;
+		CHECK_RC(pmdk_hash_lookup(h, "k", 1, v, sizeof(v), &vl), 0);
+		CHECK(vl == 1 && v[0] == 'v');
+		pmdk_hash_close(&h);
+		unlink(path);
+	}
+}
+
 static void test_full(const char *dir)
 {
 	char path[256];
@@ -420,7 +475,7 @@ static void test_foreign(const char *dir)
 {
 	char path[256];
 	struct pmdk_hash *h = NULL;
-	struct pmdk_hash_config cfg = { 0, 0, 0 };
+	struct pmdk_hash_config cfg = { 0, 0, 0, 0 };
 
 	/* not a libpmemobj pool at all */
 	test_path(path, sizeof(path), dir, "pmdk-random");
@@ -716,5 +771,6 @@ int main(void)
 	test_foreign(dir);
 	test_threads(dir);
 	test_optimistic(dir);
+	test_prefault(dir);
 	return test_finish("test_pmdk_hash");
 }
