@@ -869,10 +869,7 @@ static struct ld_entry **collect(struct tips_listdb *db, struct ld_memtable *mt,
 	struct ld_entry **arr = ld_dram_calloc(db, LD_DRAM_FLUSH, (issued ? issued : 1) * sizeof(*arr));
 	if (!arr)
 		return NULL;
-	size_t i = 0;
-	for (struct ld_mnode *m = ld_mt_next(mt->head); m; m = ld_mt_next(m))
-		arr[i++] = m->e;
-	*n = i;
+	*n = ld_mt_collect(mt, arr);
 	return arr;
 }
 

@@ -191,6 +191,9 @@ static inline struct ld_mnode *ld_mt_next(const struct ld_mnode *n)
 {
 	return atomic_load_explicit(&n->next[0], memory_order_acquire);
 }
+/* The entries of a sealed MemTable that no writer changes any more, in list order, into
+ * @out (room for every node); returns their number. */
+size_t ld_mt_collect(const struct ld_memtable *mt, struct ld_entry **out);
 
 /* ---- PMTables (pmtable.c) ------------------------------------------------------------ */
 

@@ -268,6 +268,102 @@ struct ld_entry *ld_mt_get(struct ld_memtable *mt, const void *k, size_t kl)
 	return NULL;
 }
 
+/* ld_mt_collect: the bottom list is in key order and its nodes in arrival order, so a
+ * walk of it is a chain of cache misses, one in flight at a time (6% of all samples of
+ * a put run went to that walk). So the list is cut into segments at its nodes of layer
+ * COLLECT_LAYER (about 4^3 nodes each), and COLLECT_WAYS segments are walked at once,
+ * each step prefetching its node's successor: a first pass counts each segment's
+ * nodes, a second (the nodes now cached) writes their entries where they belong. */
+#define COLLECT_LAYER 3
+#define COLLECT_WAYS 8
+
+struct seg_cursor {
+	struct ld_mnode *n, *end; /* the next node of segment k; the first of segment k+1 */
+	size_t k, i;              /* the segment; its nodes so far (with @out: where the
+				     next one goes) */
+};
+
+static void seg_begin(struct seg_cursor *c, struct ld_mnode *const *starts, size_t nseg,
+		      size_t k, const size_t *pos, bool writing)
+{
+	c->k = k;
+	c->n = starts[k];
+	c->end = k + 1 < nseg ? starts[k + 1] : NULL;
+	c->i = writing ? pos[k] : 0;
+}
+
+/* Walks the @nseg segments: without @out, pos[k] = the number of nodes of segment k;
+ * with it, the entries of segment k go to out[pos[k]...]. */
+static void walk_segments(struct ld_mnode *const *starts, size_t nseg, size_t *pos,
+			  struct ld_entry **out)
+{
+	struct seg_cursor c[COLLECT_WAYS];
+	size_t next = 0, live = 0;
+	while (live < COLLECT_WAYS && next < nseg)
+		seg_begin(&c[live++], starts, nseg, next++, pos, out != NULL);
+	while (live > 0)
+		for (size_t w = 0; w < live;) {
+			struct seg_cursor *x = &c[w];
+			if (x->n == x->end) {
+				if (!out)
+					pos[x->k] = x->i;
+				if (next < nseg)
+					seg_begin(x, starts, nseg, next++, pos, out != NULL);
+				else
+					c[w] = c[--live];
+				continue;
+			}
+			if (out)
+				out[x->i] = x->n->e;
+			x->i++;
+			x->n = ld_mt_next(x->n);
+			if (x->n)
+				__builtin_prefetch(x->n);
+			w++;
+		}
+}
+
+size_t ld_mt_collect(const struct ld_memtable *mt, struct ld_entry **out)
+{
+	size_t cap = (mt->capacity >> (2 * COLLECT_LAYER)) * 2 + 16, nseg = 0;
+	struct ld_mnode **starts = malloc(cap * sizeof(*starts));
+	if (starts) {
+		starts[nseg++] = ld_mt_next(mt->head);
+		for (struct ld_mnode *s = atomic_load(&mt->head->next[COLLECT_LAYER]); s;
+		     s = atomic_load(&s->next[COLLECT_LAYER])) {
+			if (nseg == cap) {
+				struct ld_mnode **more = realloc(starts, 2 * cap * sizeof(*starts));
+				if (!more) {
+					free(starts);
+					starts = NULL;
+					break;
+				}
+				starts = more;
+				cap *= 2;
+			}
+			starts[nseg++] = s;
+		}
+	}
+	size_t *pos = starts ? malloc(nseg * sizeof(*pos)) : NULL;
+	size_t n = 0;
+	if (!pos) { /* out of DRAM for the segments: one walk, one miss at a time */
+		free(starts);
+		for (struct ld_mnode *m = ld_mt_next(mt->head); m; m = ld_mt_next(m))
+			out[n++] = m->e;
+		return n;
+	}
+	walk_segments(starts, nseg, pos, NULL);
+	for (size_t k = 0; k < nseg; k++) {
+		size_t cnt = pos[k];
+		pos[k] = n;
+		n += cnt;
+	}
+	walk_segments(starts, nseg, pos, out);
+	free(pos);
+	free(starts);
+	return n;
+}
+
 struct ld_mnode *ld_mt_seek(struct ld_memtable *mt, const void *k, size_t kl)
 {
 	if (kl == 0)
