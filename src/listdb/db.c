@@ -329,10 +329,11 @@ static int write_entry(struct tips_listdb *db, uint8_t op, const void *key, size
 		atomic_fetch_add(&mt->done, 1); /* the slot stays empty; the node with mt */
 		return rc;
 	}
-	fill_entry(e, (mt->seq << 32) | slot, op, h, key, klen, val, vlen);
+	uint64_t lsn = (mt->seq << 32) | slot;
+	fill_entry(e, lsn, op, h, key, klen, val, vlen);
 	struct ld_mt_pos pos;
 	pm_flush(e, size);
-	ld_mt_locate(mt, node, e, &pos); /* its misses overlap the flush */
+	ld_mt_locate(mt, node, e, key, klen, lsn, &pos); /* its misses overlap the flush */
 	pm_drain(); /* the durability point: before the entry can be found */
 	atomic_fetch_add(&c->entries, 1);
 	atomic_store(&c->max_seq, mt->seq);
@@ -654,13 +655,18 @@ static int batch_write(struct tips_listdb *db, struct ld_tls *t, const struct ti
 		atomic_fetch_add(&mt->done, b->ngroups); /* the slots stay empty */
 		return rc;
 	}
-	struct ld_entry *e = batch_log(b, m, hdr, size, (mt->seq << 32) | slot);
+	uint64_t lsn = (mt->seq << 32) | slot;
+	struct ld_entry *e = batch_log(b, m, hdr, size, lsn);
 	atomic_fetch_add(&c->entries, (uint32_t)b->ngroups);
 	atomic_store(&c->max_seq, mt->seq);
-	for (size_t g = 0; g < b->ngroups; g++) {
-		ld_mt_insert(mt, m->node[g], e);
-		count_write(t, e->op);
-		e = (struct ld_entry *)((char *)e + ld_entry_bytes(e));
+	for (size_t g = 0; g < b->ngroups; g++) { /* from @b: the span's lines were written back */
+		size_t x = batch_group_last(b, g);
+		uint8_t op = batch_group_op(b, g);
+		size_t vlen = op == LD_OP_DELETE ? 0 : b->items[x].vlen;
+		ld_mt_insert(mt, m->node[g], e, batch_key(b, x), b->items[x].klen, lsn + g);
+		count_write(t, op);
+		e = (struct ld_entry *)((char *)e + ld_entry_size(m->node[g]->height,
+								   b->items[x].klen, vlen));
 	}
 	atomic_fetch_add(&mt->done, b->ngroups);
 	return 0;

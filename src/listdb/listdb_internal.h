@@ -171,17 +171,24 @@ void ld_mt_destroy(struct ld_memtable *mt);
  * ld_mt_node_take: from @mt's arena, for insertion into @mt only (never freed alone). */
 struct ld_mnode *ld_mt_node_new(unsigned height);
 struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsigned height);
-/* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. */
-void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e);
+/* Links @node (from ld_mt_node_new(e->height)) for @e (lock-free); cannot fail. @key,
+ * @klen and @lsn are @e's, from the caller: @e itself is not read, as its lines were
+ * just written back (clwb evicts them on some CPUs, AMD Zen among them: reading @e
+ * again cost a miss to PM per put, 14% of a put run's samples there). */
+void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
+		  const void *key, size_t klen, uint64_t lsn);
 /* ld_mt_insert in two steps. ld_mt_locate fills @node for @e and finds its place in
  * @pos, publishing nothing (a put runs it while its entry's flush is under way);
- * ld_mt_link then links it at @pos, searching again where another insert intervened. */
+ * ld_mt_link then links it at @pos, searching again where another insert intervened.
+ * @key stays the caller's until ld_mt_link returns. */
 struct ld_mt_pos {
 	struct ld_mnode *preds[LD_MAX_HEIGHT], *succs[LD_MAX_HEIGHT];
 	uint64_t bloom_hash; /* of the entry's key: its Bloom block is prefetched */
+	const void *key;     /* the entry's key (the caller's copy) */
+	size_t klen;
 };
 void ld_mt_locate(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
-		  struct ld_mt_pos *pos);
+		  const void *key, size_t klen, uint64_t lsn, struct ld_mt_pos *pos);
 void ld_mt_link(struct ld_memtable *mt, struct ld_mnode *node, struct ld_mt_pos *pos);
 /* The newest entry with this key, or NULL. */
 struct ld_entry *ld_mt_get(struct ld_memtable *mt, const void *k, size_t kl);

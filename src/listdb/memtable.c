@@ -207,22 +207,21 @@ struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsig
 }
 
 void ld_mt_locate(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
-		  struct ld_mt_pos *pos)
+		  const void *key, size_t klen, uint64_t lsn, struct ld_mt_pos *pos)
 {
 	node->e = e;
-	node->key8 = ld_key8(ld_key(e), e->klen);
-	node->lsn = e->lsn;
-	node->height = e->height;
-	pos->bloom_hash = ld_bloom_hash(ld_key(e), e->klen);
+	node->key8 = ld_key8(key, klen);
+	node->lsn = lsn;
+	pos->key = key;
+	pos->klen = klen;
+	pos->bloom_hash = ld_bloom_hash(key, klen);
 	ld_bloom_prefetch(mt->bloom, pos->bloom_hash);
-	find(mt, ld_key(e), e->klen, node->key8, e->lsn, pos->preds, pos->succs);
+	find(mt, key, klen, node->key8, lsn, pos->preds, pos->succs);
 }
 
 void ld_mt_link(struct ld_memtable *mt, struct ld_mnode *node, struct ld_mt_pos *pos)
 {
-	struct ld_entry *e = node->e;
 	unsigned h = node->height;
-	const void *k = ld_key(e);
 	if (node->heap)
 		atomic_fetch_add(&mt->heap_nodes, 1);
 	ld_bloom_add(mt->bloom, pos->bloom_hash); /* before the node is reachable */
@@ -234,15 +233,16 @@ void ld_mt_link(struct ld_memtable *mt, struct ld_mnode *node, struct ld_mt_pos 
 								    node, memory_order_release,
 								    memory_order_acquire))
 				break;
-			find(mt, k, e->klen, node->key8, e->lsn, pos->preds, pos->succs);
+			find(mt, pos->key, pos->klen, node->key8, node->lsn, pos->preds, pos->succs);
 		}
 	}
 }
 
-void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e)
+void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
+		  const void *key, size_t klen, uint64_t lsn)
 {
 	struct ld_mt_pos pos;
-	ld_mt_locate(mt, node, e, &pos);
+	ld_mt_locate(mt, node, e, key, klen, lsn, &pos);
 	ld_mt_link(mt, node, &pos);
 }
 
