@@ -599,6 +599,19 @@ static uint8_t batch_group_op(const struct tips_batch *b, size_t g)
 									: LD_OP_PUT;
 }
 
+/* The value length of group @g's entry (a delete logs none). */
+static size_t batch_group_vlen(const struct tips_batch *b, size_t g)
+{
+	return batch_group_op(b, g) == LD_OP_DELETE ? 0 : b->items[batch_group_last(b, g)].vlen;
+}
+
+/* Bytes of group @g's entry in the span, at its node's height. */
+static size_t batch_group_bytes(const struct tips_batch *b, const struct batch_nodes *m, size_t g)
+{
+	return ld_entry_size(m->node[g]->height, b->items[batch_group_last(b, g)].klen,
+			     batch_group_vlen(b, g));
+}
+
 /* Bytes of @b's span in the log with the nodes' heights, and whether every key's net
  * effect is a delete (then the span may go into the domain's spare chunk). */
 static size_t batch_span(const struct tips_batch *b, const struct batch_nodes *m, bool *tombs)
@@ -606,10 +619,8 @@ static size_t batch_span(const struct tips_batch *b, const struct batch_nodes *m
 	size_t size = LD_BATCH_HDR_BYTES;
 	*tombs = true;
 	for (size_t g = 0; g < b->ngroups; g++) {
-		size_t x = batch_group_last(b, g);
-		bool del = batch_group_op(b, g) == LD_OP_DELETE;
-		size += ld_entry_size(m->node[g]->height, b->items[x].klen, del ? 0 : b->items[x].vlen);
-		*tombs = *tombs && del;
+		size += batch_group_bytes(b, m, g);
+		*tombs = *tombs && batch_group_op(b, g) == LD_OP_DELETE;
 	}
 	return size;
 }
@@ -623,11 +634,10 @@ static struct ld_entry *batch_log(const struct tips_batch *b, const struct batch
 	uint64_t digest = lsn;
 	for (size_t g = 0; g < b->ngroups; g++) {
 		size_t x = batch_group_last(b, g);
-		uint8_t op = batch_group_op(b, g);
-		fill_entry(e, lsn + g, op, m->node[g]->height, batch_key(b, x), b->items[x].klen,
-			   batch_val(b, x), op == LD_OP_DELETE ? 0 : b->items[x].vlen);
+		fill_entry(e, lsn + g, batch_group_op(b, g), m->node[g]->height, batch_key(b, x),
+			   b->items[x].klen, batch_val(b, x), batch_group_vlen(b, g));
 		digest = ld_batch_digest(digest, e);
-		e = (struct ld_entry *)((char *)e + ld_entry_bytes(e));
+		e = (struct ld_entry *)((char *)e + batch_group_bytes(b, m, g));
 	}
 	uint64_t n = b->ngroups;
 	fill_entry(hdr, lsn, LD_OP_BATCH, 1, &n, 8, &digest, 8);
@@ -661,12 +671,9 @@ static int batch_write(struct tips_listdb *db, struct ld_tls *t, const struct ti
 	atomic_store(&c->max_seq, mt->seq);
 	for (size_t g = 0; g < b->ngroups; g++) { /* from @b: the span's lines were written back */
 		size_t x = batch_group_last(b, g);
-		uint8_t op = batch_group_op(b, g);
-		size_t vlen = op == LD_OP_DELETE ? 0 : b->items[x].vlen;
 		ld_mt_insert(mt, m->node[g], e, batch_key(b, x), b->items[x].klen, lsn + g);
-		count_write(t, op);
-		e = (struct ld_entry *)((char *)e + ld_entry_size(m->node[g]->height,
-								   b->items[x].klen, vlen));
+		count_write(t, batch_group_op(b, g));
+		e = (struct ld_entry *)((char *)e + batch_group_bytes(b, m, g));
 	}
 	atomic_fetch_add(&mt->done, b->ngroups);
 	return 0;
