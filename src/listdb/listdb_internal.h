@@ -173,9 +173,9 @@ struct ld_mnode *ld_mt_node_new(unsigned height);
 struct ld_mnode *ld_mt_node_take(struct ld_memtable *mt, struct ld_tls *t, unsigned height);
 /* Links @node (its height set by ld_mt_node_new or ld_mt_node_take; @e has that
  * height) for @e (lock-free); cannot fail. @key, @klen and @lsn are @e's, from the
- * caller: @e itself is not read, as its lines were just written back (clwb evicts them
- * on some CPUs, AMD Zen among them: reading @e again cost a miss to PM per put, 14% of
- * a put run's samples there). */
+ * caller: @e itself is not read, as its lines were just written back: on some CPUs, AMD
+ * Zen among them, the line then leaves the core's near caches, and that load was most of
+ * ld_mt_locate's time (docs/listdb.md, "Thirteenth round"). */
 void ld_mt_insert(struct ld_memtable *mt, struct ld_mnode *node, struct ld_entry *e,
 		  const void *key, size_t klen, uint64_t lsn);
 /* ld_mt_insert in two steps. ld_mt_locate fills @node for @e and finds its place in

@@ -57,8 +57,9 @@
 #include "util/errors_internal.h"
 
 /* An element to link and its predecessors. Its height is kept here, read in the scan:
- * the merge phase must not load it from the element once flushed, as clwb evicts the
- * line on some CPUs (AMD Zen): those loads were 23% of ld_zipper_shards' samples. */
+ * the merge phase must not load it from the element once flushed, as after clwb the
+ * line has left the core's near caches on some CPUs (AMD Zen): those loads were 23% of
+ * ld_zipper_shards' samples there. */
 struct push {
 	struct ld_entry *e;
 	unsigned h;
