@@ -10,8 +10,9 @@
  *  - All or nothing. When the commit returns 0 every operation is durable; after any
  *    crash either every operation of an acknowledged batch is visible, or the commit had
  *    not returned and none is. A commit that fails applies nothing.
- *  - One durability point: TIPS makes the whole batch durable with its usual two fences
- *    (one for all the records, one for the OLog tail), ListDB with one fence (the commit
+ *  - One durability point: TIPS makes the whole batch durable with two fences (one for
+ *    all the records, one for the OLog tail; a batch of one operation is a single write,
+ *    one fence), ListDB with one fence (the commit
  *    word of its batch), whatever the batch's size. This is also group commit: a client
  *    that pipelines writes pays the fences once per batch.
  *  - Order inside the batch: operations take effect in the order they were added. A key

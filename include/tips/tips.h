@@ -115,7 +115,7 @@ TIPS_API int tips_close(struct tips_db **db);
  * Writes. The verbs mean the same in TIPS, ListDB and write batches (the table in
  * README.md, "One vocabulary"): put = insert or overwrite; insert = only if absent;
  * update = only if present; remove = delete, only if present. Each is durable when it
- * returns 0 (two fences) and visible to every later get. Any thread may call them at
+ * returns 0 (one fence on PM) and visible to every later get. Any thread may call them at
  * any time, without registering.
  * Return: 0; TIPS_EKEYEXISTS (insert of a present key); TIPS_ENOTFOUND (update or
  * remove of an absent key); TIPS_ETOOBIG (key or value too long); TIPS_EINVAL;

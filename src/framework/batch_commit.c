@@ -6,10 +6,11 @@
  * effect (its last operation: a put or a delete) becomes one ordinary OLog record. All
  * records are written one after another into the thread's OLog and flushed without a
  * fence; one tail update then makes them durable together (olog_commit: fence 1 for the
- * records, fence 2 for the tail). That tail is the batch's only commit point: recovery
- * and replay read no record above a persistent tail, so after a crash the batch is
- * either wholly below it or wholly absent, and nothing else in the framework needs to
- * know about batches.
+ * records, fence 2 for the tail). That tail is the batch's only commit point: the
+ * records are not sealed (fw_layout.h), recovery's walk past the persistent tail stops
+ * at the first unsealed record, and replay reads nothing past durable_tail, so after a
+ * crash the batch is either wholly below the tail or wholly absent, and nothing else
+ * in the framework needs to know about batches.
  *
  * The write path is the single write's (db.c), widened to several keys: room in the
  * heap (admission), the OLog and the cache is secured first, without locks; then the
@@ -192,7 +193,7 @@ static void log_and_publish(struct tips_db *db, struct thread_ctx *ctx, struct t
 		p[i].entry->pending_slot = slot;
 		cache_mark_pending(db->cache, slot,
 				   cache_filter_hash(batch_key(b, p[i].item), it->klen));
-		olog_put_record(log, &tail, p[i].op, ts + i, batch_key(b, p[i].item), it->klen,
+		olog_put_record(log, &tail, false, p[i].op, ts + i, batch_key(b, p[i].item), it->klen,
 				batch_val(b, p[i].item), del ? 0 : it->vlen, (uint64_t)p[i].entry);
 	}
 	olog_commit(log, tail, n); /* the batch's durability point */

@@ -5,7 +5,7 @@
  * Write path (design decision "Data flow"): with the key's cache bucket locked, decide the
  * outcome (insert: key absent; update, delete: key present; from the cache's newest
  * entry, else from the index), take a commit stamp, append the record to the thread's
- * OLog and persist it (two fences: the durability point), then publish the cache entry
+ * OLog, sealed, and persist it (one fence: the durability point), then publish the cache entry
  * (the linearization point). Room in the OLog and in the cache is secured before the
  * lock is taken, so a writer never waits while holding a bucket. So is heap room: a
  * write is admitted only if replay will be able to apply it (admit.c); one that
@@ -21,6 +21,8 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -927,6 +929,8 @@ static int fw_format(struct tips_db *db, const struct tips_config *cfg)
 	fw->olog_size = olog;
 	fw->ulog_size = ulog;
 	fw->expected_keys = cfg->expected_keys;
+	if (getrandom(&fw->olog_salt, sizeof(fw->olog_salt), 0) != sizeof(fw->olog_salt))
+		return tips_set_error(TIPS_EIO, "getrandom failed: %s", strerror(errno));
 	fw->ulog_gen = 1;
 	uint64_t magic = FW_MAGIC;
 	fw->magic = magic; /* the checksum covers it */
@@ -1007,6 +1011,13 @@ static int volatile_state_init(struct tips_db *db)
 		l->pm = &slots[i];
 		l->ring = rings + (uint64_t)i * fw->olog_size;
 		l->size = fw->olog_size;
+		l->salt = fw->olog_salt;
+		/* After a crash, sealed records may follow the persistent tail: find them,
+		 * and make them and their end durable before anything reads them. A log
+		 * whose words are damaged is left to olog_verify to report. */
+		int rc = fw->state == FW_STATE_OPEN ? olog_recover(l, i) : 0;
+		if (rc)
+			return rc;
 		atomic_init(&l->durable_tail, slots[i].tail);
 		atomic_init(&l->head, slots[i].head);
 		l->applied = slots[i].head;
@@ -1212,6 +1223,8 @@ int tips_close(struct tips_db **pdb)
 	/* Applies every record and reclaims: the logs are empty, unless replay found the
 	 * heap full; then the records stay for the next open, which replays them. */
 	uint64_t left = replay_stop(db);
+	for (unsigned i = 0; i < db->ologs.n; i++)
+		olog_persist_tail(&db->ologs.logs[i]); /* the open needs no walk */
 	int rc = 0;
 	if (left == 0) {
 		db->fw->state = FW_STATE_CLEAN;

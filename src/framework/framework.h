@@ -203,6 +203,7 @@ struct olog {
 	                             persist thread, read by scans */
 	_Atomic uint64_t appended; /* records made durable since open */
 	uint64_t recovered_end;   /* records below were written before this open */
+	uint64_t salt;            /* fw_header.olog_salt: seeds the seals' CRC */
 	bool in_use;              /* owned by a thread (under olog_set.lock) */
 };
 
@@ -224,17 +225,26 @@ uint64_t olog_record_size(size_t klen, size_t vlen);
 bool olog_has_room(const struct olog *log, uint64_t size, uint64_t keep);
 /* True if @log has room for @bytes more bytes of records and PADs with @keep left. */
 bool olog_has_room_bytes(const struct olog *log, uint64_t bytes, uint64_t keep);
-/* Writes one record at *@tail (after a PAD if it does not fit before the ring's end)
- * and flushes it without a fence; advances *@tail. Only the log's owner calls it, and
- * nothing reads past durable_tail until olog_commit(). */
-void olog_put_record(struct olog *log, uint64_t *tail, unsigned op, uint64_t ts,
+/* Writes one record at *@tail (after a PAD if it does not fit before the ring's end),
+ * sealed or not (fw_layout.h), and flushes it without a fence; advances *@tail. Only
+ * the log's owner calls it, and nothing reads past durable_tail until olog_commit() or
+ * olog_append() moves it. */
+void olog_put_record(struct olog *log, uint64_t *tail, bool sealed, unsigned op, uint64_t ts,
 		     const void *key, size_t klen, const void *val, size_t vlen, uint64_t entry);
-/* Makes every record below @tail durable: fence, then the tail persisted (fence 2).
- * @records: how many records it covers (for the replay rate). */
+/* Makes every (unsealed) record below @tail durable: fence, then the tail persisted
+ * (fence 2): a batch's commit. @records: how many records it covers (for the replay
+ * rate). */
 void olog_commit(struct olog *log, uint64_t tail, uint64_t records);
-/* Appends and persists a record, then persists the tail: exactly two fences. */
+/* Appends a sealed record and fences: exactly one fence, the write's durability point. */
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
 		 const void *val, size_t vlen, uint64_t entry);
+/* Persists durable_tail as the tail (no writer may be appending): at close. */
+void olog_persist_tail(struct olog *log);
+/* After a crash: walks the sealed records from max(head, tail) (at most a ring's
+ * worth from head) to the end of the live records, flushes them and persists that end
+ * as the tail. TIPS_ECORRUPT if a record fails its seal with a valid one after it.
+ * Damaged head or tail words are left for olog_verify to report. */
+int olog_recover(struct olog *log, unsigned slot);
 static inline unsigned olog_live(const struct olog_set *s)
 {
 	return atomic_load_explicit(&s->live, memory_order_acquire);

@@ -8,10 +8,15 @@
  *
  * Log area: [OLog slot headers][ULog ring][OLog rings, one per slot].
  *  - An OLog is a circular buffer of 64-byte-aligned records addressed by logical
- *    offsets that only grow (physical = logical % size). Records in [head, tail) are
- *    live; a record is persistent before the tail that covers it (TIPS §4.1.5). A
- *    record never wraps: when it does not fit before the end, a PAD record fills the
- *    rest of the ring.
+ *    offsets that only grow (physical = logical % size). Records from head on are live.
+ *    A single write's record is sealed (OLOG_SEALED): it carries its lap and a CRC32C
+ *    seeded with its position and the pool's olog_salt, so its own fence makes it
+ *    durable and recovery finds it without a tail. A batch's records are not sealed:
+ *    they are durable once the persistent tail covers them (TIPS §4.1.5). So the
+ *    persistent tail is a lower bound written by batches, recovery and close, and the
+ *    live records are [head, end), where end is found by walking from max(head, tail)
+ *    over sealed records (olog_recover_end). A record never wraps: when it does not
+ *    fit before the end, a PAD record fills the rest of the ring.
  *  - The ULog is a sequence of undo records from offset 0, each stamped with the ULog
  *    generation and a checksum; the first record that fails either check ends it.
  *    Records come in groups persisted by one fence each; a record gives its distance
@@ -28,8 +33,9 @@
 
 #define FW_MAGIC 0x314b524f57504954ull /* "TIPWORK1" */
 #define FW_MAGIC_FORMATTING 0x3f4b524f57504954ull /* "TIPWORK?": a format in progress */
-#define FW_LAYOUT_VERSION 2u /* 2: ULog records in groups, CRC32C (1: one record per
-                                fence, zlib crc32) */
+#define FW_LAYOUT_VERSION 3u /* 3: sealed OLog records, a lazy tail, olog_salt (2: ULog
+                                records in groups, CRC32C; 1: one record per fence,
+                                zlib crc32) */
 #define FW_NAME_MAX 32u
 
 /* Life-cycle states (fw_header.state). */
@@ -45,6 +51,7 @@ struct fw_header {
 	uint64_t olog_size;         /* bytes of each OLog ring (multiple of 64) */
 	uint64_t ulog_size;         /* bytes of the ULog ring */
 	uint64_t expected_keys;     /* the sizing hint the index was created with */
+	uint64_t olog_salt;         /* random, drawn at format: seeds sealed records' CRC */
 	uint64_t checksum;          /* crc32 of the fields above */
 	/* Mutable words, own cache line. */
 	uint64_t index_root __attribute__((aligned(64))); /* the index's root object */
@@ -57,9 +64,10 @@ struct fw_header {
 	                               pools older than this word (it was padding) */
 };
 
-/* One OLog slot's persistent words; tail alone on its line (written per operation). */
+/* One OLog slot's persistent words; tail alone on its line (written per batch). */
 struct olog_slot_pm {
-	uint64_t tail __attribute__((aligned(64))); /* end of the persistent records */
+	uint64_t tail __attribute__((aligned(64))); /* every record below is persistent;
+	                                                sealed ones may follow */
 	uint64_t head __attribute__((aligned(64))); /* start of the live records */
 	uint64_t pending_head;      /* head to install in reclamation step 2 */
 };
@@ -69,9 +77,10 @@ struct olog_rec {
 	uint64_t ts_op;  /* commit timestamp << 8 | op (OLOG_OP_*) */
 	uint32_t len;    /* bytes of the whole record, a multiple of 64 */
 	uint16_t klen;
-	uint16_t reserved;
+	uint16_t seal;   /* OLOG_SEALED | lap % OLOG_LAP_MOD for a sealed record, else 0 */
 	uint32_t vlen;
-	uint32_t reserved2;
+	uint32_t crc;    /* sealed: CRC32C of the fields above, the key and the value,
+	                    seeded with the position and olog_salt; else 0 */
 	uint64_t entry;  /* DRAM cache entry of this write; meaningful only in the process
 	                    that wrote it (recovery ignores it) */
 	unsigned char data[];
@@ -82,6 +91,9 @@ struct olog_rec {
 #define OLOG_OP_PUT 3u
 #define OLOG_OP_DELETE 4u
 #define OLOG_OP_PAD 5u /* fills the ring's end; no operation */
+
+#define OLOG_SEALED 0x8000u  /* olog_rec.seal: durable by its own fence */
+#define OLOG_LAP_MOD 0x8000u /* laps are told apart modulo this */
 
 #define OLOG_REC_TS(r) ((r)->ts_op >> 8)
 #define OLOG_REC_OP(r) ((unsigned)((r)->ts_op & 0xff))

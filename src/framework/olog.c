@@ -1,15 +1,20 @@
 /*
  * olog.c - the per-thread operational log (TIPS §4.1.5).
  *
- * Each writer thread appends to an OLog slot of its own, so appends need no lock. An
- * append is the durability point of a write and costs exactly two fences: the record
- * (and a PAD record, if the ring wraps) is flushed and fenced, then the tail is stored,
- * flushed and fenced. Only then does durable_tail (DRAM) move, and replay and scans
- * read no further than durable_tail, so nobody ever acts on a record whose tail is not
- * persistent. Space is freed only by reclamation, which moves the head (reclaim.c).
- * A write batch is several records put one after another (olog_put_record, no fence)
- * and committed by one tail update (olog_commit): the same two fences, and a crash
- * leaves all of them below the persistent tail or none.
+ * Each writer thread appends to an OLog slot of its own, so appends need no lock. A
+ * single write's append is its durability point and costs one fence: the record (and a
+ * PAD record, if the ring wraps) is sealed (fw_layout.h: its lap and a CRC32C seeded
+ * with its position), flushed and fenced. Only then does durable_tail (DRAM) move, and
+ * replay and scans read no further than durable_tail, so nobody ever acts on a record
+ * that is not persistent. The paper persists a tail after the record (a second fence);
+ * here recovery finds the end instead (olog_recover): sealed records follow one
+ * another from the persistent tail, and the first one whose lap, checksum or shape is
+ * wrong is where the log ends, because a record is written only after the previous
+ * one's fence. Space is freed only by reclamation, which moves the head (reclaim.c).
+ * A write batch is several unsealed records put one after another (olog_put_record, no
+ * fence) and committed by one tail update (olog_commit): two fences, and a crash leaves
+ * all of them below the persistent tail or none, since the walk stops at an unsealed
+ * record.
  * olog_verify() checks a log read back from the pool (head, tail and every record)
  * before recovery follows it, so that a damaged log never sends a reader outside
  * its ring.
@@ -53,6 +58,35 @@ bool olog_has_room_bytes(const struct olog *log, uint64_t bytes, uint64_t keep)
  * copy (pm_copy_flush); longer ones are written in place and flushed. */
 #define OLOG_STAGE_MAX 512u
 
+/* The CRC seed of a sealed record at logical offset @pos: a record left at the same
+ * ring offset by an earlier lap, or one of another pool, does not check. */
+static uint32_t seal_seed(const struct olog *log, uint64_t pos)
+{
+	return (uint32_t)(((pos ^ log->salt) * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+static uint16_t seal_tag(const struct olog *log, uint64_t pos)
+{
+	return (uint16_t)(OLOG_SEALED | (pos / log->size) % OLOG_LAP_MOD);
+}
+
+/* A sealed record's CRC: of its header up to the crc field (replay clears `entry` in
+ * place), then of its key and value. */
+static uint32_t seal_crc(const struct olog *log, const struct olog_rec *r, uint64_t pos)
+{
+	uint32_t crc = fw_crc32c(seal_seed(log, pos), r, offsetof(struct olog_rec, crc));
+	if (OLOG_REC_OP(r) == OLOG_OP_PAD)
+		return crc;
+	return fw_crc32c(crc, r->data, (size_t)r->klen + r->vlen);
+}
+
+/* Seals @r, to be stored at logical offset @pos (@r may be a staging copy). */
+static void seal(const struct olog *log, struct olog_rec *r, uint64_t pos)
+{
+	r->seal = seal_tag(log, pos);
+	r->crc = seal_crc(log, r, pos);
+}
+
 static void fill_record(struct olog_rec *r, unsigned op, uint64_t ts, uint64_t size,
 			const void *key, size_t klen, const void *val, size_t vlen,
 			uint64_t entry)
@@ -60,16 +94,16 @@ static void fill_record(struct olog_rec *r, unsigned op, uint64_t ts, uint64_t s
 	r->ts_op = ts << 8 | op;
 	r->len = (uint32_t)size;
 	r->klen = (uint16_t)klen;
-	r->reserved = 0;
+	r->seal = 0;
 	r->vlen = (uint32_t)vlen;
-	r->reserved2 = 0;
+	r->crc = 0;
 	r->entry = entry;
 	memcpy(r->data, key, klen);
 	if (vlen)
 		memcpy(r->data + klen, val, vlen);
 }
 
-void olog_put_record(struct olog *log, uint64_t *ptail, unsigned op, uint64_t ts,
+void olog_put_record(struct olog *log, uint64_t *ptail, bool sealed, unsigned op, uint64_t ts,
 		     const void *key, size_t klen, const void *val, size_t vlen, uint64_t entry)
 {
 	uint64_t size = olog_record_size(klen, vlen);
@@ -77,8 +111,9 @@ void olog_put_record(struct olog *log, uint64_t *ptail, unsigned op, uint64_t ts
 	uint64_t to_end = log->size - tail % log->size;
 	if (size > to_end) {
 		struct olog_rec *pad = (struct olog_rec *)(log->ring + tail % log->size);
-		pad->ts_op = OLOG_OP_PAD;
-		pad->len = (uint32_t)to_end;
+		*pad = (struct olog_rec){ .ts_op = OLOG_OP_PAD, .len = (uint32_t)to_end };
+		if (sealed)
+			seal(log, pad, tail);
 		pm_flush(pad, sizeof(*pad));
 		tail += to_end;
 	}
@@ -90,12 +125,25 @@ void olog_put_record(struct olog *log, uint64_t *ptail, unsigned op, uint64_t ts
 		fill_record(staged, op, ts, size, key, klen, val, vlen, entry);
 		size_t used = sizeof(*staged) + klen + vlen;
 		memset(buf + used, 0, size - used);
+		if (sealed)
+			seal(log, staged, tail);
 		pm_copy_flush(r, buf, size);
 	} else {
 		fill_record(r, op, ts, size, key, klen, val, vlen, entry);
+		if (sealed)
+			seal(log, r, tail);
 		pm_flush(r, sizeof(*r) + klen + vlen);
 	}
 	*ptail = tail + size;
+}
+
+/* Records below @tail are durable: replay and scans may read them. */
+static void publish(struct olog *log, uint64_t tail, uint64_t records)
+{
+	atomic_store_explicit(&log->durable_tail, tail, memory_order_release);
+	atomic_store_explicit(&log->appended,
+			      atomic_load_explicit(&log->appended, memory_order_relaxed) + records,
+			      memory_order_relaxed);
 }
 
 void olog_commit(struct olog *log, uint64_t tail, uint64_t records)
@@ -103,18 +151,86 @@ void olog_commit(struct olog *log, uint64_t tail, uint64_t records)
 	pm_drain(); /* fence 1: every record below @tail is persistent */
 	pm_copy_flush(&log->pm->tail, &tail, sizeof(tail));
 	pm_drain(); /* fence 2: durability point */
-	atomic_store_explicit(&log->durable_tail, tail, memory_order_release);
-	atomic_store_explicit(&log->appended,
-			      atomic_load_explicit(&log->appended, memory_order_relaxed) + records,
-			      memory_order_relaxed);
+	publish(log, tail, records);
 }
 
 void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, size_t klen,
 		 const void *val, size_t vlen, uint64_t entry)
 {
 	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_relaxed);
-	olog_put_record(log, &tail, op, ts, key, klen, val, vlen, entry);
-	olog_commit(log, tail, 1);
+	olog_put_record(log, &tail, true, op, ts, key, klen, val, vlen, entry);
+	pm_drain(); /* the only fence: the sealed record is durable, the write too */
+	publish(log, tail, 1);
+}
+
+void olog_persist_tail(struct olog *log)
+{
+	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_acquire);
+	if (log->pm->tail == tail)
+		return;
+	pm_copy_flush(&log->pm->tail, &tail, sizeof(tail));
+	pm_drain();
+}
+
+/* True if a sealed record that checks lies at logical offset @pos, with @room bytes
+ * of the ring free from @pos on. */
+static bool sealed_at(const struct olog *log, uint64_t pos, uint64_t room)
+{
+	const struct olog_rec *r = (const struct olog_rec *)(log->ring + pos % log->size);
+	if (r->seal != seal_tag(log, pos) || r->len == 0 || r->len % 64 || r->len > room ||
+	    r->len > log->size - pos % log->size)
+		return false;
+	unsigned op = OLOG_REC_OP(r);
+	if (op != OLOG_OP_PAD &&
+	    (op < OLOG_OP_INSERT || op > OLOG_OP_DELETE || r->klen == 0 ||
+	     r->klen > TIPS_MAX_KEY || r->vlen > TIPS_MAX_VALUE ||
+	     sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len))
+		return false;
+	return seal_crc(log, r, pos) == r->crc;
+}
+
+/* Flushes [from, end) of the ring and persists @end as the tail: sealed records found
+ * in the caches (left by a killed process) reach the media before anything acts on
+ * them. */
+static void adopt_end(struct olog *log, uint64_t from, uint64_t end)
+{
+	for (uint64_t pos = from; pos < end;) {
+		uint64_t off = pos % log->size, n = log->size - off;
+		if (n > end - pos)
+			n = end - pos;
+		pm_flush(log->ring + off, n);
+		pos += n;
+	}
+	pm_drain();
+	if (log->pm->tail != end) {
+		log->pm->tail = end;
+		pm_persist(&log->pm->tail, sizeof(log->pm->tail));
+	}
+}
+
+int olog_recover(struct olog *log, unsigned slot)
+{
+	uint64_t head = log->pm->head, tail = log->pm->tail;
+	if (head % 64 || tail % 64 || (tail > head && tail - head > log->size))
+		return 0; /* olog_verify reports it */
+	uint64_t from = tail > head ? tail : head, pos = from;
+	while (pos - head < log->size && sealed_at(log, pos, log->size - (pos - head)))
+		pos += ((const struct olog_rec *)(log->ring + pos % log->size))->len;
+	/* Only the last record a crash interrupted can fail its seal: a record is written
+	 * after the previous one's fence. One that fails with a sealed record after it
+	 * was damaged after it was written. */
+	const struct olog_rec *r = (const struct olog_rec *)(log->ring + pos % log->size);
+	uint64_t after = pos + r->len;
+	if (pos - head < log->size && r->seal == seal_tag(log, pos) && r->len && r->len % 64 == 0 &&
+	    after - head < log->size && r->len <= log->size - pos % log->size &&
+	    sealed_at(log, after, log->size - (after - head)))
+		return tips_set_error(TIPS_ECORRUPT, "OLog %u: the record at offset %llu (ring "
+				      "offset %llu, len %u) fails its checksum, and a valid record "
+				      "follows it: the log was damaged after it was written",
+				      slot, (unsigned long long)pos,
+				      (unsigned long long)(pos % log->size), r->len);
+	adopt_end(log, from, pos);
+	return 0;
 }
 
 const struct olog_rec *olog_next(const struct olog *log, struct olog_cursor *c)

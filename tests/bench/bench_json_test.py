@@ -6,7 +6,8 @@ Checks, on tiny workloads:
   - the figures agree with each other: op counts add up to the operations, the mix
     follows the ratios, the timeline adds up to the operations, percentiles are ordered,
     the latency CDF rises to 1;
-  - the counters: a tips-* write costs exactly 2 fences and 2 flushed lines, a read 0,
+  - the counters: a tips-* write costs exactly 1 fence and 1 flushed line (its sealed
+    OLog record), a read 0,
     a dram-* index none at all; PM bytes per operation only for tips-*; framework
     counters present and in range for tips-* only; pmdk-hash (if listed) persists
     through libpmemobj, which the counters do not see: its persist fields are null
@@ -18,7 +19,7 @@ Checks, on tiny workloads:
     a log chunk pays the heap's few more, hence the small tolerance), a read none;
     --listdb-settle is the only way it waits between the phases;
   - --upsert: recorded in the config, and tips-hash's blind puts cost what its
-    checked writes do (2 fences, 2 lines);
+    checked writes do (1 fence, 1 line);
   - null (the harness alone): runs every workload, persists nothing;
   - --batch N: recorded in the config; a tips-* load in batches of 16 puts costs 2
     fences per commit, 1/8 per write, and a dram-* twin runs it too;
@@ -231,12 +232,13 @@ def check_single(doc, tips, records, ops, ratios, counted=True):
         check(abs(got - share) < 0.03, "%s: %s share %.3f, want %.2f" % (doc["index"], op, got, share))
     p = run_["persist"]
     if tips:
-        # Every sampled write is one OLog record and one tail: 2 lines, 2 fences.
-        check(p["fences_per_write"] == 2.0 and p["flushes_per_write"] == 2.0,
-              "tips: 2 fences and 2 lines per write, got %s" % p)
+        # Every sampled write is one sealed OLog record: 1 line, 1 fence (8-byte keys
+        # and values: the record is one line).
+        check(p["fences_per_write"] == 1.0 and p["flushes_per_write"] == 1.0,
+              "tips: 1 fence and 1 line per write, got %s" % p)
         check(p["fences_per_read"] == 0 and p["flushes_per_read"] == 0, "tips: reads are free")
         check(p["pm_bytes_per_op"] > 0, "tips: PM bytes are written")
-        check(load["persist"]["fences_per_write"] == 2.0, "tips: 2 fences per load insert")
+        check(load["persist"]["fences_per_write"] == 1.0, "tips: 1 fence per load insert")
         fw = run_["framework"]
         check(fw["replayed"] > 0 and fw["reclamations"] >= 0, "tips: replay ran")
         check(load["cpu_ns_per_op"]["replay"] > 0, "tips: the replay workers' CPU is seen")

@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -151,6 +152,24 @@ static void build_unclean(const char *path, const struct tips_index_ops *ops, st
 	REQUIRE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 }
 
+/* Bytes of live records from the head: those below the tail, then the sealed ones of
+ * the current lap that follow (their checksums are not checked: a few bytes more to
+ * flip do no harm). */
+static uint64_t live_bytes(const struct olog_slot_pm *slot, const unsigned char *ring,
+			   uint64_t size)
+{
+	uint64_t pos = slot->head;
+	while (pos - slot->head < size) {
+		const struct olog_rec *r = (const struct olog_rec *)(ring + pos % size);
+		bool sealed = r->seal == (OLOG_SEALED | (pos / size) % OLOG_LAP_MOD);
+		if ((pos >= slot->tail && !sealed) || r->len == 0 || r->len % 64 ||
+		    r->len > size - pos % size || r->len > size - (pos - slot->head))
+			break;
+		pos += r->len;
+	}
+	return pos - slot->head;
+}
+
 /* ---- where to flip ---------------------------------------------------------------- */
 
 struct range {
@@ -199,7 +218,8 @@ static void find_targets(const char *path, const char *scratch, struct targets *
 	const struct olog_slot_pm *slot = (const struct olog_slot_pm *)log;
 	uint64_t rings = log_off + slots_bytes + fw->ulog_size;
 	for (unsigned i = 0; i < fw->olog_slots; i++) {
-		uint64_t live = slot[i].tail - slot[i].head;
+		uint64_t live = live_bytes(&slot[i], log + slots_bytes + fw->ulog_size +
+					   i * fw->olog_size, fw->olog_size);
 		t->live_records += (unsigned)(live / 64);
 		if (live)
 			t->logs[t->nlogs++] = (struct range){
