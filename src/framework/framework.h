@@ -284,6 +284,13 @@ int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, voi
 #define ULOG_GROUP_MAX 8u
 int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
 		   void *const addr[], const size_t size[], unsigned n);
+/* ulog_add_group, then @then(@arg) under the ULog's lock, after the records are written
+ * and flushed and before their fence. If @then returns true it has fenced (covering the
+ * records), and the group takes no fence of its own: an allocation's record and an
+ * undo record durable together (fw_alloc_logging). */
+int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+			void *const addr[], const size_t size[], unsigned n,
+			bool (*then)(void *), void *arg);
 /* CRC32C (Castagnoli) of the ULog's records: hardware when the CPU has SSE4.2. */
 uint32_t fw_crc32c(uint32_t crc, const void *buf, size_t len);
 uint32_t fw_crc32c_portable(uint32_t crc, const void *buf, size_t len);

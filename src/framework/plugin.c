@@ -1,8 +1,9 @@
 /*
  * plugin.c - the plug-in API an index is written against (TIPS §3.2.6, Figure 2):
  * tips_alloc, tips_free, tips_ulog_add, tips_root, tips_block_valid; and, for the
- * indexes built into the library (src/indexes/idx_hooks.h, IDX_LOG2), fw_ulog_add_ranges:
- * several ranges an operation stores to, logged with one fence.
+ * indexes built into the library (src/indexes/idx_hooks.h, IDX_LOG2, IDX_ALLOC_LOG),
+ * fw_ulog_add_ranges: several ranges an operation stores to, logged with one fence, and
+ * fw_alloc_logging: a block and the undo record of a range, under one fence.
  *
  * The framework calls an index's ops only from threads it controls (replay workers,
  * recovery, create), and each of them names its database here first, so the index
@@ -52,12 +53,9 @@ static void note_growth(struct tips_db *db, size_t size)
 	}
 }
 
-void *tips_alloc(size_t size)
+/* tips_alloc for the current database (set). */
+static void *alloc_block(size_t size)
 {
-	if (!current) {
-		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
-		return NULL;
-	}
 	if (size > TIPS_HEAP_MAX_RUN_ALLOC && current->index &&
 	    heap_room(current->heap) < size + atomic_load(&current->heap_reserved)) {
 		tips_set_error(TIPS_ENOMEM, "tips_alloc(%zu): the heap's room is promised to "
@@ -71,6 +69,42 @@ void *tips_alloc(size_t size)
 	if (size > TIPS_HEAP_MAX_RUN_ALLOC && current->index)
 		note_growth(current, size);
 	return p;
+}
+
+void *tips_alloc(size_t size)
+{
+	if (!current) {
+		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
+		return NULL;
+	}
+	return alloc_block(size);
+}
+
+struct alloc_request {
+	size_t size;
+	void *block;
+};
+
+/* Under the ULog's lock: the allocation, whose record the heap fences before it
+ * returns a block (heap_alloc.c), which makes the group's records durable too. */
+static bool alloc_then(void *arg)
+{
+	struct alloc_request *req = arg;
+	req->block = alloc_block(req->size);
+	return req->block != NULL;
+}
+
+void *fw_alloc_logging(size_t size, void *addr, size_t lsize)
+{
+	if (!current) {
+		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
+		return NULL;
+	}
+	struct alloc_request req = { size, NULL };
+	if (ulog_add_group_then(current->ulog, current->heap, current->pool, &addr, &lsize, 1,
+				alloc_then, &req))
+		return NULL; /* not a range of the pool: a bug of the index */
+	return req.block;
 }
 
 void tips_free(void *ptr)

@@ -19,6 +19,10 @@
  * record); an intact record of a later group means damage, and fails the rollback with
  * TIPS_ECORRUPT. The index stores to no range of a group before the group's fence has
  * returned, so undoing a record of an unfinished group rewrites the bytes in place.
+ * A group may borrow its fence from an allocation made under the mutex right after its
+ * records are flushed (ulog_add_group_then, fw_alloc_logging): the heap fences an
+ * allocation's record before it returns, which persists the group's records too, so an
+ * allocating operation pays one fence for both.
  *
  * Checksum: CRC32C (Castagnoli), computed with the SSE4.2 crc32 instruction when the
  * CPU has it and by a table otherwise; both give the same value, so a pool written on
@@ -216,8 +220,9 @@ static int range_check(struct ulog *u, struct tips_heap *heap, struct tips_pool 
 	return 0;
 }
 
-int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
-		   void *const addr[], const size_t size[], unsigned n)
+int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+			void *const addr[], const size_t size[], unsigned n,
+			bool (*then)(void *), void *arg)
 {
 	bool log[ULOG_GROUP_MAX];
 	unsigned todo = 0;
@@ -229,8 +234,11 @@ int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *poo
 		log[i] = rc == 0;
 		todo += log[i];
 	}
-	if (!todo)
+	if (!todo) {
+		if (then)
+			then(arg);
 		return 0;
+	}
 	pthread_mutex_lock(&u->lock);
 	uint64_t start = u->used, off = start, logged = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -272,14 +280,24 @@ int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *poo
 		if (remember)
 			set_insert(u, (uint64_t)addr[i], size[i]);
 	}
+	/* @then runs while no other thread can append, so this group stays the ULog's last
+	 * until it is durable: by @then's fence if it says it fenced, else by ours. */
+	bool fenced = then && then(arg);
 	if (logged) {
-		pm_drain(); /* the group's one fence: before any of its stores */
+		if (!fenced)
+			pm_drain(); /* the group's one fence: before any of its stores */
 		__atomic_store_n(&u->used, off, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&u->lock);
 	atomic_fetch_add_explicit(&u->logged, logged, memory_order_relaxed);
 	atomic_fetch_add_explicit(&u->bytes, off - start, memory_order_relaxed);
 	return 0;
+}
+
+int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+		   void *const addr[], const size_t size[], unsigned n)
+{
+	return ulog_add_group_then(u, heap, pool, addr, size, n, NULL, NULL);
 }
 
 int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, void *addr,

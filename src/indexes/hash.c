@@ -37,11 +37,12 @@
  * replacement node in place of the old one; remove logs and stores the predecessor's
  * link. The code never flushes or fences: the framework makes the stores durable.
  *
- * Conversion cost: 8 hook sites - IDX_ALLOC 3 (root, bucket array, node), IDX_FREE 3
- * (root when create fails, replaced node in update, removed node in remove), IDX_LOG 2
- * (link_set(), which every pointer store goes through, and the in-place value).
- * insert uses 2 (the node's IDX_ALLOC, link_set's IDX_LOG); Figure 3's insert, an
- * upsert, uses 3, its third being our update's in-place value log.
+ * Conversion cost: 8 hook sites - IDX_ALLOC 2 (root, bucket array), IDX_ALLOC_LOG 1 (a
+ * new node and the link it will be stored into, under one fence), IDX_FREE 3 (root when
+ * create fails, replaced node in update, removed node in remove), IDX_LOG 2 (link_set(),
+ * which remove's unlink goes through, and the in-place value). insert uses 1 (the
+ * node's IDX_ALLOC_LOG); Figure 3's insert, an upsert, uses 3 (alloc, log, and our
+ * update's in-place value log).
  *
  * Scan. Keys are hashed, so an ordered scan visits the whole table: O(n) per scan
  * whatever @count is, keeping the @count smallest keys >= start in a bounded max-heap
@@ -143,20 +144,29 @@ static struct hash_node **chain_find(struct hash_node **head, const void *key, u
  * then store with the counter of the link's stripe @st odd (write lock held). Every
  * pointer store of the table goes through here (Figure 3, lines 19-20); the node @to
  * points at is complete before the release that publishes it. */
-static inline void link_set(struct hash_stripe *st, struct hash_node **link,
-			    struct hash_node *to)
+/* Stores @to into @link, which the caller logged. */
+static inline void link_store(struct hash_stripe *st, struct hash_node **link,
+			      struct hash_node *to)
 {
-	IDX_LOG(link, sizeof(*link));
 	seq_write_begin(&st->seq);
 	atomic_store_explicit((struct hash_node *_Atomic *)link, to, memory_order_release);
 	seq_write_end(&st->seq);
 }
 
-/* A new node holding @key/@val, pointing at @next; fresh memory, so no logging. */
-static struct hash_node *node_new(const void *key, uint32_t klen, const void *val,
-				  uint32_t vlen, struct hash_node *next)
+static inline void link_set(struct hash_stripe *st, struct hash_node **link,
+			    struct hash_node *to)
 {
-	struct hash_node *n = IDX_ALLOC(sizeof(*n) + (size_t)klen + vlen);
+	IDX_LOG(link, sizeof(*link));
+	link_store(st, link, to);
+}
+
+/* A new node holding @key/@val, pointing at @next, that will be stored into @link:
+ * the node and @link's undo record come under one fence (IDX_ALLOC_LOG). The node is
+ * fresh memory, so it needs no logging. */
+static struct hash_node *node_new(const void *key, uint32_t klen, const void *val,
+				  uint32_t vlen, struct hash_node *next, struct hash_node **link)
+{
+	struct hash_node *n = IDX_ALLOC_LOG(sizeof(*n) + (size_t)klen + vlen, link, sizeof(*link));
 	if (!n)
 		return NULL;
 	n->next = next;
@@ -287,9 +297,10 @@ static int hash_insert(void *index, const void *key, size_t klen, const void *va
 	if (*chain_find(head, key, (uint32_t)klen)) {
 		rc = TIPS_EKEYEXISTS;
 	} else {
-		struct hash_node *n = node_new(key, (uint32_t)klen, val, (uint32_t)vlen, *head);
+		struct hash_node *n =
+			node_new(key, (uint32_t)klen, val, (uint32_t)vlen, *head, head);
 		if (n)
-			link_set(st, head, n);
+			link_store(st, head, n);
 		else
 			rc = TIPS_ENOMEM;
 	}
@@ -321,9 +332,9 @@ static int hash_update(void *index, const void *key, size_t klen, const void *va
 		}
 	} else {
 		struct hash_node *n =
-			node_new(key, (uint32_t)klen, val, (uint32_t)vlen, old->next);
+			node_new(key, (uint32_t)klen, val, (uint32_t)vlen, old->next, link);
 		if (n) {
-			link_set(st, link, n);
+			link_store(st, link, n);
 			IDX_FREE(old);
 		} else {
 			rc = TIPS_ENOMEM;

@@ -33,6 +33,12 @@
  *                        IDX_LOG of two ranges with one fence instead of two: for an
  *                        operation that logs both before its first store to either
  *                        (the records are durable together when it returns).
+ *   IDX_ALLOC_LOG(size, addr, lsize)
+ *                        IDX_ALLOC(size) and IDX_LOG(addr, lsize) with one fence
+ *                        instead of two: for an operation that allocates a block and
+ *                        will store to [addr, addr+lsize) (the block's link, usually).
+ *                        If it returns NULL, the range may still have been logged,
+ *                        which is harmless: a logged range need not be stored to.
  *   IDX_CHECK_BLOCK(p, min_size)
  *                        true if @p may be followed: in the tips build, @p starts an
  *                        allocated heap block of >= min_size usable bytes
@@ -92,6 +98,9 @@ int fw_ulog_add_ranges(void *const addr[], const size_t size[], unsigned n);
 #define IDX_LOG2(a1, s1, a2, s2)                                                     \
 	((void)fw_ulog_add_ranges((void *const[]){ (void *)(a1), (void *)(a2) },     \
 				  (const size_t[]){ (s1), (s2) }, 2))
+/* src/framework/plugin.c: the block, and the range's undo record, under one fence. */
+void *fw_alloc_logging(size_t size, void *addr, size_t lsize);
+#define IDX_ALLOC_LOG(size, addr, lsize) fw_alloc_logging((size), (void *)(addr), (lsize))
 #define IDX_FREE_BARRIER() ((void)0)
 #define IDX_CHECK_BLOCK(p, min_size) (tips_block_valid((p), (min_size)) != 0)
 #else
@@ -100,6 +109,7 @@ int fw_ulog_add_ranges(void *const addr[], const size_t size[], unsigned n);
 #define IDX_FREE(p) grace_free(p)
 #define IDX_LOG(addr, size) ((void)(addr), (void)(size))
 #define IDX_LOG2(a1, s1, a2, s2) ((void)(a1), (void)(s1), (void)(a2), (void)(s2))
+#define IDX_ALLOC_LOG(size, addr, lsize) ((void)(addr), (void)(lsize), idx_dram_alloc(size))
 #define IDX_FREE_BARRIER() grace_free_barrier()
 #define IDX_CHECK_BLOCK(p, min_size) ((void)(min_size), (p) != NULL)
 #endif
