@@ -317,7 +317,8 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	/* Counted and marked before replay can see the record, and before publishing. */
 	e->pending_slot = cache_count_unapplied(db->cache, 1);
 	cache_mark_pending(db->cache, e->pending_slot, cache_filter_hash(key, klen));
-	olog_append(ctx->log, op, e->ts, key, klen, val, vlen, (uint64_t)e);
+	olog_append(ctx->log, op | (e->pending_slot ? OLOG_OP_SLOT_BIT : 0), e->ts, key, klen,
+		    val, vlen, (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);
 	cache_bucket_unlock(b);
 	if (long_chain)

@@ -74,7 +74,8 @@ struct olog_slot_pm {
 
 /* OLog record header; key then value follow; the record is padded to 64 bytes. */
 struct olog_rec {
-	uint64_t ts_op;  /* commit timestamp << 8 | op (OLOG_OP_*) */
+	uint64_t ts_op;  /* commit timestamp << 8 | the writer's pending slot << 7 | op
+	                    (OLOG_OP_*) */
 	uint32_t len;    /* bytes of the whole record, a multiple of 64 */
 	uint16_t klen;
 	uint16_t seal;   /* OLOG_SEALED | lap % OLOG_LAP_MOD for a sealed record, else 0 */
@@ -95,8 +96,14 @@ struct olog_rec {
 #define OLOG_SEALED 0x8000u  /* olog_rec.seal: durable by its own fence */
 #define OLOG_LAP_MOD 0x8000u /* laps are told apart modulo this */
 
+/* The op byte's top bit: the cache's unapplied count the write is in (cache_entry's
+ * pending_slot), so that replay need not read the entry for it. Meaningless in a
+ * record written before this open. */
+#define OLOG_OP_SLOT_BIT 0x80u
+
 #define OLOG_REC_TS(r) ((r)->ts_op >> 8)
-#define OLOG_REC_OP(r) ((unsigned)((r)->ts_op & 0xff))
+#define OLOG_REC_OP(r) ((unsigned)((r)->ts_op & 0x7f))
+#define OLOG_REC_PENDING_SLOT(r) ((unsigned)((r)->ts_op >> 7) & 1u)
 
 /* ULog record header; the old bytes follow, padded to 8. */
 struct ulog_rec {

@@ -212,7 +212,9 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 		}
 		if (w->q[i].live) {
 			struct cache_entry *e = (struct cache_entry *)r->entry;
-			unsigned slot = e->pending_slot; /* gc may recycle e once applied */
+			/* From the record, which is in cache: the entry, written by a client
+			 * on another core, is not, and gc may recycle it once applied. */
+			unsigned slot = OLOG_REC_PENDING_SLOT(r);
 			atomic_store_explicit(&e->applied, 1, memory_order_release);
 			r->entry = 0; /* applied: skip it if a failed epoch collects it again */
 			cost += admit_cost(OLOG_REC_OP(r), r->klen, r->vlen);
