@@ -73,6 +73,14 @@ static int walk(uint64_t *end)
 	return rc;
 }
 
+/* Recovery from the current words succeeds and ends the log at @want. */
+#define WALK_ENDS_AT(want)                                                               \
+	do {                                                                             \
+		uint64_t end_;                                                           \
+		CHECK_RC(walk(&end_), 0);                                                \
+		CHECK(end_ == (want));                                                   \
+	} while (0)
+
 static void test_walk_over_laps(void)
 {
 	reset(0x1234);
@@ -122,17 +130,14 @@ static void test_torn_and_damaged(void)
 	uint64_t end;
 
 	last->data[8 + 3] ^= 0x10; /* a value byte of the last record */
-	CHECK_RC(walk(&end), 0);
-	CHECK(end == at[11]);
+	WALK_ENDS_AT(at[11]);
 	last->data[8 + 3] ^= 0x10;
 	slot->tail = 0;
-	CHECK_RC(walk(&end), 0);
-	CHECK(end == end_now());
+	WALK_ENDS_AT(end_now());
 
 	last->len ^= 64; /* the header: the record's length */
 	slot->tail = 0;
-	CHECK_RC(walk(&end), 0);
-	CHECK(end == at[11]);
+	WALK_ENDS_AT(at[11]);
 	last->len ^= 64;
 
 	struct olog_rec *mid = (struct olog_rec *)(ring + at[8] % RING);
@@ -142,8 +147,7 @@ static void test_torn_and_damaged(void)
 	CHECK(strstr(tips_errormsg(), "damaged") != NULL);
 	CHECK(slot->tail == 0); /* nothing adopted */
 	mid->data[1] ^= 0x01;
-	CHECK_RC(walk(&end), 0);
-	CHECK(end == end_now());
+	WALK_ENDS_AT(end_now());
 }
 
 static void test_batches_unsealed(void)
@@ -155,14 +159,11 @@ static void test_batches_unsealed(void)
 	unsigned char key[8] = { 1 }, val[8] = { 2 };
 	for (int i = 0; i < 3; i++)
 		olog_put_record(&log_, &tail, false, OLOG_OP_PUT, ts++, key, 8, val, 8, 0);
-	uint64_t end;
-	CHECK_RC(walk(&end), 0); /* the batch was not committed */
-	CHECK(end == singles_end);
+	WALK_ENDS_AT(singles_end); /* the batch was not committed */
 	olog_commit(&log_, tail, 3);
 	CHECK(slot->tail == tail && end_now() == tail);
 	append(8);
-	CHECK_RC(walk(&end), 0);
-	CHECK(end == end_now());
+	WALK_ENDS_AT(end_now());
 }
 
 static void test_other_salt(void)
@@ -170,13 +171,10 @@ static void test_other_salt(void)
 	reset(0xdef0);
 	for (int i = 0; i < 5; i++)
 		append(8);
-	uint64_t end;
 	log_.salt ^= 1;
-	CHECK_RC(walk(&end), 0);
-	CHECK(end == 0);
+	WALK_ENDS_AT(0);
 	log_.salt ^= 1;
-	CHECK_RC(walk(&end), 0);
-	CHECK(end == end_now());
+	WALK_ENDS_AT(end_now());
 }
 
 int main(void)
