@@ -520,6 +520,11 @@ static void free_after_grace(struct cache *c, struct unlinked *u)
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* Unlinked entries gc frees (after a grace period) as it goes, so that the room a sweep
+ * makes comes back during the sweep: a sweep of a full cache (500K entries) takes
+ * 100-150 ms, and writers that found the cache full waited for the whole of it. */
+#define GC_FREE_BATCH 8192u
+
 static void *gc_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "tips-gc"); /* for perf and top */
@@ -550,11 +555,16 @@ static void *gc_main(void *arg)
 			if (bucket_trim(b, c->chain_bound > 1 ? c->chain_bound - 1 : 1, &u) >
 			    c->chain_bound)
 				cache_queue_gc(c, b); /* not applied yet: look again later */
+			if (u.n >= GC_FREE_BATCH)
+				free_after_grace(c, &u);
 		}
 		if (sweep) /* full: every applied entry goes */
-			for (uint64_t i = 0; i <= c->mask; i++)
+			for (uint64_t i = 0; i <= c->mask; i++) {
 				if (atomic_load_explicit(&c->buckets[i].head, memory_order_relaxed))
 					bucket_trim(&c->buckets[i], 0, &u);
+				if (u.n >= GC_FREE_BATCH)
+					free_after_grace(c, &u);
+			}
 		free_after_grace(c, &u);
 		/* Writers may ask for the next early sweep once this one brought the cache
 		 * below high water, or after a pass for newly applied entries: not in a loop
