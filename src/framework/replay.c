@@ -305,7 +305,9 @@ static uint64_t backlog(struct tips_db *db)
 
 /* Reclaim when a worker's MLog lane is half full, the ULog is half full, an OLog holds
  * more than half its size of applied records, or a writer waits for OLog room and
- * reclaiming would give some (records applied since the last reclamation). */
+ * reclaiming would give a quarter of an OLog, or all it holds (every record applied).
+ * Not for less: a reclamation costs about a millisecond whatever it frees, and with
+ * the cores busy, reclaiming whatever was applied meant one per few hundred writes. */
 static bool logs_need_reclaim(struct tips_db *db)
 {
 	if (atomic_load(&db->reclaim_wanted))
@@ -315,8 +317,12 @@ static bool logs_need_reclaim(struct tips_db *db)
 	bool room_wanted = atomic_load(&db->room_wanted);
 	for (unsigned i = 0; i < db->ologs.n; i++) {
 		struct olog *l = &db->ologs.logs[i];
-		uint64_t reclaimable = l->applied - atomic_load(&l->head);
-		if (reclaimable > l->size / 2 || (room_wanted && reclaimable > 0))
+		uint64_t head = atomic_load(&l->head);
+		uint64_t reclaimable = l->applied - head;
+		uint64_t held = atomic_load_explicit(&l->durable_tail, memory_order_acquire) - head;
+		if (reclaimable > l->size / 2 ||
+		    (room_wanted && reclaimable > 0 &&
+		     (reclaimable >= l->size / 4 || reclaimable == held)))
 			return true;
 	}
 	return false;
