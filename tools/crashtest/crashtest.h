@@ -20,7 +20,9 @@
  * thread writes an "intent" message (thread, op, key, value) to a pipe, after it an
  * "ack" (thread, rc); each message is one write() of a small struct, which a pipe keeps
  * whole. Values are unique and self-describing: 8 bytes (key << 32 | seq) or, one write
- * in four, 24 bytes (key, seq, checksum), so updates change the value's length and the
+ * in four, 120 bytes (key, seq, checksum, then bytes made from the checksum, which the
+ * verifier checks: a TIPS OLog record of 3 lines that a power failure can tear), so
+ * updates change the value's length and the
  * hash index replaces nodes (allocation and deferred free). seq is unique over the whole
  * campaign, so a value names the one intent that wrote it.
  *
@@ -156,7 +158,10 @@ enum {
 
 #define CRASH_EXIT 86               /* sim_crash_exit_code of every armed pool */
 #define SMALL_VALUE 8u              /* key << 32 | seq */
-#define LARGE_VALUE 24u             /* key, seq, checksum */
+#define LARGE_VALUE 120u            /* key, seq, checksum, then bytes made from the
+                                       checksum: a TIPS OLog record of 3 lines, so a
+                                       power failure can tear one */
+#define LARGE_VALUE_HEAD 24u        /* the key, seq and checksum words */
 #define VAL_MAX 32u                 /* bytes of a value the model and the verifier keep */
 #define DEFAULT_RECOVERY_EVENTS 2000u
 #define MAX_DETAILS 20u             /* detail lines per verification, then a count */
@@ -245,7 +250,14 @@ static inline uint64_t value_checksum(uint64_t key, uint64_t seq)
 	return rng_next(&s);
 }
 
-/* The value of the write with sequence number @seq to @key, @vlen 8 or 24 bytes. */
+/* Byte @i (>= LARGE_VALUE_HEAD) of a large value whose checksum word is @sum. */
+static inline unsigned char value_tail_byte(uint64_t sum, uint32_t i)
+{
+	return (unsigned char)((sum >> (8 * (i % 8))) ^ i);
+}
+
+/* The value of the write with sequence number @seq to @key, @vlen SMALL_VALUE or
+ * LARGE_VALUE bytes. */
 static inline void value_make(uint64_t key, uint64_t seq, uint32_t vlen, unsigned char *out)
 {
 	if (vlen == SMALL_VALUE) {
@@ -254,7 +266,23 @@ static inline void value_make(uint64_t key, uint64_t seq, uint32_t vlen, unsigne
 	} else {
 		uint64_t w[3] = { key, seq, value_checksum(key, seq) };
 		memcpy(out, w, sizeof(w));
+		for (uint32_t i = LARGE_VALUE_HEAD; i < LARGE_VALUE; i++)
+			out[i] = value_tail_byte(w[2], i);
 	}
+}
+
+/* False if a large value's bytes after its head are not the ones value_make wrote
+ * (the model keeps only VAL_MAX bytes of a value, so the verifier checks these). */
+static inline bool value_tail_ok(const unsigned char *val, uint32_t vlen)
+{
+	if (vlen != LARGE_VALUE)
+		return true;
+	uint64_t sum;
+	memcpy(&sum, val + 16, 8);
+	for (uint32_t i = LARGE_VALUE_HEAD; i < LARGE_VALUE; i++)
+		if (val[i] != value_tail_byte(sum, i))
+			return false;
+	return true;
 }
 
 /* Decodes a value found for @key: its seq if it is well formed for @key, else false. */
@@ -266,7 +294,7 @@ static inline bool value_decode(uint64_t key, const unsigned char *val, uint32_t
 		*seq = w & 0xffffffffull;
 		return w >> 32 == key;
 	}
-	if (vlen == LARGE_VALUE) {
+	if (vlen == LARGE_VALUE) { /* the head only: see value_tail_ok */
 		uint64_t w[3];
 		memcpy(w, val, sizeof(w));
 		*seq = w[1];
@@ -291,7 +319,7 @@ struct msg {
 	int32_t rc;    /* ACK: what the facade returned */
 	uint64_t key;  /* INTENT; DONE: background work during the run (before close) */
 	uint64_t seq;  /* INTENT: the value's sequence number; DONE: persist events */
-	uint32_t vlen; /* INTENT: 8 or 24 (0 for a delete) */
+	uint32_t vlen; /* INTENT: SMALL_VALUE or LARGE_VALUE (0 for a delete) */
 	uint32_t pad;
 };
 

@@ -173,6 +173,13 @@ void child_verify(const struct options *o, struct shared *sh, uint64_t crash,
 		/* a value longer than the buffer is found (0, vlen its length): still a
 		 * (wrong) value */
 		f->rc = bench_lookup(&db, kb, 8, buf, sizeof(buf), &vlen);
+		if (f->rc == 0 && !value_tail_ok(buf, (uint32_t)vlen)) {
+			fprintf(stderr, "crash %llu: key %llu: a value of %zu bytes whose bytes "
+				"after the first %u are not the ones written (a torn record "
+				"replayed?)\n", (unsigned long long)crash,
+				(unsigned long long)k, vlen, LARGE_VALUE_HEAD);
+			f->rc = TIPS_ECORRUPT; /* the campaign fails on it */
+		}
 		f->vlen = f->rc == 0 ? (uint32_t)vlen : 0;
 		memset(f->val, 0, VAL_MAX);
 		if (f->rc == 0)
