@@ -193,8 +193,8 @@ static void log_and_publish(struct tips_db *db, struct thread_ctx *ctx, struct t
 		p[i].entry->pending_slot = slot;
 		cache_mark_pending(db->cache, slot,
 				   cache_filter_hash(batch_key(b, p[i].item), it->klen));
-		olog_put_record(log, &tail, false, p[i].op | (slot ? OLOG_OP_SLOT_BIT : 0),
-				ts + i, batch_key(b, p[i].item), it->klen,
+		olog_put_record(log, &tail, false, OLOG_OP_IN_SLOT(p[i].op, slot), ts + i,
+				batch_key(b, p[i].item), it->klen,
 				batch_val(b, p[i].item), del ? 0 : it->vlen, (uint64_t)p[i].entry);
 	}
 	olog_commit(log, tail, n); /* the batch's durability point */

@@ -5,8 +5,8 @@
  * Write path (design decision "Data flow"): with the key's cache bucket locked, decide the
  * outcome (insert: key absent; update, delete: key present; from the cache's newest
  * entry, else from the index), take a commit stamp, append the record to the thread's
- * OLog, sealed, and persist it (one fence: the durability point), then publish the cache entry
- * (the linearization point). Room in the OLog and in the cache is secured before the
+ * OLog, sealed, and persist it (one fence: the durability point), then publish the cache
+ * entry (the linearization point). Room in the OLog and in the cache is secured before the
  * lock is taken, so a writer never waits while holding a bucket. So is heap room: a
  * write is admitted only if replay will be able to apply it (admit.c); one that
  * cannot be is refused with TIPS_ENOSPC, and a delete, which makes room, is admitted
@@ -317,8 +317,8 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	/* Counted and marked before replay can see the record, and before publishing. */
 	e->pending_slot = cache_count_unapplied(db->cache, 1);
 	cache_mark_pending(db->cache, e->pending_slot, cache_filter_hash(key, klen));
-	olog_append(ctx->log, op | (e->pending_slot ? OLOG_OP_SLOT_BIT : 0), e->ts, key, klen,
-		    val, vlen, (uint64_t)e);
+	olog_append(ctx->log, OLOG_OP_IN_SLOT(op, e->pending_slot), e->ts, key, klen, val, vlen,
+		    (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);
 	cache_bucket_unlock(b);
 	if (long_chain)

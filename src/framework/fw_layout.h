@@ -15,7 +15,7 @@
  *    they are durable once the persistent tail covers them (TIPS §4.1.5). So the
  *    persistent tail is a lower bound written by batches, recovery and close, and the
  *    live records are [head, end), where end is found by walking from max(head, tail)
- *    over sealed records (olog_recover_end). A record never wraps: when it does not
+ *    over sealed records (olog_recover, olog.c). A record never wraps: when it does not
  *    fit before the end, a PAD record fills the rest of the ring.
  *  - The ULog is a sequence of undo records from offset 0, each stamped with the ULog
  *    generation and a checksum; the first record that fails either check ends it.
@@ -104,6 +104,8 @@ struct olog_rec {
 #define OLOG_REC_TS(r) ((r)->ts_op >> 8)
 #define OLOG_REC_OP(r) ((unsigned)((r)->ts_op & 0x7f))
 #define OLOG_REC_PENDING_SLOT(r) ((unsigned)((r)->ts_op >> 7) & 1u)
+/* The op byte of a record for op @op written in pending slot @slot. */
+#define OLOG_OP_IN_SLOT(op, slot) ((op) | ((slot) ? OLOG_OP_SLOT_BIT : 0u))
 
 /* ULog record header; the old bytes follow, padded to 8. */
 struct ulog_rec {

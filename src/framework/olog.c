@@ -163,30 +163,48 @@ void olog_append(struct olog *log, unsigned op, uint64_t ts, const void *key, si
 	publish(log, tail, 1);
 }
 
-void olog_persist_tail(struct olog *log)
+/* Persists @tail as the log's tail, unless it is already. */
+static void tail_persist(struct olog *log, uint64_t tail)
 {
-	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_acquire);
 	if (log->pm->tail == tail)
 		return;
 	pm_copy_flush(&log->pm->tail, &tail, sizeof(tail));
 	pm_drain();
 }
 
-/* True if a sealed record that checks lies at logical offset @pos, with @room bytes
- * of the ring free from @pos on. */
-static bool sealed_at(const struct olog *log, uint64_t pos, uint64_t room)
+void olog_persist_tail(struct olog *log)
+{
+	tail_persist(log, atomic_load_explicit(&log->durable_tail, memory_order_acquire));
+}
+
+/* What is wrong with the record @r found at logical offset @pos (tail at @end), or
+ * NULL if it can be read: it lies inside the ring and below the tail, and its key and
+ * value lie inside it. */
+static const char *record_problem(const struct olog *log, const struct olog_rec *r,
+				  uint64_t pos, uint64_t end)
+{
+	if (r->len == 0 || r->len % 64)
+		return "a length that is a non-zero multiple of 64";
+	if (r->len > end - pos || r->len > log->size - pos % log->size)
+		return "a record that ends before the tail and the ring's end";
+	unsigned op = OLOG_REC_OP(r);
+	if (op == OLOG_OP_PAD)
+		return NULL;
+	if (op < OLOG_OP_INSERT || op > OLOG_OP_DELETE)
+		return "an op code of 1..5";
+	if (r->klen == 0 || r->klen > TIPS_MAX_KEY || r->vlen > TIPS_MAX_VALUE)
+		return "a key of 1..TIPS_MAX_KEY bytes and a value of at most TIPS_MAX_VALUE";
+	if (sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len)
+		return "key and value inside the record's length";
+	return NULL;
+}
+
+/* True if a sealed record that checks lies at logical offset @pos and ends by @end. */
+static bool sealed_at(const struct olog *log, uint64_t pos, uint64_t end)
 {
 	const struct olog_rec *r = (const struct olog_rec *)(log->ring + pos % log->size);
-	if (r->seal != seal_tag(log, pos) || r->len == 0 || r->len % 64 || r->len > room ||
-	    r->len > log->size - pos % log->size)
-		return false;
-	unsigned op = OLOG_REC_OP(r);
-	if (op != OLOG_OP_PAD &&
-	    (op < OLOG_OP_INSERT || op > OLOG_OP_DELETE || r->klen == 0 ||
-	     r->klen > TIPS_MAX_KEY || r->vlen > TIPS_MAX_VALUE ||
-	     sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len))
-		return false;
-	return seal_crc(log, r, pos) == r->crc;
+	return r->seal == seal_tag(log, pos) && !record_problem(log, r, pos, end) &&
+	       seal_crc(log, r, pos) == r->crc;
 }
 
 /* Flushes [from, end) of the ring and persists @end as the tail: sealed records found
@@ -202,10 +220,7 @@ static void adopt_end(struct olog *log, uint64_t from, uint64_t end)
 		pos += n;
 	}
 	pm_drain();
-	if (log->pm->tail != end) {
-		log->pm->tail = end;
-		pm_persist(&log->pm->tail, sizeof(log->pm->tail));
-	}
+	tail_persist(log, end);
 }
 
 int olog_recover(struct olog *log, unsigned slot)
@@ -213,17 +228,16 @@ int olog_recover(struct olog *log, unsigned slot)
 	uint64_t head = log->pm->head, tail = log->pm->tail;
 	if (head % 64 || tail % 64 || (tail > head && tail - head > log->size))
 		return 0; /* olog_verify reports it */
-	uint64_t from = tail > head ? tail : head, pos = from;
-	while (pos - head < log->size && sealed_at(log, pos, log->size - (pos - head)))
+	uint64_t from = tail > head ? tail : head, pos = from, limit = head + log->size;
+	while (pos < limit && sealed_at(log, pos, limit))
 		pos += ((const struct olog_rec *)(log->ring + pos % log->size))->len;
 	/* Only the last record a crash interrupted can fail its seal: a record is written
 	 * after the previous one's fence. One that fails with a sealed record after it
 	 * was damaged after it was written. */
 	const struct olog_rec *r = (const struct olog_rec *)(log->ring + pos % log->size);
 	uint64_t after = pos + r->len;
-	if (pos - head < log->size && r->seal == seal_tag(log, pos) && r->len && r->len % 64 == 0 &&
-	    after - head < log->size && r->len <= log->size - pos % log->size &&
-	    sealed_at(log, after, log->size - (after - head)))
+	if (pos < limit && r->seal == seal_tag(log, pos) && r->len % 64 == 0 && after > pos &&
+	    after < limit && sealed_at(log, after, limit))
 		return tips_set_error(TIPS_ECORRUPT, "OLog %u: the record at offset %llu (ring "
 				      "offset %llu, len %u) fails its checksum, and a valid record "
 				      "follows it: the log was damaged after it was written",
@@ -253,28 +267,6 @@ const struct olog_rec *olog_next(const struct olog *log, struct olog_cursor *c)
 		if (!pad)
 			return r;
 	}
-	return NULL;
-}
-
-/* What is wrong with the record @r found at logical offset @pos (tail at @end), or
- * NULL if it can be read: it lies inside the ring and below the tail, and its key and
- * value lie inside it. */
-static const char *record_problem(const struct olog *log, const struct olog_rec *r,
-				  uint64_t pos, uint64_t end)
-{
-	if (r->len == 0 || r->len % 64)
-		return "a length that is a non-zero multiple of 64";
-	if (r->len > end - pos || r->len > log->size - pos % log->size)
-		return "a record that ends before the tail and the ring's end";
-	unsigned op = OLOG_REC_OP(r);
-	if (op == OLOG_OP_PAD)
-		return NULL;
-	if (op < OLOG_OP_INSERT || op > OLOG_OP_DELETE)
-		return "an op code of 1..5";
-	if (r->klen == 0 || r->klen > TIPS_MAX_KEY || r->vlen > TIPS_MAX_VALUE)
-		return "a key of 1..TIPS_MAX_KEY bytes and a value of at most TIPS_MAX_VALUE";
-	if (sizeof(*r) + (uint64_t)r->klen + r->vlen > r->len)
-		return "key and value inside the record's length";
 	return NULL;
 }
 
