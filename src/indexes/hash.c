@@ -140,11 +140,10 @@ static struct hash_node **chain_find(struct hash_node **head, const void *key, u
 	return link;
 }
 
-/* Stores @to into @link, a pointer that existed before this operation: log it first,
- * then store with the counter of the link's stripe @st odd (write lock held). Every
- * pointer store of the table goes through here (Figure 3, lines 19-20); the node @to
- * points at is complete before the release that publishes it. */
-/* Stores @to into @link, which the caller logged. */
+/* Stores @to into @link, which the caller logged, with the counter of the link's stripe
+ * @st odd (write lock held). Every pointer store of the table goes through here (Figure
+ * 3, lines 19-20); the node @to points at is complete before the release that
+ * publishes it. */
 static inline void link_store(struct hash_stripe *st, struct hash_node **link,
 			      struct hash_node *to)
 {
@@ -153,6 +152,8 @@ static inline void link_store(struct hash_stripe *st, struct hash_node **link,
 	seq_write_end(&st->seq);
 }
 
+/* link_store for a @link not logged yet (a pointer that existed before this
+ * operation). */
 static inline void link_set(struct hash_stripe *st, struct hash_node **link,
 			    struct hash_node *to)
 {
