@@ -75,6 +75,15 @@ struct tips_index_ops {
 	 * TIPS_ECORRUPT with a message naming the index, the node and what was expected.
 	 * open checks its root the same way. */
 	int (*walk)(void *index, tips_walk_fn fn, void *arg);
+	/* Optional (NULL: none). Starts loading, without waiting for it, what a write of
+	 * @key will touch first: replay calls it for the records it applies a few
+	 * operations later, so that their cache misses overlap the operations before them.
+	 * @deep 0: what the key alone locates (a bucket); 1: also what that points to (a
+	 * chain's first node), which a call with @deep 0 for the same key has brought in
+	 * a while before. Called from replay workers, concurrently with every other call;
+	 * it stores nothing, and a pointer it reads may be stale (a prefetch of any
+	 * address is harmless), so it takes no lock. */
+	void (*prefetch)(void *index, const void *key, size_t klen, int deep);
 };
 
 /**

@@ -68,6 +68,8 @@
 #define ULOG_OP_MIN 4096u          /* ULog bytes kept free per worker, at least */
 #define SERVE_EPOCHS 4u            /* epochs a request for room waits at most */
 #define BLOCKED_MAX 16u            /* failed keys a worker steps around in an epoch */
+#define AHEAD_FAR 16u              /* look-ahead: the record whose bucket is prefetched */
+#define AHEAD_NEAR 8u              /* ... and whose bucket's target is */
 
 struct queued {
 	const struct olog_rec *rec;
@@ -175,6 +177,23 @@ static bool key_blocked(const struct olog_rec *const *blocked, unsigned n,
 	return false;
 }
 
+/* Replay's look-ahead: before applying record @i of @w's queue, the index loads the
+ * bucket of record i + AHEAD_FAR and the node that of i + AHEAD_NEAR points to
+ * (tips_index_ops.prefetch), so that each operation's misses were started some
+ * operations before it, not when it reaches them. */
+static inline void look_ahead(const struct tips_index_ops *ops, void *index,
+			      const struct worker *w, size_t i)
+{
+	if (i + AHEAD_FAR < w->n) {
+		const struct olog_rec *r = w->q[i + AHEAD_FAR].rec;
+		ops->prefetch(index, r->data, r->klen, 0);
+	}
+	if (i + AHEAD_NEAR < w->n) {
+		const struct olog_rec *r = w->q[i + AHEAD_NEAR].rec;
+		ops->prefetch(index, r->data, r->klen, 1);
+	}
+}
+
 /*
  * Applies @w's queue, already in stamp order (see "Failed epochs" for what happens
  * when an operation fails: w->done, w->fail_ts, w->rc). For each live record (written
@@ -189,8 +208,11 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 	w->done = 0;
 	w->rc = 0;
 	w->fail_ts = UINT64_MAX;
+	const struct tips_index_ops *ops = db->ops;
 	for (size_t i = 0; i < w->n; i++) {
 		struct olog_rec *r = (struct olog_rec *)w->q[i].rec;
+		if (ops->prefetch)
+			look_ahead(ops, db->index, w, i);
 		if (key_blocked(blocked, nblocked, r))
 			continue;
 		int rc = i % ROOM_CHECK_EVERY ? 0 : room_for_ops(db, W);

@@ -1017,6 +1017,21 @@ static __attribute__((noinline)) int lookup_any(struct clht_index *h, const void
 						size_t klen, void *val, size_t cap,
 						size_t *vlen);
 
+/* Replay's look-ahead (plugin.h): loads @key's head bucket, for writing (its lock,
+ * layout and slots share the line). @deep 1 adds nothing: an 8-byte key and value
+ * live in the bucket, and an overflow bucket is rare. The table is read inside a read
+ * section, as a resize may free it. */
+static void clht_prefetch(void *index, const void *key, size_t klen, int deep)
+{
+	struct clht_index *h = index;
+	if (deep)
+		return;
+	IDX_READ_ENTER();
+	struct clht_table *t = atomic_load_explicit(&h->table, memory_order_acquire);
+	__builtin_prefetch(head_of(t, key_hash(key, klen)), 1, 3);
+	IDX_READ_EXIT();
+}
+
 static int clht_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
 		       size_t *vlen)
 {
@@ -1205,4 +1220,5 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.lookup = clht_lookup,
 	.scan = clht_scan,
 	.walk = clht_walk,
+	.prefetch = clht_prefetch,
 };

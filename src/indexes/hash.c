@@ -439,6 +439,24 @@ static int hash_lookup(void *index, const void *key, size_t klen, void *val, siz
 	return rc;
 }
 
+/* Replay's look-ahead (plugin.h): @deep 0 loads @key's bucket head, for writing;
+ * @deep 1 reads it, now in cache, and loads the first node of its chain and the
+ * stripe. A head read without the lock may be stale: it is only prefetched. */
+static void hash_prefetch(void *index, const void *key, size_t klen, int deep)
+{
+	struct hash_index *h = index;
+	uint64_t b = bucket_of(h, key, klen);
+	struct hash_node **head = &h->buckets[b];
+	if (!deep) {
+		__builtin_prefetch(head, 1, 3);
+		return;
+	}
+	__builtin_prefetch(stripe_of(h, b), 1, 3);
+	__builtin_prefetch(atomic_load_explicit((struct hash_node *_Atomic *)head,
+						memory_order_relaxed),
+			   1, 3);
+}
+
 /*
  * Scan: visits every chain, a stripe at a time under its read lock, keeping the @count
  * smallest keys >= @start (scan_topk.h); then calls @fn in key order with no lock held,
@@ -515,4 +533,5 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.lookup = hash_lookup,
 	.scan = hash_scan,
 	.walk = hash_walk,
+	.prefetch = hash_prefetch,
 };

@@ -14,6 +14,8 @@
  * random operations; scan order, count, start-key semantics and early stop; walk
  * visiting the root, the bucket array and every node exactly once; and four threads
  * (two writers on disjoint key sets, two readers) with invariants checked throughout.
+ * An index with the optional prefetch op has it called before each random operation
+ * and by the readers while the writers run: a hint, it must change nothing.
  * The index is created with expected_keys 1000 so chains collide.
  *
  * Contract points this test fixes (not spelled out in tips.h): a walk stops at the
@@ -484,6 +486,8 @@ static void test_model(const struct tips_index_ops *ops, uint64_t seed)
 		unsigned char v[MAXV];
 		uint32_t vlen;
 		int rc, want;
+		if (ops->prefetch) /* a hint: the model must still agree after it */
+			ops->prefetch(x.h, e->key, e->klen, (int)(op % 2));
 		switch (rnd(&seed) % 8) {
 		case 0: case 1: case 2: /* insert */
 			random_value(v, &vlen, (uint32_t)(rnd(&seed) % MAXV), &seed);
@@ -835,6 +839,8 @@ static void *reader_main(void *arg)
 				r->errors++;
 		} else { /* a writer's key: absent, or a well-formed value of its own */
 			wkey(k, (int)(i % 2), (i >> 8) % WKEYS);
+			if (ops->prefetch) /* while writers relink and resize (ASan: no stale read) */
+				ops->prefetch(r->c->h, k, 10, (int)(i >> 1) % 2);
 			int rc = ops->lookup(r->c->h, k, 10, v, sizeof(v), &vl);
 			if (rc == 0) {
 				r->found++;
