@@ -77,11 +77,12 @@ struct tips_index_ops {
 	int (*walk)(void *index, tips_walk_fn fn, void *arg);
 	/* Optional (NULL: none). Starts loading, without waiting for it, what a write of
 	 * @key will touch first: replay calls it for the records it applies a few
-	 * operations later, so that their cache misses overlap the operations before them.
+	 * operations later, so that their cache misses overlap the operations before them,
+	 * and a writing thread (@deep 0) as a write begins, so that the bucket its outcome
+	 * lookup reads loads while the write secures its room and locks its cache bucket.
 	 * @deep 0: what the key alone locates (a bucket); 1: also what that points to (a
 	 * chain's first node), which a call with @deep 0 for the same key has brought in
-	 * a while before. Called from replay workers, concurrently with every other call;
-	 * it stores nothing, and a pointer it reads may be stale (a prefetch of any
+	 * a while before. Called concurrently with every other call; it stores nothing, and a pointer it reads may be stale (a prefetch of any
 	 * address is harmless), so it takes no lock. */
 	void (*prefetch)(void *index, const void *key, size_t klen, int deep);
 };
