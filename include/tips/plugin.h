@@ -82,8 +82,9 @@ struct tips_index_ops {
 	 * lookup reads loads while the write secures its room and locks its cache bucket.
 	 * @deep 0: what the key alone locates (a bucket); 1: also what that points to (a
 	 * chain's first node), which a call with @deep 0 for the same key has brought in
-	 * a while before. Called concurrently with every other call; it stores nothing, and a pointer it reads may be stale (a prefetch of any
-	 * address is harmless), so it takes no lock. */
+	 * a while before. Called concurrently with every other call; it stores nothing,
+	 * and a pointer it reads may be stale (a prefetch of any address is harmless), so
+	 * it takes no lock. */
 	void (*prefetch)(void *index, const void *key, size_t klen, int deep);
 };
 

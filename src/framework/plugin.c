@@ -53,9 +53,12 @@ static void note_growth(struct tips_db *db, size_t size)
 	}
 }
 
-/* tips_alloc for the current database (set). */
-static void *alloc_block(size_t size)
+void *tips_alloc(size_t size)
 {
+	if (!current) {
+		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
+		return NULL;
+	}
 	if (size > TIPS_HEAP_MAX_RUN_ALLOC && current->index &&
 	    heap_room(current->heap) < size + atomic_load(&current->heap_reserved)) {
 		tips_set_error(TIPS_ENOMEM, "tips_alloc(%zu): the heap's room is promised to "
@@ -71,15 +74,6 @@ static void *alloc_block(size_t size)
 	return p;
 }
 
-void *tips_alloc(size_t size)
-{
-	if (!current) {
-		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
-		return NULL;
-	}
-	return alloc_block(size);
-}
-
 struct alloc_request {
 	size_t size;
 	void *block;
@@ -90,16 +84,14 @@ struct alloc_request {
 static bool alloc_then(void *arg)
 {
 	struct alloc_request *req = arg;
-	req->block = alloc_block(req->size);
+	req->block = tips_alloc(req->size);
 	return req->block != NULL;
 }
 
 void *fw_alloc_logging(size_t size, void *addr, size_t lsize)
 {
-	if (!current) {
-		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
-		return NULL;
-	}
+	if (!current)
+		return tips_alloc(size); /* which says why it cannot */
 	struct alloc_request req = { size, NULL };
 	if (ulog_add_group_then(current->ulog, current->heap, current->pool, &addr, &lsize, 1,
 				alloc_then, &req))
