@@ -11,11 +11,13 @@
  * cache_filter_hash, framework.h), before they are published, so a reader skips the
  * cache when nothing is unapplied or its key is unmarked ("Pending filter" below).
  *
- * The gc thread unlinks applied entries: from a bucket whose chain passed the bound
- * (shadowed entries first, then the oldest), or from every bucket when the cache is
- * nearly full (7/8 of its capacity: sweeping before it is full spares writers the wait)
- * or full. Unlinked entries are freed after a grace period (util/grace.h), so a reader
- * that still holds one reads valid memory.
+ * The gc thread unlinks applied entries: those replay just applied (it hands gc their
+ * keys' hashes after each epoch, cache_applied_keys), those of a bucket whose chain
+ * passed the bound (shadowed entries first, then the oldest), and, when the cache is
+ * nearly full (7/8 of its capacity: sweeping before it is full spares writers the
+ * wait) or full, those of the buckets after where its last sweep stopped, until the
+ * cache is down to 13/16. Unlinked entries are freed after a grace period
+ * (util/grace.h), so a reader that still holds one reads valid memory.
  * Small entries (an 8-byte key and value: CACHE_SMALL_ENTRY bytes in all) are recycled
  * rather than freed: gc hands them, after the grace period, to a pool of batches that
  * writers take whole into their thread's stash, so a write's entry costs a pointer pop
@@ -43,6 +45,8 @@ struct cache {
 	uint64_t mask;
 	uint64_t capacity;
 	uint64_t high_water;             /* past this many live entries, gc sweeps early */
+	uint64_t low_water;              /* where a sweep stops */
+	uint64_t hand;                   /* gc's: the bucket the next sweep starts at */
 	unsigned chain_bound;
 	_Atomic uint64_t live;           /* entries reserved or in chains */
 	_Atomic int sweep_asked;         /* a high-water sweep is asked for and not done */
@@ -56,6 +60,8 @@ struct cache {
 	unsigned waiting;                /* writers waiting (under mu) */
 	uint64_t *queue;                 /* buckets whose chain passed the bound */
 	size_t nqueue, queue_cap;
+	uint64_t *gone;                  /* key hashes of entries replay applied */
+	size_t ngone, gone_cap;
 	bool sweep;                      /* the cache is full: sweep all buckets */
 	/* Recycled small entries: batches of up to SPARE_BATCH linked through `next`. */
 	pthread_mutex_t spare_mu;
@@ -357,11 +363,45 @@ void cache_applied(struct cache *c, const uint64_t n[2])
 			atomic_fetch_sub(&c->u.unapplied[s], n[s]);
 }
 
+void cache_applied_keys(struct cache *c, uint64_t **v, size_t *n, size_t *cap)
+{
+	if (!*n)
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (!c->ngone) { /* the usual case: gc took the last ones; swap arrays */
+		uint64_t *g = c->gone;
+		size_t gcap = c->gone_cap;
+		c->gone = *v;
+		c->ngone = *n;
+		c->gone_cap = *cap;
+		*v = g;
+		*cap = gcap;
+	} else {
+		if (c->ngone + *n > c->gone_cap) {
+			size_t want = c->gone_cap * 2 > c->ngone + *n ? c->gone_cap * 2
+								       : c->ngone + *n;
+			uint64_t *g = realloc(c->gone, want * sizeof(*g));
+			if (g) {
+				c->gone = g;
+				c->gone_cap = want;
+			}
+		}
+		/* Without DRAM for them the hashes are dropped: their entries stay linked
+		 * until a sweep or a long chain takes them. */
+		if (c->ngone + *n <= c->gone_cap) {
+			memcpy(c->gone + c->ngone, *v, *n * sizeof(**v));
+			c->ngone += *n;
+		}
+	}
+	*n = 0;
+	pthread_mutex_unlock(&c->mu);
+}
+
 void cache_applied_more(struct cache *c)
 {
 	pthread_mutex_lock(&c->mu);
 	c->applied_more = true;
-	if (c->nqueue || c->sweep || c->waiting)
+	if (c->nqueue || c->ngone || c->sweep || c->waiting)
 		pthread_cond_signal(&c->gc_cv);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -520,18 +560,102 @@ static void free_after_grace(struct cache *c, struct unlinked *u)
 	pthread_mutex_unlock(&c->mu);
 }
 
+/*
+ * A sweep's misses are the entries: the bucket array is read in order (the hardware
+ * prefetcher keeps ahead of it), but each chain's first entry is a random line, and
+ * bucket_trim stalled on its `applied` flag (89% of its samples in a 10 s load of
+ * tips-hash), one miss at a time. So the sweep starts the miss of the first entry
+ * SWEEP_AHEAD_FAR buckets ahead and, once that line has come in, of the second one
+ * SWEEP_AHEAD_NEAR buckets ahead. A prefetch is only a hint: an entry unlinked and
+ * freed meanwhile costs a wasted line, never a wrong read (gc is the only unlinker,
+ * and the heads are read atomically, as a reader does).
+ */
+#define SWEEP_AHEAD_FAR 16u
+#define SWEEP_AHEAD_NEAR 8u
+
+static inline void sweep_look_ahead(struct cache *c, uint64_t i)
+{
+	struct cache_entry *e = atomic_load_explicit(
+		&c->buckets[(i + SWEEP_AHEAD_FAR) & c->mask].head, memory_order_relaxed);
+	if (e)
+		__builtin_prefetch(e, 1, 3);
+	e = atomic_load_explicit(&c->buckets[(i + SWEEP_AHEAD_NEAR) & c->mask].head,
+				 memory_order_relaxed);
+	if (e && (e = atomic_load_explicit(&e->next, memory_order_relaxed)))
+		__builtin_prefetch(e, 1, 3);
+}
+
 /* Unlinked entries gc frees (after a grace period) as it goes, so that the room a sweep
  * makes comes back during the sweep: a sweep of a full cache (500K entries) takes
  * 100-150 ms, and writers that found the cache full waited for the whole of it. */
 #define GC_FREE_BATCH 8192u
+
+/*
+ * A sweep unlinks every applied entry of the buckets it visits, from the hand on, and
+ * stops once the cache is down to its low water (or after one round of the table, when
+ * replay has not applied enough); the next sweep goes on from there. A sweep used to
+ * take every applied entry of the whole table: with a large cache (13M entries for 52M
+ * expected keys) that kept gc busy for about a second, and the writers' throughput
+ * fell by half meanwhile. Sweeps are the fallback now (entries whose hashes gc did
+ * not get, or a replay far behind): trim_gone takes applied entries as they come.
+ */
+static void sweep_from_hand(struct cache *c, struct unlinked *u)
+{
+	for (uint64_t n = 0; n <= c->mask; n++) {
+		uint64_t i = c->hand;
+		c->hand = (i + 1) & c->mask;
+		sweep_look_ahead(c, i);
+		if (atomic_load_explicit(&c->buckets[i].head, memory_order_relaxed))
+			bucket_trim(&c->buckets[i], 0, u);
+		if (u->n >= GC_FREE_BATCH) {
+			free_after_grace(c, u);
+			if (atomic_load(&c->live) <= c->low_water)
+				return;
+		}
+	}
+}
+
+/*
+ * Unlinks the applied entries of the buckets of @h's key hashes (what replay applied in
+ * an epoch or a few). Those entries serve almost nothing: a reader skips the cache for
+ * a key with nothing unapplied (the pending filter), and a writer's outcome lookup
+ * finds the key in the index as well. Kept until the cache neared its capacity, they
+ * cost: every chain a writer walks is longer (a miss per entry), the cache's lines
+ * crowd out the index's, and a sweep of a large, sparse table reads every empty bucket
+ * for the few entries it unlinks (docs/framework.md, "Sixteenth round"). Trimming them
+ * an epoch after they were applied reads lines replay touched a moment ago, and
+ * nothing else. The bucket and then its first entry are prefetched some hashes ahead.
+ */
+#define GONE_AHEAD_FAR 16u
+#define GONE_AHEAD_NEAR 8u
+
+static void trim_gone(struct cache *c, const uint64_t *h, size_t n, struct unlinked *u)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i + GONE_AHEAD_FAR < n)
+			__builtin_prefetch(&c->buckets[h[i + GONE_AHEAD_FAR] & c->mask], 1, 3);
+		if (i + GONE_AHEAD_NEAR < n) {
+			struct cache_entry *e = atomic_load_explicit(
+				&c->buckets[h[i + GONE_AHEAD_NEAR] & c->mask].head,
+				memory_order_relaxed);
+			if (e)
+				__builtin_prefetch(e, 1, 3);
+		}
+		struct cache_bucket *b = &c->buckets[h[i] & c->mask];
+		if (atomic_load_explicit(&b->head, memory_order_relaxed))
+			bucket_trim(b, 0, u);
+		if (u->n >= GC_FREE_BATCH)
+			free_after_grace(c, u);
+	}
+}
 
 static void *gc_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "tips-gc"); /* for perf and top */
 	struct cache *c = arg;
 	struct unlinked u = { 0 };
-	uint64_t *work = NULL;
-	size_t nwork = 0;
+	uint64_t *work = NULL, *gone = NULL;
+	size_t nwork = 0, ngone = 0, gone_cap = 0;
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		while (!c->stop && !c->applied_more && !c->sweep)
@@ -547,7 +671,19 @@ static void *gc_main(void *arg)
 		nwork = c->nqueue;
 		c->queue = NULL;
 		c->nqueue = c->queue_cap = 0;
+		/* Take the hashes and leave the array just worked through, empty, for
+		 * replay's next hand-over (arrays go round instead of being allocated). */
+		uint64_t *g = c->gone;
+		size_t ng = c->ngone, gcap = c->gone_cap;
+		c->gone = gone;
+		c->ngone = 0;
+		c->gone_cap = gone_cap;
+		gone = g;
+		ngone = ng;
+		gone_cap = gcap;
 		pthread_mutex_unlock(&c->mu);
+
+		trim_gone(c, gone, ngone, &u);
 
 		for (size_t i = 0; i < nwork; i++) {
 			struct cache_bucket *b = &c->buckets[work[i]];
@@ -558,13 +694,8 @@ static void *gc_main(void *arg)
 			if (u.n >= GC_FREE_BATCH)
 				free_after_grace(c, &u);
 		}
-		if (sweep) /* full: every applied entry goes */
-			for (uint64_t i = 0; i <= c->mask; i++) {
-				if (atomic_load_explicit(&c->buckets[i].head, memory_order_relaxed))
-					bucket_trim(&c->buckets[i], 0, &u);
-				if (u.n >= GC_FREE_BATCH)
-					free_after_grace(c, &u);
-			}
+		if (sweep) /* nearly full: applied entries go until low water */
+			sweep_from_hand(c, &u);
 		free_after_grace(c, &u);
 		/* Writers may ask for the next early sweep once this one brought the cache
 		 * below high water, or after a pass for newly applied entries: not in a loop
@@ -575,6 +706,7 @@ static void *gc_main(void *arg)
 	}
 	pthread_mutex_unlock(&c->mu);
 	free(work);
+	free(gone);
 	free(u.v);
 	free_chain(u.batch);
 	return NULL;
@@ -607,6 +739,7 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	c->mask = nb - 1;
 	c->capacity = capacity;
 	c->high_water = capacity - capacity / 8;
+	c->low_water = c->high_water - capacity / 16;
 	c->chain_bound = chain_bound;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->spare_mu, NULL);
@@ -640,6 +773,7 @@ void cache_delete(struct cache *c)
 	free(c->spare);
 	pthread_mutex_destroy(&c->spare_mu);
 	free(c->queue);
+	free(c->gone);
 	free(c->buckets);
 	free(c->u.pending);
 	pthread_mutex_destroy(&c->mu);

@@ -183,6 +183,10 @@ uint64_t cache_unapplied(const struct cache *c);
 void cache_applied(struct cache *c, const uint64_t n[2]);
 /* Tells gc that entries became applied (after an epoch). */
 void cache_applied_more(struct cache *c);
+/* Hands gc the key hashes (cache_key_hash) of entries replay applied, whose buckets gc
+ * then trims: *v's contents move to the cache (the caller gets an empty array back in
+ * *v, *n, *cap, possibly another one). Call before cache_applied_more. */
+void cache_applied_keys(struct cache *c, uint64_t **v, size_t *n, size_t *cap);
 void cache_read_lock(void);
 void cache_read_unlock(void);
 uint64_t cache_entries(const struct cache *c);

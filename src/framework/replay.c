@@ -82,6 +82,8 @@ struct worker {
 	pthread_t thread;
 	struct queued *q;
 	size_t n, cap;
+	uint64_t *gone;   /* key hashes of the cache entries applied, for gc */
+	size_t ngone, gone_cap;
 	size_t done;      /* records of q applied in this epoch */
 	uint64_t fail_ts; /* stamp of the first record left unapplied, UINT64_MAX if none */
 	int rc;           /* 0, or why that record could not be applied */
@@ -194,6 +196,21 @@ static inline void look_ahead(const struct tips_index_ops *ops, void *index,
 	}
 }
 
+/* Notes an applied entry's key for gc (cache_applied_keys). Without DRAM to note it,
+ * the entry stays in the cache until a sweep or a long chain takes it. */
+static void note_gone(struct worker *w, const struct olog_rec *r)
+{
+	if (w->ngone == w->gone_cap) {
+		size_t cap = w->gone_cap ? w->gone_cap * 2 : 4096;
+		uint64_t *g = realloc(w->gone, cap * sizeof(*g));
+		if (!g)
+			return;
+		w->gone = g;
+		w->gone_cap = cap;
+	}
+	w->gone[w->ngone++] = cache_key_hash(r->data, r->klen);
+}
+
 /*
  * Applies @w's queue, already in stamp order (see "Failed epochs" for what happens
  * when an operation fails: w->done, w->fail_ts, w->rc). For each live record (written
@@ -241,6 +258,7 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 			r->entry = 0; /* applied: skip it if a failed epoch collects it again */
 			cost += admit_cost(OLOG_REC_OP(r), r->klen, r->vlen);
 			live[slot]++;
+			note_gone(w, r);
 		}
 		w->done++;
 	}
@@ -514,6 +532,10 @@ static uint64_t epoch_run(struct tips_db *db, uint64_t *next_applied)
 			atomic_fetch_add(&db->epochs, 1);
 			atomic_fetch_add(&db->replayed, B);
 			atomic_fetch_add(&db->worker_sum, W);
+			for (unsigned i = 0; i < W; i++) {
+				struct worker *w = &db->workers[i];
+				cache_applied_keys(db->cache, &w->gone, &w->ngone, &w->gone_cap);
+			}
 			cache_applied_more(db->cache);
 			cache_pending_flip(db->cache);
 		}
@@ -679,6 +701,7 @@ uint64_t replay_stop(struct tips_db *db)
 		for (unsigned i = 0; i < db->nworkers_made; i++) {
 			pthread_join(db->workers[i].thread, NULL);
 			free(db->workers[i].q);
+			free(db->workers[i].gone);
 		}
 		free(db->workers);
 		db->workers = NULL;
