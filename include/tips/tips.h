@@ -71,7 +71,8 @@ struct tips_config {
 	uint64_t ulog_size;       /* bytes of ULog (default 32 MiB, at most 1/4 of the
 	                             log area) */
 	unsigned workers_low;     /* W_low: fewest replay workers (default 0) */
-	unsigned workers_up;      /* W_up: most replay workers (default: online cores) */
+	unsigned workers_up;      /* W_up: most replay workers (default: half the online
+	                             cores, at least 1) */
 	const struct tips_pool_options *pool; /* media/sim options, NULL for defaults */
 };
 

@@ -880,8 +880,14 @@ static void config_defaults(struct tips_config *c)
 	if (!c->chain_bound)
 		c->chain_bound = 5;
 	if (!c->workers_up) {
+		/* Half the online cores, as the paper sets W_up (§7: 32 of 64): the other
+		 * half runs the application. With every core as a possible worker, the
+		 * scaler added a second worker on 2 cores whenever replay fell behind, and
+		 * the two workers, the clients and gc then shared 2 cores: tips-hash A with
+		 * 2 clients ran at 2.03-2.08 Mops/s against 2.43-2.56 with 1 worker at most
+		 * (docs/framework.md, "Sixteenth round"). */
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		c->workers_up = n > 0 ? (unsigned)n : 1;
+		c->workers_up = n > 1 ? (unsigned)(n / 2) : 1;
 	}
 	if (c->workers_low > c->workers_up)
 		c->workers_low = c->workers_up;
