@@ -568,7 +568,7 @@ static void free_after_grace(struct cache *c, struct unlinked *u)
  * SWEEP_AHEAD_FAR buckets ahead and, once that line has come in, of the second one
  * SWEEP_AHEAD_NEAR buckets ahead. A prefetch is only a hint: an entry unlinked and
  * freed meanwhile costs a wasted line, never a wrong read (gc is the only unlinker,
- * and the heads are read atomically, as a reader does).
+ * and a head whose entry is read is loaded with acquire, as a reader does).
  */
 #define SWEEP_AHEAD_FAR 16u
 #define SWEEP_AHEAD_NEAR 8u
@@ -579,8 +579,9 @@ static inline void sweep_look_ahead(struct cache *c, uint64_t i)
 		&c->buckets[(i + SWEEP_AHEAD_FAR) & c->mask].head, memory_order_relaxed);
 	if (e)
 		__builtin_prefetch(e, 1, 3);
+	/* Acquire, as a reader's: this one reads the entry the writer published. */
 	e = atomic_load_explicit(&c->buckets[(i + SWEEP_AHEAD_NEAR) & c->mask].head,
-				 memory_order_relaxed);
+				 memory_order_acquire);
 	if (e && (e = atomic_load_explicit(&e->next, memory_order_relaxed)))
 		__builtin_prefetch(e, 1, 3);
 }
