@@ -1195,6 +1195,9 @@ int tips_open(const char *path, const struct tips_config *config,
 	if (rc)
 		goto fail;
 	db->heap = tips_pool_heap(db->pool);
+	/* Replay allocates one index node per insert, of a few sizes: let each worker's lane
+	 * record them HEAP_RESERVE_MAX at a time (heap_internal.h). */
+	heap_set_logged_reserve(db->heap, HEAP_RESERVE_MAX);
 	size_t root_size = 0;
 	db->fw = tips_pool_root(db->pool, &root_size);
 	if (root_size < sizeof(struct fw_header)) {

@@ -255,19 +255,35 @@ static uint32_t run_take_bit(struct tips_heap *h, struct lane *lane, int cls, ui
 
 /* ---- records -------------------------------------------------------------------- */
 
+/*
+ * Appends a record to @lane's log. A record fenced here (@fence) is composed first and
+ * written by pm_copy_flush, which streams it where that is cheaper (AMD, pm/persist.c):
+ * records are 32 bytes, two to a line, and on AMD a `clwb` takes the line out of the
+ * cache, so the next record's store missed on it and the fence waited for both; a
+ * replay worker's insert into tips-hash cost about 180 ns more that way (docs/framework.md,
+ * "Seventeenth round"). The fence orders and drains the streamed stores. A record
+ * that waits for a later fence (a logged free) is stored and flushed: its fence may be
+ * another thread's (the checkpoint's), which orders flushes but not this thread's
+ * streamed stores. Nothing reads a record back before a checkpoint or recovery, and a
+ * record whose fields did not all reach the media fails its check.
+ */
 static void record_write(struct tips_heap *h, struct lane *lane, uint64_t block, uint64_t slot,
 			 uint64_t size, enum heap_record_type type, bool fence)
 {
 	struct heap_record *r = &lane->log[lane->nrec++];
+	uint64_t gen = generation(h);
+	uint64_t tag = REC_TAG(gen, rec_check(gen, block, slot, size, type), type);
+	if (fence) {
+		struct heap_record rec = { .block = block, .slot = slot, .size = size, .tag = tag };
+		pm_copy_flush(r, &rec, sizeof(rec));
+		pm_drain();
+		return;
+	}
 	r->block = block;
 	r->slot = slot;
 	r->size = size;
-	uint64_t gen = generation(h);
-	__atomic_store_n(&r->tag, REC_TAG(gen, rec_check(gen, block, slot, size, type), type),
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(&r->tag, tag, __ATOMIC_RELEASE);
 	pm_flush(r, sizeof(*r));
-	if (fence)
-		pm_drain();
 }
 
 /*
@@ -279,11 +295,11 @@ static int lane_lock_with_room(struct tips_heap *h, struct lane **out)
 	struct lane *lane = lane_mine(h);
 	uint64_t cap = h->hdr->lane_records;
 	pthread_mutex_lock(&lane->lock);
-	while (lane->nrec >= cap) {
+	while (lane_records_used(lane) >= cap) {
 		pthread_mutex_unlock(&lane->lock);
 		lanes_lock_all(h); /* decide with every lane still: no MLog record can appear */
 		int rc = 0;
-		if (lane->nrec >= cap) {
+		if (lane_records_used(lane) >= cap) {
 			if (logged_pending(h) > 0 || h->undecided)
 				rc = tips_set_error(TIPS_ELOGFULL, "allocation log lane full while MLog "
 						    "records are pending: checkpoint or roll back first");
@@ -376,6 +392,163 @@ void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size
 	ref->hdr->size = size;
 }
 
+/* ---- reserves ------------------------------------------------------------------ */
+
+/*
+ * A logged allocation's record is one 32-byte store to the lane log, written back and
+ * fenced before the block is marked. On the AMD machine that write-back, not the fence,
+ * was about a fifth of what a replay worker spent on an insert into tips-hash: a record
+ * shares its line with the next one, and a flushed or streamed line costs its next store
+ * a trip to memory. A reserve writes the records of up to HEAP_RESERVE_MAX blocks of one
+ * size together (whole lines, one fence) and hands the blocks out one per allocation
+ * (docs/framework.md, "Seventeenth round"). Every block still has a durable
+ * ALLOC_LOGGED record of the generation before its bitmap bit or header is stored, so
+ * recovery treats a reserved block as any logged allocation: a rollback frees it.
+ */
+
+/* Don't reserve below this much room: near a full heap, allocate what is asked. */
+#define RESERVE_MIN_ROOM (8ull << 20)
+/* Lane records left free beyond a reserve's own (its records and their releases). */
+#define RESERVE_LANE_SLACK 256u
+
+void heap_set_logged_reserve(struct tips_heap *h, unsigned n)
+{
+	h->logged_reserve = n > HEAP_RESERVE_MAX ? HEAP_RESERVE_MAX : n;
+}
+
+/*
+ * Claims up to @want - 1 more free slots of the run @first lies in, after it (the bits
+ * are not stored yet: that waits for the records' fence, so they are claimed against a
+ * copy of each bitmap word). Fills @item[1..]; returns how many it claimed. Lane lock
+ * held: only its owner lane takes slots of a run.
+ */
+static unsigned reserve_more_slots(struct tips_heap *h, const struct block_ref *first,
+				   struct block_ref *item, unsigned want)
+{
+	uint64_t run = first->chunk;
+	int cls = (int)CHUNK_ARG(word_get(&h->table[run]));
+	uint32_t cap = run_capacity(cls), words = (cap + 63) / 64;
+	uint32_t left = h->runs[run].nfree - 1; /* free slots besides @first */
+	uint64_t *bm = run_bitmap(h, run);
+	unsigned got = 1;
+	for (uint32_t w = first->bit / 64; w < words && got < want && left > 0; w++) {
+		uint64_t v = word_get(&bm[w]);
+		if (w == first->bit / 64)
+			v |= (2ull << (first->bit % 64)) - 1; /* @first and every slot before it */
+		if (w == words - 1 && cap % 64)
+			v |= ~0ull << (cap % 64);
+		while (v != ~0ull && got < want && left > 0) {
+			uint32_t bit = (uint32_t)__builtin_ctzll(~v);
+			v |= 1ull << bit;
+			struct block_ref *ref = &item[got++];
+			*ref = *first;
+			ref->bit = w * 64 + bit;
+			ref->hdr = (struct block_header *)(chunk_addr(h, run) + RUN_BITMAP_BYTES +
+							   (uint64_t)ref->bit * class_slot[cls]);
+			left--;
+		}
+	}
+	return got;
+}
+
+/* Fills the empty reserve @rs of @lane with blocks of @size: all ALLOC_LOGGED records
+ * written and fenced, then every block marked. Lane lock held. False to allocate one
+ * by one. */
+static bool reserve_fill(struct tips_heap *h, struct lane *lane, struct lane_reserve *rs,
+			 size_t size)
+{
+	unsigned want = h->logged_reserve;
+	if (size + BLOCK_HEADER_SIZE > class_slot[NCLASSES - 1] ||
+	    lane->nrec + 2ull * want + RESERVE_LANE_SLACK > h->hdr->lane_records ||
+	    heap_room(h) < RESERVE_MIN_ROOM)
+		return false;
+	char *block;
+	if (block_reserve(h, lane, size, &block, &rs->item[0]))
+		return false; /* the one-by-one path makes room or says why not */
+	unsigned n = reserve_more_slots(h, &rs->item[0], rs->item, want);
+	uint64_t gen = generation(h);
+	struct heap_record rec[HEAP_RESERVE_MAX];
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t b = (uint64_t)rs->item[i].hdr;
+		rec[i] = (struct heap_record){
+			.block = b, .slot = 0, .size = size,
+			.tag = REC_TAG(gen, rec_check(gen, b, 0, size, REC_ALLOC_LOGGED), REC_ALLOC_LOGGED),
+		};
+	}
+	pm_copy_flush(&lane->log[lane->nrec], rec, n * sizeof(rec[0]));
+	pm_drain();
+	lane->nrec += n;
+	for (unsigned i = 0; i < n; i++) {
+		block_mark_allocated(h, &rs->item[i], size, gen);
+		room_add(h, -(int64_t)(rs->item[i].usable + BLOCK_HEADER_SIZE));
+	}
+	h->runs[rs->item[0].chunk].nfree -= n;
+	__atomic_store_n(&lane->logged, lane->logged + n, __ATOMIC_RELAXED);
+	rs->size = size;
+	rs->n = n;
+	rs->next = 0;
+	return true;
+}
+
+/* Hands out the next block of reserve @rs if it is of @size. Lane lock held. */
+static bool reserve_take(struct lane *lane, struct lane_reserve *rs, size_t size, void **out)
+{
+	if (rs->next >= rs->n || rs->size != size)
+		return false;
+	const struct block_ref *ref = &rs->item[rs->next++];
+	lane->allocs++;
+	lane->bytes_delta += (int64_t)ref->usable;
+	*out = (char *)ref->hdr + BLOCK_HEADER_SIZE;
+	return true;
+}
+
+static void release_one(struct tips_heap *h, struct lane *lane, struct lane_reserve *rs,
+			bool rollback)
+{
+	for (; rs->next < rs->n; rs->next++) {
+		const struct block_ref *ref = &rs->item[rs->next];
+		/* Whatever frees it subtracts its size, and a block never handed out was
+		 * never added. */
+		lane->bytes_delta += (int64_t)ref->usable;
+		if (rollback)
+			continue;
+		bool marked = block_mark_pending(h, ref);
+		TIPS_INVARIANT(marked, "a reserved block was already pending free");
+		record_write(h, lane, (uint64_t)ref->hdr, 0, rs->size, REC_FREE_LOGGED, false);
+		__atomic_store_n(&lane->logged, lane->logged + 1, __ATOMIC_RELAXED);
+	}
+	rs->n = rs->next = 0;
+}
+
+void reserve_release(struct tips_heap *h, struct lane *lane, bool rollback)
+{
+	for (unsigned i = 0; i < HEAP_LANE_RESERVES; i++)
+		release_one(h, lane, &lane->reserve[i], rollback);
+}
+
+/* A logged allocation from a reserve of the calling lane that holds @size, else from
+ * an empty one filled for @size; false if neither (reserves off, both hold other sizes,
+ * no room). Returns after a fence. */
+static bool alloc_reserved(struct tips_heap *h, size_t size, void **out)
+{
+	struct lane *lane = lane_mine(h);
+	pthread_mutex_lock(&lane->lock);
+	struct lane_reserve *empty = NULL;
+	bool got = false;
+	for (unsigned i = 0; i < HEAP_LANE_RESERVES && !got; i++) {
+		struct lane_reserve *rs = &lane->reserve[i];
+		got = reserve_take(lane, rs, size, out);
+		if (!empty && rs->next >= rs->n)
+			empty = rs;
+	}
+	if (!got && empty && reserve_fill(h, lane, empty, size))
+		got = reserve_take(lane, empty, size, out);
+	pthread_mutex_unlock(&lane->lock);
+	if (got)
+		pm_drain(); /* the contract of a logged allocation: ulog_add_group_then borrows it */
+	return got;
+}
+
 /*
  * Lanes keep their run of each class even when it empties; when the heap runs out of
  * room, every empty run a lane holds goes back to the free chunks, and every partly
@@ -438,6 +611,8 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 	if (size > h->nchunks * HEAP_CHUNK_SIZE)
 		return tips_set_error(TIPS_ETOOBIG, "allocation of %zu bytes exceeds the heap",
 				      size);
+	if (!slot && h->logged_reserve && alloc_reserved(h, size, out))
+		return 0;
 	struct lane *lane;
 	char *block = NULL;
 	struct block_ref ref = { 0 };

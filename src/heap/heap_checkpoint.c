@@ -236,6 +236,8 @@ int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 	struct block_ref ref;
 	uint64_t n;
 	struct line_filter f = { { 0, 0 } };
+	for (unsigned l = 0; l < h->nlanes; l++)
+		reserve_release(h, &h->lanes[l], rollback);
 	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
 		unsigned t = REC_TYPE(r->tag);
 		if (t == REC_ALLOC_SLOT || (t == REC_ALLOC_LOGGED && !rollback))
@@ -295,6 +297,10 @@ void heap_flush_logged_blocks(struct tips_heap *h)
 	const struct heap_record *r;
 	struct record_iter it;
 	struct line_filter f = { { 0, 0 } };
+	/* After this step a crash commits the generation: the blocks still in reserves must
+	 * be freed by it too, so their FREE_LOGGED records are written (and flushed) now. */
+	for (unsigned l = 0; l < h->nlanes; l++)
+		reserve_release(h, &h->lanes[l], false);
 	for (it = (struct record_iter){ 0, 0 }; (r = record_next(h, gen, &it));) {
 		if (REC_TYPE(r->tag) == REC_ALLOC_LOGGED)
 			flush_record_effects(h, r, true, &f);
@@ -321,7 +327,7 @@ uint64_t heap_lane_room(struct tips_heap *h)
 {
 	struct lane *lane = lane_mine(h);
 	pthread_mutex_lock(&lane->lock);
-	uint64_t used = lane->nrec;
+	uint64_t used = lane_records_used(lane);
 	pthread_mutex_unlock(&lane->lock);
 	uint64_t cap = h->hdr->lane_records;
 	return used >= cap ? 0 : cap - used;

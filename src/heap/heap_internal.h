@@ -50,7 +50,9 @@ void heap_grow_apply(void *base, uint64_t nchunks);
 /* Persists the contents of every block allocated by tips_heap_alloc_logged() since the
  * last checkpoint, and every record of tips_heap_free_logged() (written unflushed),
  * without committing anything: step 1 of UNO reclamation, after which a crash must
- * still find every free to apply. */
+ * still find every free to apply. The blocks left in lanes' reserves are freed here
+ * (FREE_LOGGED records), so that committing the generation leaks none of them; no
+ * logged allocation may come between this and the checkpoint. */
 void heap_flush_logged_blocks(struct tips_heap *heap);
 /* Bytes allocations could still take (free chunks and the free slots of runs; blocks
  * freed since the last checkpoint count as taken). Lock-free, exact between changes. */
@@ -58,6 +60,16 @@ uint64_t heap_room(const struct tips_heap *h);
 /* The part of heap_room() in free chunks: what a size class without free slots, or an
  * extent, can take. */
 uint64_t heap_chunk_room(const struct tips_heap *h);
+/* Most blocks a lane reserves ahead for logged allocations (heap_set_logged_reserve). */
+#define HEAP_RESERVE_MAX 16u
+/* Makes each lane take up to @n blocks (at most HEAP_RESERVE_MAX; 0: none, the default)
+ * at a time for tips_heap_alloc_logged() of one size: their ALLOC_LOGGED records are
+ * written together under one fence, and the next allocations of that size hand them
+ * out with no record of their own (each still returns after a fence, as every logged
+ * allocation does). Blocks left at a checkpoint are freed by it (FREE_LOGGED records),
+ * at a rollback with the allocations; in between they count as allocated. Not taken
+ * when the heap is nearly full or the lane log nearly so. Call before allocating. */
+void heap_set_logged_reserve(struct tips_heap *heap, unsigned n);
 /* Records still free in the calling thread's lane log. */
 uint64_t heap_lane_room(struct tips_heap *heap);
 

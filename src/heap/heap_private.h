@@ -74,6 +74,8 @@ static inline uint32_t run_capacity(int cls)
 
 /* ---- volatile state ------------------------------------------------------------- */
 
+#define HEAP_LANE_RESERVES 2u /* reserves of logged allocations per lane, one size each */
+
 struct run_state {
 	int32_t owner;          /* lane that allocates from it, -1 if none */
 	int32_t prev, next;     /* links in its class list, -1 at the ends */
@@ -81,6 +83,15 @@ struct run_state {
 	bool listed;            /* in the class list */
 	_Atomic uint64_t *pending_free; /* bit set: a FREE record of this generation exists */
 } __attribute__((aligned(64))); /* lanes allocate from neighbouring runs: no false sharing */
+
+/* A block as found from an address: which chunk, which bit (runs), its header. */
+struct block_ref {
+	uint64_t chunk;            /* run chunk or extent head */
+	bool extent;
+	uint32_t bit;              /* runs */
+	struct block_header *hdr;
+	size_t usable;
+};
 
 struct lane {
 	pthread_mutex_t lock;
@@ -92,7 +103,27 @@ struct lane {
 	/* Statistics, kept per lane so that no shared line is written per call. */
 	uint64_t allocs, frees;
 	int64_t bytes_delta;     /* usable bytes allocated minus freed since open */
+	/* Blocks taken ahead for logged allocations (heap_set_logged_reserve), one size per
+	 * reserve, two sizes at once (a tree allocates leaves and nodes): allocated, each
+	 * with its ALLOC_LOGGED record, not yet handed out; items [next, n). A checkpoint
+	 * releases what is left with FREE_LOGGED records, a rollback with the allocations
+	 * themselves, so a reserve never outlives its generation. */
+	struct lane_reserve {
+		size_t size;
+		uint32_t n, next;
+		struct block_ref item[HEAP_RESERVE_MAX];
+	} reserve[HEAP_LANE_RESERVES];
 } __attribute__((aligned(64)));
+
+/* Records a lane's log holds or has promised: those written, and a FREE_LOGGED for
+ * each block still in its reserves (written by the step that releases them). */
+static inline uint64_t lane_records_used(const struct lane *l)
+{
+	uint64_t n = l->nrec;
+	for (unsigned i = 0; i < HEAP_LANE_RESERVES; i++)
+		n += l->reserve[i].n - l->reserve[i].next;
+	return n;
+}
 
 /*
  * A first-come first-served gate for whoever takes every lane (checkpoints, a full
@@ -146,6 +177,7 @@ struct tips_heap {
 	uint64_t chunk_hint;
 
 	bool undecided;                  /* LOGGED records found by recovery, not decided */
+	unsigned logged_reserve;         /* blocks a lane reserves at a time, 0: none */
 	const struct heap_record **freeing; /* checkpoint scratch: records that free blocks */
 
 	_Atomic uint64_t n_checkpoints, n_rollbacks, n_recovered;
@@ -210,14 +242,6 @@ static inline uint64_t extent_chunks(uint64_t size)
 }
 
 
-/* A block as found from an address: which chunk, which bit (runs), its header. */
-struct block_ref {
-	uint64_t chunk;            /* run chunk or extent head */
-	bool extent;
-	uint32_t bit;              /* runs */
-	struct block_header *hdr;
-	size_t usable;
-};
 
 
 /* ---- calls between the heap's files ------------------------------------------------- */
@@ -286,6 +310,11 @@ void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size
 		uint64_t gen);
 void block_set_bits(struct tips_heap *h, const struct block_ref *ref, size_t size);
 bool block_mark_pending(struct tips_heap *h, const struct block_ref *ref);
+/* Releases what is left of @lane's reserves (its lock, or every lane, held): with
+ * FREE_LOGGED records that the checkpoint about to run applies, or, for a rollback,
+ * nothing (the rollback undoes the reserves' allocations). Called by checkpoint_locked
+ * and heap_flush_logged_blocks. */
+void reserve_release(struct tips_heap *h, struct lane *lane, bool rollback);
 
 /* Defined in heap_checkpoint.c: taking every lane, checkpoints, applying a record. */
 int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback);

@@ -4,8 +4,9 @@
  * Covers: sizes across every class and extents, alignment, non-overlap, the walk and
  * the check, deferred frees (no reuse before a checkpoint), double and foreign frees,
  * freshness by generation, a full heap that recovers, the MLog (checkpoint applies it,
- * rollback undoes it, a full lane log refuses instead of committing it), and that a
- * close/reopen keeps every block.
+ * rollback undoes it, a full lane log refuses instead of committing it), reserves of
+ * logged allocations (handed out, released at a checkpoint, undone by a rollback and
+ * after a power failure), and that a close/reopen keeps every block.
  */
 #define _GNU_SOURCE
 #include "test_util.h"
@@ -468,9 +469,93 @@ static void test_slot_block_logged_free_crash(void)
 	unlink(path);
 }
 
+/*
+ * Reserves (heap_set_logged_reserve): logged allocations come out of the lane's two
+ * reserves, one size each, each block distinct and fresh; a third size is allocated one
+ * by one; a checkpoint frees what is left of the reserves and keeps what was handed
+ * out; a rollback frees every block of them, handed out or not.
+ */
+static void test_logged_reserve(struct tips_heap *h)
+{
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	uint64_t base = heap_blocks(h);
+	struct tips_heap_stats st0, st;
+	tips_heap_stats(h, &st0);
+	heap_set_logged_reserve(h, 8);
+	void *p[12], *other, *third;
+	for (int i = 0; i < 3; i++) {
+		CHECK_RC(tips_heap_alloc_logged(h, 64, &p[i]), 0);
+		CHECK(tips_heap_usable_size(h, p[i]) >= 64);
+		CHECK(tips_heap_block_is_fresh(h, p[i]));
+		memset(p[i], 0xa5, 64);
+		for (int j = 0; j < i; j++)
+			CHECK(p[i] != p[j]);
+	}
+	CHECK(heap_blocks(h) == base + 8); /* 3 handed out, 5 waiting */
+	CHECK_RC(tips_heap_alloc_logged(h, 200, &other), 0); /* the second reserve */
+	CHECK(heap_blocks(h) == base + 16);
+	CHECK_RC(tips_heap_alloc_logged(h, 1000, &third), 0); /* both taken: one by one */
+	CHECK(heap_blocks(h) == base + 17);
+	check_consistent(h);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(heap_blocks(h) == base + 5); /* the 12 left are free again */
+	check_consistent(h);
+	for (int i = 0; i < 3; i++)
+		CHECK(tips_heap_usable_size(h, p[i]) >= 64 && !tips_heap_block_is_fresh(h, p[i]));
+	for (int i = 3; i < 12; i++) /* 8 from one reserve, the 9th from the next */
+		CHECK_RC(tips_heap_alloc_logged(h, 64, &p[i]), 0);
+	CHECK(heap_blocks(h) == base + 5 + 16);
+	CHECK_RC(tips_heap_rollback(h), 0);
+	CHECK(heap_blocks(h) == base + 5);
+	check_consistent(h);
+	tips_heap_stats(h, &st); /* the bytes of the 5 kept blocks, no more */
+	uint64_t kept = tips_heap_usable_size(h, other) + tips_heap_usable_size(h, third);
+	for (int i = 0; i < 3; i++)
+		kept += tips_heap_usable_size(h, p[i]);
+	CHECK(st.bytes_in_use == st0.bytes_in_use + kept);
+	heap_set_logged_reserve(h, 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_RC(tips_heap_free_logged(h, p[i]), 0);
+	CHECK_RC(tips_heap_free_logged(h, other), 0);
+	CHECK_RC(tips_heap_free_logged(h, third), 0);
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	CHECK(heap_blocks(h) == base);
+	tips_heap_stats(h, &st);
+	CHECK(st.bytes_in_use == st0.bytes_in_use);
+	check_consistent(h);
+}
+
+/* A power failure while a reserve is out (its records durable, some blocks handed
+ * out): recovery's rollback frees every reserved block, whatever lines were evicted. */
+static void test_logged_reserve_power_fail(double evict)
+{
+	char path[256];
+	test_path(path, sizeof(path), "/dev/shm", "reservepf");
+	struct tips_pool *pool = test_pool_create_at(path, 32u << 20, TIPS_MEDIA_SIM);
+	struct tips_heap *h = tips_pool_heap(pool);
+	uint64_t *slot = tips_pool_root(pool, NULL);
+	CHECK_RC(tips_heap_alloc_to(h, 40, slot), 0); /* one block that stays */
+	CHECK_RC(tips_heap_checkpoint(h, 0), 0);
+	heap_set_logged_reserve(h, HEAP_RESERVE_MAX);
+	void *p;
+	for (int i = 0; i < 5; i++)
+		CHECK_RC(tips_heap_alloc_logged(h, 48, &p), 0);
+	CHECK(heap_blocks(h) == 1 + HEAP_RESERVE_MAX);
+	CHECK_RC(tips_pool_sim_power_fail(&pool, evict, 7), 0);
+	REQUIRE(tips_pool_open(path, NULL, &pool) == 0);
+	h = tips_pool_heap(pool);
+	CHECK_RC(tips_heap_rollback(h), 0);
+	CHECK(heap_blocks(h) == 1);
+	check_consistent(h);
+	CHECK_RC(tips_pool_close(&pool), 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	test_slot_block_logged_free_crash();
+	test_logged_reserve_power_fail(0.0);
+	test_logged_reserve_power_fail(0.5);
 	test_idle_runs_released();
 	test_cross_lane_slot(1);
 	test_cross_lane_slot(0);
@@ -492,6 +577,7 @@ int main(void)
 	test_stale_header_not_fresh(h, slots);
 	test_full(h, slots, nslots - 1);
 	test_mlog(h, slots);
+	test_logged_reserve(h);
 	test_logged_then_slot_free_rollback(h, slots);
 	test_reopen(path, &pool);
 
