@@ -86,6 +86,16 @@ struct tips_index_ops {
 	 * and a pointer it reads may be stale (a prefetch of any address is harmless), so
 	 * it takes no lock. */
 	void (*prefetch)(void *index, const void *key, size_t klen, int deep);
+	/* Optional (NULL: none). The range an insert or update of @key with a value of
+	 * @vlen bytes would log first (its first IDX_LOG), if the index can tell: sets
+	 * *addr and *size and returns 1, else 0. Replay logs the ranges of several
+	 * records under one ULog fence before it applies them, and an operation whose
+	 * range is logged already in this generation stores without a fence of its own.
+	 * Called concurrently with writes of other keys, without a lock; it stores
+	 * nothing. A wrong or stale range costs a record, never a wrong rollback (a
+	 * rollback restores the oldest copy of every byte). */
+	int (*log_ahead)(void *index, const void *key, size_t klen, size_t vlen, void **addr,
+			 size_t *size);
 };
 
 /**

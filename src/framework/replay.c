@@ -70,6 +70,8 @@
 #define BLOCKED_MAX 16u            /* failed keys a worker steps around in an epoch */
 #define AHEAD_FAR 16u              /* look-ahead: the record whose bucket is prefetched */
 #define AHEAD_NEAR 8u              /* ... and whose bucket's target is */
+#define LOG_AHEAD ULOG_GROUP_MAX   /* records whose first ranges share one ULog fence */
+#define LOG_AHEAD_MAX_BYTES 256u   /* ... each range at most this long */
 
 struct queued {
 	const struct olog_rec *rec;
@@ -196,6 +198,34 @@ static inline void look_ahead(const struct tips_index_ops *ops, void *index,
 	}
 }
 
+/*
+ * Replay's batched logging: before applying records [@i, @i + LOG_AHEAD) of @w's queue,
+ * logs the range each insert, put or update among them will log first
+ * (tips_index_ops.log_ahead) as one ULog group, under one fence; each operation then
+ * finds its range logged (the ULog's set) and stores without a fence of its own. On
+ * the AMD machine the wait for a record's write-back was about 40% of a tips-hash
+ * insert's replay (docs/framework.md, "Seventeenth round"). A range that turns out
+ * wrong (another worker's write changed the chain meanwhile) costs one record: the
+ * operation logs its own, as before. Deletes and blocked keys are left out.
+ */
+static void log_ahead(struct tips_db *db, const struct worker *w, size_t i,
+		      const struct olog_rec *const *blocked, unsigned nblocked)
+{
+	void *addr[LOG_AHEAD];
+	size_t size[LOG_AHEAD];
+	unsigned n = 0;
+	for (size_t j = i; j < w->n && j < i + LOG_AHEAD; j++) {
+		const struct olog_rec *r = w->q[j].rec;
+		if (OLOG_REC_OP(r) == OLOG_OP_DELETE || key_blocked(blocked, nblocked, r))
+			continue;
+		if (db->ops->log_ahead(db->index, r->data, r->klen, r->vlen, &addr[n], &size[n]) &&
+		    size[n] <= LOG_AHEAD_MAX_BYTES)
+			n++;
+	}
+	if (n > 1) /* an error (a range outside the pool): each operation logs its own */
+		(void)ulog_add_group(db->ulog, db->heap, db->pool, addr, size, n);
+}
+
 /* Notes an applied entry's key for gc (cache_applied_keys). Without DRAM to note it,
  * the entry stays in the cache until a sweep or a long chain takes it. */
 static void note_gone(struct worker *w, const struct olog_rec *r)
@@ -234,6 +264,8 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 			continue;
 		int rc = i % ROOM_CHECK_EVERY ? 0 : room_for_ops(db, W);
 		bool stop = rc != 0; /* a full log: nothing more can run before reclaiming */
+		if (rc == 0 && ops->log_ahead && i % LOG_AHEAD == 0)
+			log_ahead(db, w, i, blocked, nblocked);
 		if (rc == 0) {
 			uint64_t before = ulog_used(db->ulog);
 			rc = replay_apply(db, r);

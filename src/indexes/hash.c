@@ -457,6 +457,37 @@ static void hash_prefetch(void *index, const void *key, size_t klen, int deep)
 			   1, 3);
 }
 
+#ifdef IDX_TIPS
+/* Replay's batched logging (plugin.h): the range a write of @key logs first. A key in
+ * the chain with a value of @vlen bytes is updated in place (its value); an absent key
+ * is inserted at the bucket head (the head). A value of another length replaces the
+ * node (a link the chain decides): no guess. Reads the chain without the lock, by
+ * acquire loads: nodes are published complete and not reused before a reclamation. */
+static int hash_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
+			  void **addr, size_t *size)
+{
+	struct hash_index *h = index;
+	if (klen == 0 || klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return 0;
+	struct hash_node *_Atomic *link =
+		(struct hash_node *_Atomic *)&h->buckets[bucket_of(h, key, klen)];
+	for (struct hash_node *n = atomic_load_explicit(link, memory_order_acquire); n;
+	     n = atomic_load_explicit((struct hash_node *_Atomic *)&n->next,
+				      memory_order_acquire)) {
+		if (!node_has_key(n, key, (uint32_t)klen))
+			continue;
+		if (n->vlen != vlen || vlen == 0)
+			return 0;
+		*addr = node_value(n);
+		*size = vlen;
+		return 1;
+	}
+	*addr = (void *)link;
+	*size = sizeof(struct hash_node *);
+	return 1;
+}
+#endif
+
 /*
  * Scan: visits every chain, a stripe at a time under its read lock, keeping the @count
  * smallest keys >= @start (scan_topk.h); then calls @fn in key order with no lock held,
@@ -534,4 +565,7 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.scan = hash_scan,
 	.walk = hash_walk,
 	.prefetch = hash_prefetch,
+#ifdef IDX_TIPS
+	.log_ahead = hash_log_ahead,
+#endif
 };
