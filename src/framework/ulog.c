@@ -220,6 +220,29 @@ static int range_check(struct ulog *u, struct tips_heap *heap, struct tips_pool 
 	return 0;
 }
 
+/*
+ * Copies the old bytes of a range into its record. Another replay worker may store to
+ * them meanwhile, when a batch logs ahead (replay.c, log_ahead) a range that overlaps
+ * one that worker logged and is now storing to (tips-clht: a bucket's layout and
+ * slots). That is harmless: the other worker's record is the older, and a rollback
+ * restores newest first, so the older copy of every byte wins. The words are read
+ * with relaxed atomic loads (plain loads on x86) so that such a copy is not a data
+ * race; an unaligned edge is copied byte by byte.
+ */
+static void copy_old_bytes(unsigned char *dst, const unsigned char *src, size_t n)
+{
+	while (n && ((uintptr_t)src & 7)) {
+		*dst++ = __atomic_load_n(src++, __ATOMIC_RELAXED);
+		n--;
+	}
+	for (; n >= 8; n -= 8, src += 8, dst += 8) {
+		uint64_t v = __atomic_load_n((const uint64_t *)src, __ATOMIC_RELAXED);
+		memcpy(dst, &v, 8);
+	}
+	while (n--)
+		*dst++ = __atomic_load_n(src++, __ATOMIC_RELAXED);
+}
+
 int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
 			void *const addr[], const size_t size[], unsigned n,
 			bool (*then)(void *), void *arg)
@@ -240,6 +263,11 @@ int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool
 		return 0;
 	}
 	pthread_mutex_lock(&u->lock);
+	/* Each range's probe of the set is a miss in a table of up to millions of slots:
+	 * start them all before the first waits (a batch of replay's log_ahead). */
+	for (unsigned i = 0; todo > 1 && u->set_cap && i < n; i++)
+		if (log[i])
+			__builtin_prefetch(&u->set[slot_of((uint64_t)addr[i], size[i], u->set_cap)]);
 	uint64_t start = u->used, off = start, logged = 0;
 	for (unsigned i = 0; i < n; i++) {
 		if (!log[i])
@@ -267,7 +295,7 @@ int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool
 		w->size = (uint32_t)size[i];
 		w->back = (uint32_t)(off - start);
 		w->gen = u->gen;
-		memcpy(w->data, addr[i], size[i]);
+		copy_old_bytes(w->data, addr[i], size[i]);
 		w->check = rec_check(w);
 		if (staged) {
 			memset(w->data + size[i], 0, need - sizeof(*w) - size[i]);

@@ -1032,6 +1032,44 @@ static void clht_prefetch(void *index, const void *key, size_t klen, int deep)
 	IDX_READ_EXIT();
 }
 
+#ifdef IDX_TIPS
+/* Replay's batched logging (plugin.h): the range an insert or update of an 8-byte @key
+ * with an 8-byte value logs first. A present key whose value lives in its slot is
+ * updated in place (the value word); an absent one fills the chain's first empty slot
+ * (the layout through that slot, slot_publish). Anything else (a long key or value, a
+ * full chain that takes an overflow bucket) is left to the operation. Reads the chain
+ * without its lock, as chain_find does under it, inside a read section (a resize
+ * frees the table). */
+static int clht_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
+			  void **addr, size_t *size)
+{
+	struct clht_index *h = index;
+	if (klen != 8 || vlen != 8)
+		return 0;
+	struct probe p;
+	probe_init(&p, key, klen);
+	int rc = 0;
+	IDX_READ_ENTER();
+	struct clht_table *t = atomic_load_explicit(&h->table, memory_order_acquire);
+	struct where w;
+	chain_find(head_of(t, p.hash), &p, &w);
+	if (w.b) {
+		uint32_t m = atomic_load_explicit(&w.b->layout, memory_order_relaxed);
+		if (m & L_VIN(w.i)) {
+			*addr = (void *)&w.b->slot[w.i].val;
+			*size = sizeof(uint64_t);
+			rc = 1;
+		}
+	} else if (w.free_b) {
+		*addr = (void *)&w.free_b->layout;
+		*size = LOG_TO_SLOT(w.free_i);
+		rc = 1;
+	}
+	IDX_READ_EXIT();
+	return rc;
+}
+#endif
+
 static int clht_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
 		       size_t *vlen)
 {
@@ -1221,4 +1259,7 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.scan = clht_scan,
 	.walk = clht_walk,
 	.prefetch = clht_prefetch,
+#ifdef IDX_TIPS
+	.log_ahead = clht_log_ahead,
+#endif
 };
