@@ -475,6 +475,50 @@ static int lf_remove(void *index, const void *key, size_t klen)
 	return rc;
 }
 
+#ifdef IDX_TIPS
+/* Replay's batched logging (plugin.h): the range a write of @key logs first, found by
+ * lf_find's walk without its stores. An absent key is linked in at its predecessor's
+ * link (a deleted node on the way is skipped: lf_find unlinks it through that same
+ * link first); a present key with a value of the same short length is updated in place
+ * (its value word). A replacement (another length) is left to the operation. */
+static int lf_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
+			void **addr, size_t *size)
+{
+	struct lf_index *h = index;
+	if (klen == 0 || klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
+		return 0;
+	struct lf_key k = key_make(key, klen);
+	_Atomic uintptr_t *prev = bucket_of(h, &k);
+	int rc = 0;
+	IDX_READ_ENTER();
+	uintptr_t cw = atomic_load_explicit(prev, memory_order_acquire);
+	for (;;) {
+		struct lf_node *cur = (struct lf_node *)(cw & ~LF_MARK);
+		uintptr_t nw = cur ? atomic_load_explicit(&cur->next, memory_order_acquire) : 0;
+		if (cur && (nw & LF_MARK)) {
+			cw = nw & ~LF_MARK;
+			continue;
+		}
+		int c = cur ? node_cmp(cur, &k) : 1;
+		if (c > 0) {
+			*addr = (void *)prev;
+			*size = sizeof(*prev);
+			rc = 1;
+		} else if (c == 0 && cur->vlen == vlen && vlen && vlen <= LF_INLINE_MAX) {
+			*addr = (void *)&cur->val;
+			*size = sizeof(cur->val);
+			rc = 1;
+		}
+		if (c >= 0)
+			break;
+		prev = &cur->next;
+		cw = nw;
+	}
+	IDX_READ_EXIT();
+	return rc;
+}
+#endif
+
 /* Replay's look-ahead (plugin.h): @deep 0 loads @key's list head, for writing; @deep
  * 1 reads it, now in cache, and loads the list's first node. A head read outside a
  * read section may point at a node being freed: it is only prefetched. */
@@ -642,4 +686,7 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.scan = lf_scan,
 	.walk = lf_walk,
 	.prefetch = lf_prefetch,
+#ifdef IDX_TIPS
+	.log_ahead = lf_log_ahead,
+#endif
 };
