@@ -91,8 +91,8 @@ struct tips_index_ops {
 	 * *addr and *size and returns 1, else 0. Replay logs the ranges of several
 	 * records under one ULog fence before it applies them, and an operation whose
 	 * range is logged already in this generation stores without a fence of its own.
-	 * Called concurrently with writes of other keys, without a lock; it stores
-	 * nothing. A wrong or stale range costs a record, never a wrong rollback (a
+	 * Called concurrently with writes of other keys, without a lock, for keys and
+	 * values of records the framework accepted (valid lengths); it stores nothing. A wrong or stale range costs a record, never a wrong rollback (a
 	 * rollback restores the oldest copy of every byte). */
 	int (*log_ahead)(void *index, const void *key, size_t klen, size_t vlen, void **addr,
 			 size_t *size);

@@ -255,35 +255,25 @@ static uint32_t run_take_bit(struct tips_heap *h, struct lane *lane, int cls, ui
 
 /* ---- records -------------------------------------------------------------------- */
 
-/*
- * Appends a record to @lane's log. A record fenced here (@fence) is composed first and
- * written by pm_copy_flush, which streams it where that is cheaper (AMD, pm/persist.c):
- * records are 32 bytes, two to a line, and on AMD a `clwb` takes the line out of the
- * cache, so the next record's store missed on it and the fence waited for both; a
- * replay worker's insert into tips-hash cost about 180 ns more that way (docs/framework.md,
- * "Seventeenth round"). The fence orders and drains the streamed stores. A record
- * that waits for a later fence (a logged free) is stored and flushed: its fence may be
- * another thread's (the checkpoint's), which orders flushes but not this thread's
- * streamed stores. Nothing reads a record back before a checkpoint or recovery, and a
- * record whose fields did not all reach the media fails its check.
- */
+/* The tag of a record: its generation, a check of its fields, its type (written last). */
+static inline uint64_t record_tag(uint64_t gen, uint64_t block, uint64_t slot, uint64_t size,
+				  enum heap_record_type type)
+{
+	return REC_TAG(gen, rec_check(gen, block, slot, size, type), type);
+}
+
 static void record_write(struct tips_heap *h, struct lane *lane, uint64_t block, uint64_t slot,
 			 uint64_t size, enum heap_record_type type, bool fence)
 {
 	struct heap_record *r = &lane->log[lane->nrec++];
-	uint64_t gen = generation(h);
-	uint64_t tag = REC_TAG(gen, rec_check(gen, block, slot, size, type), type);
-	if (fence) {
-		struct heap_record rec = { .block = block, .slot = slot, .size = size, .tag = tag };
-		pm_copy_flush(r, &rec, sizeof(rec));
-		pm_drain();
-		return;
-	}
 	r->block = block;
 	r->slot = slot;
 	r->size = size;
-	__atomic_store_n(&r->tag, tag, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->tag, record_tag(generation(h), block, slot, size, type),
+			 __ATOMIC_RELEASE);
 	pm_flush(r, sizeof(*r));
+	if (fence)
+		pm_drain();
 }
 
 /*
@@ -397,9 +387,10 @@ void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size
 /*
  * A logged allocation's record is one 32-byte store to the lane log, written back and
  * fenced before the block is marked. On the AMD machine that write-back, not the fence,
- * was about a fifth of what a replay worker spent on an insert into tips-hash: a record
- * shares its line with the next one, and a flushed or streamed line costs its next store
- * a trip to memory. A reserve writes the records of up to HEAP_RESERVE_MAX blocks of one
+ * was about a third of what a replay worker spent on an insert into tips-hash (about
+ * 180 of 570 ns; streaming the record instead of `clwb` saved little), apparently
+ * because a record shares its line with the next one and a line written back costs
+ * the next store to it a trip to memory. A reserve writes the records of up to HEAP_RESERVE_MAX blocks of one
  * size together (whole lines, one fence) and hands the blocks out one per allocation
  * (docs/framework.md, "Seventeenth round"). Every block still has a durable
  * ALLOC_LOGGED record of the generation before its bitmap bit or header is stored, so
@@ -470,10 +461,8 @@ static bool reserve_fill(struct tips_heap *h, struct lane *lane, struct lane_res
 	struct heap_record rec[HEAP_RESERVE_MAX];
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t b = (uint64_t)rs->item[i].hdr;
-		rec[i] = (struct heap_record){
-			.block = b, .slot = 0, .size = size,
-			.tag = REC_TAG(gen, rec_check(gen, b, 0, size, REC_ALLOC_LOGGED), REC_ALLOC_LOGGED),
-		};
+		rec[i] = (struct heap_record){ .block = b, .slot = 0, .size = size,
+					       .tag = record_tag(gen, b, 0, size, REC_ALLOC_LOGGED) };
 	}
 	pm_copy_flush(&lane->log[lane->nrec], rec, n * sizeof(rec[0]));
 	pm_drain();

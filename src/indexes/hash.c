@@ -467,8 +467,6 @@ static int hash_log_ahead(void *index, const void *key, size_t klen, size_t vlen
 			  void **addr, size_t *size)
 {
 	struct hash_index *h = index;
-	if (klen == 0 || klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return 0;
 	struct hash_node *_Atomic *link =
 		(struct hash_node *_Atomic *)&h->buckets[bucket_of(h, key, klen)];
 	for (struct hash_node *n = atomic_load_explicit(link, memory_order_acquire); n;

@@ -485,8 +485,6 @@ static int lf_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
 			void **addr, size_t *size)
 {
 	struct lf_index *h = index;
-	if (klen == 0 || klen > TIPS_MAX_KEY || vlen > TIPS_MAX_VALUE)
-		return 0;
 	struct lf_key k = key_make(key, klen);
 	_Atomic uintptr_t *prev = bucket_of(h, &k);
 	int rc = 0;
