@@ -32,6 +32,9 @@ struct tips_index_config {
 	uint64_t expected_keys; /* how many keys the user expects (never 0) */
 };
 
+/** At most this many ranges per record from tips_index_ops.log_ahead. */
+#define TIPS_LOG_AHEAD_RANGES 2
+
 /*
  * The ops table of an index. The framework calls create/open/close from one thread;
  * insert/update/remove from its replay workers, concurrently for different keys (never
@@ -86,16 +89,18 @@ struct tips_index_ops {
 	 * and a pointer it reads may be stale (a prefetch of any address is harmless), so
 	 * it takes no lock. */
 	void (*prefetch)(void *index, const void *key, size_t klen, int deep);
-	/* Optional (NULL: none). The range an insert or update of @key with a value of
-	 * @vlen bytes would log first (its first IDX_LOG), if the index can tell: sets
-	 * *addr and *size and returns 1, else 0. Replay logs the ranges of several
-	 * records under one ULog fence before it applies them, and an operation whose
-	 * range is logged already in this generation stores without a fence of its own.
+	/* Optional (NULL: none). The ranges an insert or update of @key with a value of
+	 * @vlen bytes would log (its IDX_LOG or IDX_LOG2, exactly: the ULog matches a
+	 * range by its address and size), if the index can tell: sets addr[i] and size[i]
+	 * for i < the count it returns, at most TIPS_LOG_AHEAD_RANGES; 0: it cannot tell.
+	 * Replay logs the ranges of several records under one ULog fence before it
+	 * applies them, and an operation whose ranges are all logged already in this
+	 * generation stores without a fence of its own.
 	 * Called concurrently with writes of other keys, without a lock, for keys and
 	 * values of records the framework accepted (valid lengths); it stores nothing. A wrong or stale range costs a record, never a wrong rollback (a
 	 * rollback restores the oldest copy of every byte). */
-	int (*log_ahead)(void *index, const void *key, size_t klen, size_t vlen, void **addr,
-			 size_t *size);
+	int (*log_ahead)(void *index, const void *key, size_t klen, size_t vlen,
+			 void *addr[TIPS_LOG_AHEAD_RANGES], size_t size[TIPS_LOG_AHEAD_RANGES]);
 };
 
 /**

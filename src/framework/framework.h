@@ -285,7 +285,7 @@ int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, voi
 	     size_t size);
 /* Logs up to ULOG_GROUP_MAX ranges with one fence (see ulog.c); the caller stores to
  * none of them before it returns. */
-#define ULOG_GROUP_MAX 8u
+#define ULOG_GROUP_MAX 16u
 int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
 		   void *const addr[], const size_t size[], unsigned n);
 /* ulog_add_group, then @then(@arg) under the ULog's lock, after the records are written

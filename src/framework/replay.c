@@ -70,7 +70,8 @@
 #define BLOCKED_MAX 16u            /* failed keys a worker steps around in an epoch */
 #define AHEAD_FAR 16u              /* look-ahead: the record whose bucket is prefetched */
 #define AHEAD_NEAR 8u              /* ... and whose bucket's target is */
-#define LOG_AHEAD ULOG_GROUP_MAX   /* records whose first ranges share one ULog fence */
+#define LOG_AHEAD 8u               /* records whose ranges share one ULog fence */
+_Static_assert(LOG_AHEAD * TIPS_LOG_AHEAD_RANGES <= ULOG_GROUP_MAX, "log-ahead group");
 #define LOG_AHEAD_MAX_BYTES 256u   /* ... each range at most this long */
 
 struct queued {
@@ -200,27 +201,32 @@ static inline void look_ahead(const struct tips_index_ops *ops, void *index,
 
 /*
  * Replay's batched logging: before applying records [@i, @i + LOG_AHEAD) of @w's queue,
- * logs the range each insert, put or update among them will log first
- * (tips_index_ops.log_ahead) as one ULog group, under one fence; each operation then
- * finds its range logged (the ULog's set) and stores without a fence of its own. On
- * the AMD machine the wait for a record's write-back was about 40% of a tips-hash
- * insert's replay (docs/framework.md, "Seventeenth round"). A range that turns out
- * wrong (another worker's write changed the chain meanwhile) costs one record: the
- * operation logs its own, as before. Deletes and blocked keys are left out.
+ * logs the ranges each insert, put or update among them will log (up to
+ * TIPS_LOG_AHEAD_RANGES each, tips_index_ops.log_ahead) as one ULog group, under one
+ * fence; each operation then finds its ranges logged (the ULog's set) and stores
+ * without a fence of its own. On the AMD machine the wait for a record's write-back
+ * was about 40% of a tips-hash insert's replay (docs/framework.md, "Seventeenth
+ * round"). A range that turns out wrong (an earlier write of the batch, or another
+ * worker's, changed the node) costs a record: the operation logs its own, as before.
+ * Deletes and blocked keys are left out.
  */
 static void log_ahead(struct tips_db *db, const struct worker *w, size_t i,
 		      const struct olog_rec *const *blocked, unsigned nblocked)
 {
-	void *addr[LOG_AHEAD];
-	size_t size[LOG_AHEAD];
+	void *addr[LOG_AHEAD * TIPS_LOG_AHEAD_RANGES];
+	size_t size[LOG_AHEAD * TIPS_LOG_AHEAD_RANGES];
 	unsigned n = 0;
 	for (size_t j = i; j < w->n && j < i + LOG_AHEAD; j++) {
 		const struct olog_rec *r = w->q[j].rec;
 		if (OLOG_REC_OP(r) == OLOG_OP_DELETE || key_blocked(blocked, nblocked, r))
 			continue;
-		if (db->ops->log_ahead(db->index, r->data, r->klen, r->vlen, &addr[n], &size[n]) &&
-		    size[n] <= LOG_AHEAD_MAX_BYTES)
-			n++;
+		int k = db->ops->log_ahead(db->index, r->data, r->klen, r->vlen, &addr[n],
+					   &size[n]);
+		bool fits = k > 0 && k <= TIPS_LOG_AHEAD_RANGES;
+		for (int x = 0; fits && x < k; x++)
+			fits = size[n + x] <= LOG_AHEAD_MAX_BYTES;
+		if (fits)
+			n += (unsigned)k;
 	}
 	if (n > 1) /* an error (a range outside the pool): each operation logs its own */
 		(void)ulog_add_group(db->ulog, db->heap, db->pool, addr, size, n);

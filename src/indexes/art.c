@@ -615,7 +615,7 @@ static _Atomic uintptr_t *child_slot(struct art_node *n, uint8_t c)
 	case ART_N48: {
 		struct art_n48 *p = (struct art_n48 *)n;
 		unsigned i = LD(p->index[c]);
-		return i ? &p->child[i - 1] : NULL;
+		return i && i <= 48 ? &p->child[i - 1] : NULL; /* art_log_ahead: no lock */
 	}
 	default:
 		return &((struct art_n256 *)n)->child[c];
@@ -1333,6 +1333,199 @@ static int art_update(void *index, const void *key, size_t klen, const void *val
 	return rc;
 }
 
+/* The lines of @n that a lookup, add or log_ahead of key byte @c reads past the header
+ * (art_prefetch, @deep 1): the key bytes and children of a Node4/16, the byte's index
+ * entry and every child slot of a Node48 (an add scans them for a free one), the
+ * byte's slot of a Node256. */
+static void prefetch_node(struct art_node *n, uint8_t c)
+{
+	const char *p = (const char *)n;
+	switch (n->type) {
+	case ART_N4:
+		__builtin_prefetch(p + 64, 1, 3);
+		return;
+	case ART_N16:
+		__builtin_prefetch(p + 64, 1, 3);
+		__builtin_prefetch(p + 128, 1, 3);
+		return;
+	case ART_N48: {
+		struct art_n48 *q = (struct art_n48 *)n;
+		__builtin_prefetch(&q->index[c], 1, 3);
+		for (unsigned s = 0; s < 48; s += 8)
+			__builtin_prefetch(&q->child[s], 1, 3);
+		return;
+	}
+	default:
+		__builtin_prefetch(&((struct art_n256 *)n)->child[c], 1, 3);
+		return;
+	}
+}
+
+/*
+ * Replay's and writers' look-ahead (plugin.h). The top of the tree, the root and the
+ * nodes one level below it (at most 257), stays in the caches, and a write's misses
+ * are in the nodes below: @deep 0 walks the top and prefetches the header of the node
+ * it reaches two levels down; @deep 1, some operations later, walks to that node (its
+ * header cached by then) and prefetches the lines of it that @key's operation reads
+ * (prefetch_node). Reads nodes as they are, inside a read section.
+ */
+static void art_prefetch(void *index, const void *key, size_t klen_, int deep)
+{
+	struct art_index *t = index;
+	const unsigned char *k = key;
+	uint32_t klen = (uint32_t)klen_, depth = 0;
+	struct art_node *n = t->tree;
+	IDX_READ_ENTER();
+	for (unsigned level = 0; n->type >= ART_N4 && n->type <= ART_N256; level++) {
+		depth += LD(n->plen);
+		if (depth >= klen)
+			break;
+		if (level == 2) {
+			if (deep)
+				prefetch_node(n, k[depth]);
+			break;
+		}
+		uintptr_t ch = find_child(n, k[depth]);
+		if (!ch || is_leaf(ch)) {
+			if (ch && deep)
+				__builtin_prefetch(as_leaf(ch), 0, 3);
+			break;
+		}
+		n = as_node(ch);
+		depth++;
+		if (level == 1 && !deep) {
+			__builtin_prefetch(n, 1, 3);
+			break;
+		}
+	}
+	IDX_READ_EXIT();
+}
+
+#ifdef IDX_TIPS
+/* art_log_ahead() for a key with no child in @n under byte @c: the ranges node_add()
+ * logs, or for a full node the parent's slot that its growth stores to. */
+static int add_ranges(struct art_node *n, uint8_t c, struct art_node *parent, uint8_t pbyte,
+		      void **addr, size_t *size)
+{
+	switch (n->type) {
+	case ART_N4:
+	case ART_N16: {
+		uint8_t keys[16];
+		unsigned cnt = small_keys(n, keys), pos = 0;
+		if (cnt >= node_cap[n->type])
+			break;
+		while (pos < cnt && keys[pos] < c)
+			pos++;
+		addr[0] = (void *)&n->count;
+		size[0] = sizeof(n->count) + (n->type == ART_N4 ? 4 : 16);
+		addr[1] = (void *)&small_children(n)[pos];
+		size[1] = (cnt + 1 - pos) * sizeof(uintptr_t);
+		return 2;
+	}
+	case ART_N48: {
+		struct art_n48 *p = (struct art_n48 *)n;
+		unsigned s = 0;
+		while (s < 48 && LD(p->child[s]))
+			s++;
+		if (s == 48)
+			break;
+		addr[0] = (void *)&p->child[s];
+		size[0] = sizeof(p->child[s]);
+		addr[1] = (void *)&p->index[c];
+		size[1] = sizeof(p->index[c]);
+		return 2;
+	}
+	default:
+		addr[0] = (void *)&((struct art_n256 *)n)->child[c];
+		size[0] = sizeof(uintptr_t);
+		return 1;
+	}
+	_Atomic uintptr_t *slot = parent ? child_slot(parent, pbyte) : NULL;
+	if (!slot)
+		return 0;
+	addr[0] = (void *)slot;
+	size[0] = sizeof(*slot);
+	return 1;
+}
+
+/*
+ * Replay's batched logging (plugin.h): the ranges an insert or update of @key logs, by
+ * the case art_insert() or art_update() will meet: a child added to a node (node_add's
+ * ranges, or the parent's slot for a growth), a leaf that a new Node4 replaces (its
+ * slot), a value leaf, a path split (the path, then the parent's slot), or an 8-byte
+ * value updated in place (the leaf's word). The descent is locate()'s without the
+ * version checks: it reads nodes as they are, inside a read section so that none is
+ * freed under it, and a range that a concurrent write makes stale costs a record.
+ */
+static int art_log_ahead(void *index, const void *key, size_t klen_, size_t vlen,
+			 void **addr, size_t *size)
+{
+	struct art_index *t = index;
+	const unsigned char *k = key;
+	uint32_t klen = (uint32_t)klen_, depth = 0;
+	struct art_node *n = t->tree, *parent = NULL;
+	uint8_t pbyte = 0;
+	int rc = 0;
+	IDX_READ_ENTER();
+	while (n->type >= ART_N4 && n->type <= ART_N256) {
+		uint32_t plen = LD(n->plen);
+		if (plen) {
+			uint64_t w = LD(n->pfx);
+			if (plen > klen - depth || memcmp(&w, k + depth, min_u32(plen, ART_PFX))) {
+				_Atomic uintptr_t *slot = parent ? child_slot(parent, pbyte) : NULL;
+				if (slot) {
+					addr[0] = (void *)&n->pfx;
+					size[0] = sizeof(n->pfx) + sizeof(n->plen);
+					addr[1] = (void *)slot;
+					size[1] = sizeof(*slot);
+					rc = 2;
+				}
+				break;
+			}
+			depth += plen;
+		}
+		if (depth == klen) {
+			uintptr_t vl = LD(n->vleaf);
+			if (vl && vlen == 8 && as_leaf(vl)->vlen == 8) {
+				addr[0] = (void *)&as_leaf(vl)->v8;
+				size[0] = sizeof(uint64_t);
+			} else {
+				addr[0] = (void *)&n->vleaf;
+				size[0] = sizeof(uintptr_t);
+			}
+			rc = 1;
+			break;
+		}
+		uint8_t c = k[depth];
+		uintptr_t ch = find_child(n, c);
+		if (!ch) {
+			rc = add_ranges(n, c, parent, pbyte, addr, size);
+			break;
+		}
+		if (is_leaf(ch)) {
+			struct art_leaf *l = as_leaf(ch);
+			_Atomic uintptr_t *slot = child_slot(n, c);
+			if (leaf_is(l, k, klen) && vlen == 8 && l->vlen == 8) {
+				addr[0] = (void *)&l->v8;
+				size[0] = sizeof(uint64_t);
+				rc = 1;
+			} else if (slot) {
+				addr[0] = (void *)slot;
+				size[0] = sizeof(*slot);
+				rc = 1;
+			}
+			break;
+		}
+		parent = n;
+		pbyte = c;
+		n = as_node(ch);
+		depth++;
+	}
+	IDX_READ_EXIT();
+	return rc;
+}
+#endif
+
 /* The node size to shrink a node of @type to once it has @cnt children, or 0. */
 static unsigned shrink_to(unsigned type, unsigned cnt)
 {
@@ -1932,6 +2125,10 @@ const struct tips_index_ops IDX_SYM(ops) = {
 	.lookup = art_lookup,
 	.scan = art_scan,
 	.walk = art_walk,
+	.prefetch = art_prefetch,
+#ifdef IDX_TIPS
+	.log_ahead = art_log_ahead,
+#endif
 };
 
 const struct idx_scan_below IDX_SYM(scan_below) = { &IDX_SYM(ops), art_scan_below };
