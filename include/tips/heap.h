@@ -71,7 +71,7 @@ TIPS_API int tips_heap_free_from(struct tips_heap *heap, uint64_t *slot);
  * tips_heap_alloc_logged() - allocate a block recorded in the MLog.
  * @out: receives the block's address.
  *
- * The record is persistent on return (one fence). The allocation is pending until the
+ * The record is persistent on return. The allocation is pending until the
  * next tips_heap_checkpoint(); tips_heap_rollback() frees it. When the calling lane's
  * log is full this returns TIPS_ELOGFULL: the owner must checkpoint or roll back.
  */

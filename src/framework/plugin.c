@@ -53,8 +53,10 @@ static void note_growth(struct tips_db *db, size_t size)
 	}
 }
 
-void *tips_alloc(size_t size)
+/* tips_alloc(), and in *@fenced whether the heap fenced after the block's record. */
+static void *alloc_block(size_t size, bool *fenced)
 {
+	*fenced = false;
 	if (!current) {
 		tips_set_error(TIPS_EINVAL, "tips_alloc outside an index operation");
 		return NULL;
@@ -66,7 +68,7 @@ void *tips_alloc(size_t size)
 		return NULL;
 	}
 	void *p = NULL;
-	if (tips_heap_alloc_logged(current->heap, size, &p))
+	if (heap_alloc_logged_fenced(current->heap, size, &p, fenced))
 		return NULL;
 	atomic_fetch_add_explicit(&current->mlog_allocs, 1, memory_order_relaxed);
 	if (size > TIPS_HEAP_MAX_RUN_ALLOC && current->index)
@@ -74,18 +76,27 @@ void *tips_alloc(size_t size)
 	return p;
 }
 
+void *tips_alloc(size_t size)
+{
+	bool fenced;
+	return alloc_block(size, &fenced);
+}
+
 struct alloc_request {
 	size_t size;
 	void *block;
 };
 
-/* Under the ULog's lock: the allocation, whose record the heap fences before it
- * returns a block (heap_alloc.c), which makes the group's records durable too. */
+/* Under the ULog's lock: the allocation. If the heap fenced after the block's record
+ * (heap_alloc.c), that fence made the group's records durable too; a block from a
+ * lane's reserve comes without a fence (its record was fenced earlier), and then the
+ * ULog fences its group itself. */
 static bool alloc_then(void *arg)
 {
 	struct alloc_request *req = arg;
-	req->block = tips_alloc(req->size);
-	return req->block != NULL;
+	bool fenced;
+	req->block = alloc_block(req->size, &fenced);
+	return fenced;
 }
 
 void *fw_alloc_logging(size_t size, void *addr, size_t lsize)

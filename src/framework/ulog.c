@@ -22,7 +22,9 @@
  * A group may borrow its fence from an allocation made under the mutex right after its
  * records are flushed (ulog_add_group_then, fw_alloc_logging): the heap fences an
  * allocation's record before it returns, which persists the group's records too, so an
- * allocating operation pays one fence for both.
+ * allocating operation pays one fence for both. A block from a lane's reserve comes
+ * without a fence (its record was fenced when the reserve was filled), and the group
+ * then fences itself.
  *
  * Checksum: CRC32C (Castagnoli), computed with the SSE4.2 crc32 instruction when the
  * CPU has it and by a table otherwise; both give the same value, so a pool written on

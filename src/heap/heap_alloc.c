@@ -517,7 +517,9 @@ void reserve_release(struct tips_heap *h, struct lane *lane, bool rollback)
 
 /* A logged allocation from a reserve of the calling lane that holds @size, else from
  * an empty one filled for @size; false if neither (reserves off, both hold other sizes,
- * no room). Returns after a fence. */
+ * no room). The block's record was made durable when the reserve was filled, so a
+ * block handed out needs no fence: none is taken, and the stores the caller made
+ * before (its index's last operation) drain while it goes on. */
 static bool alloc_reserved(struct tips_heap *h, size_t size, void **out)
 {
 	struct lane *lane = lane_mine(h);
@@ -533,8 +535,6 @@ static bool alloc_reserved(struct tips_heap *h, size_t size, void **out)
 	if (!got && empty && reserve_fill(h, lane, empty, size))
 		got = reserve_take(lane, empty, size, out);
 	pthread_mutex_unlock(&lane->lock);
-	if (got)
-		pm_drain(); /* the contract of a logged allocation: ulog_add_group_then borrows it */
 	return got;
 }
 
@@ -593,13 +593,16 @@ static bool make_room(struct tips_heap *h, uint64_t gen_seen)
 	return someone_checkpointed || checkpointed || released;
 }
 
-static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void **out)
+static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void **out,
+			bool *fenced)
 {
 	if (!h || size == 0)
 		return tips_set_error(TIPS_EINVAL, "allocation of 0 bytes");
 	if (size > h->nchunks * HEAP_CHUNK_SIZE)
 		return tips_set_error(TIPS_ETOOBIG, "allocation of %zu bytes exceeds the heap",
 				      size);
+	if (fenced)
+		*fenced = false;
 	if (!slot && h->logged_reserve && alloc_reserved(h, size, out))
 		return 0;
 	struct lane *lane;
@@ -629,6 +632,8 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 		room_add(h, -(int64_t)(ref.usable + BLOCK_HEADER_SIZE));
 	}
 	void *user = block + BLOCK_HEADER_SIZE;
+	if (fenced)
+		*fenced = true;
 	if (slot)
 		__atomic_store_n(slot, (uint64_t)user, __ATOMIC_RELEASE);
 	else
@@ -650,14 +655,19 @@ int tips_heap_alloc_to(struct tips_heap *h, size_t size, uint64_t *slot)
 		return tips_set_error(TIPS_EINVAL, "tips_heap_alloc_to: slot %p already holds "
 				      "%#llx; free it first", (void *)slot,
 				      (unsigned long long)*slot);
-	return alloc_common(h, size, slot, NULL);
+	return alloc_common(h, size, slot, NULL, NULL);
 }
 
 int tips_heap_alloc_logged(struct tips_heap *h, size_t size, void **out)
 {
+	return heap_alloc_logged_fenced(h, size, out, NULL);
+}
+
+int heap_alloc_logged_fenced(struct tips_heap *h, size_t size, void **out, bool *fenced)
+{
 	if (!out)
 		return tips_set_error(TIPS_EINVAL, "tips_heap_alloc_logged: no out pointer");
-	return alloc_common(h, size, NULL, out);
+	return alloc_common(h, size, NULL, out, fenced);
 }
 
 /* ---- free ----------------------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #ifndef TIPS_HEAP_HEAP_INTERNAL_H
 #define TIPS_HEAP_HEAP_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <tips/heap.h>
 
@@ -65,11 +66,13 @@ uint64_t heap_chunk_room(const struct tips_heap *h);
 /* Makes each lane take up to @n blocks (at most HEAP_RESERVE_MAX; 0: none, the default)
  * at a time for tips_heap_alloc_logged() of one size: their ALLOC_LOGGED records are
  * written together under one fence, and the next allocations of that size hand them
- * out with no record of their own (each still returns after a fence, as every logged
- * allocation does). Blocks left at a checkpoint are freed by it (FREE_LOGGED records),
+ * out with no record and no fence of their own. Blocks left at a checkpoint are freed by it (FREE_LOGGED records),
  * at a rollback with the allocations; in between they count as allocated. Not taken
  * when the heap is nearly full or the lane log nearly so. Call before allocating. */
 void heap_set_logged_reserve(struct tips_heap *heap, unsigned n);
+/* tips_heap_alloc_logged(), and in *@fenced (if not NULL) whether it fenced after the
+ * block's record: not for a block from a reserve, whose record was fenced before. */
+int heap_alloc_logged_fenced(struct tips_heap *heap, size_t size, void **out, bool *fenced);
 /* Records still free in the calling thread's lane log. */
 uint64_t heap_lane_room(struct tips_heap *heap);
 
