@@ -52,7 +52,9 @@ struct ulog {
 	 * slot so that a probe misses the cache once. */
 	struct set_slot { uint64_t addr, size; } *set;
 	uint64_t set_cap, set_n;
-	/* Statistics. */
+	/* Statistics. All but skipped_fresh are written under the lock, by loads and
+	 * stores (stat_add): a locked add would wait for the caller's earlier stores to
+	 * drain, on every call, also when nothing is logged. */
 	_Atomic uint64_t bytes, logged, skipped_fresh, skipped_logged;
 };
 
@@ -245,6 +247,13 @@ static void copy_old_bytes(unsigned char *dst, const unsigned char *src, size_t 
 		*dst++ = __atomic_load_n(src++, __ATOMIC_RELAXED);
 }
 
+/* @counter += @n; the ULog's lock held, so that no other thread writes it meanwhile. */
+static inline void stat_add(_Atomic uint64_t *counter, uint64_t n)
+{
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
 int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
 			void *const addr[], const size_t size[], unsigned n,
 			bool (*then)(void *), void *arg)
@@ -270,13 +279,13 @@ int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool
 	for (unsigned i = 0; todo > 1 && u->set_cap && i < n; i++)
 		if (log[i])
 			__builtin_prefetch(&u->set[slot_of((uint64_t)addr[i], size[i], u->set_cap)]);
-	uint64_t start = u->used, off = start, logged = 0;
+	uint64_t start = u->used, off = start, logged = 0, skipped = 0;
 	for (unsigned i = 0; i < n; i++) {
 		if (!log[i])
 			continue;
 		/* Already logged this generation, possibly earlier in this group. */
 		if (set_contains(u, (uint64_t)addr[i], size[i])) {
-			atomic_fetch_add_explicit(&u->skipped_logged, 1, memory_order_relaxed);
+			skipped++;
 			continue;
 		}
 		uint64_t need = rec_bytes(size[i]);
@@ -317,10 +326,12 @@ int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool
 		if (!fenced)
 			pm_drain(); /* the group's one fence: before any of its stores */
 		__atomic_store_n(&u->used, off, __ATOMIC_RELAXED);
+		stat_add(&u->logged, logged);
+		stat_add(&u->bytes, off - start);
 	}
+	if (skipped)
+		stat_add(&u->skipped_logged, skipped);
 	pthread_mutex_unlock(&u->lock);
-	atomic_fetch_add_explicit(&u->logged, logged, memory_order_relaxed);
-	atomic_fetch_add_explicit(&u->bytes, off - start, memory_order_relaxed);
 	return 0;
 }
 
