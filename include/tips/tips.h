@@ -189,7 +189,9 @@ struct tips_stats {
 	uint64_t writes, olog_bytes;            /* OLog records and bytes appended */
 	uint64_t ulog_bytes, ulog_logged;       /* ULog bytes and records written */
 	uint64_t ulog_skipped_fresh;            /* tips_ulog_add skipped: memory is new */
-	uint64_t ulog_skipped_logged;           /* tips_ulog_add skipped: already logged */
+	uint64_t ulog_skipped_logged;           /* tips_ulog_add skipped: already logged
+	                                           (a replay worker adds its last few at
+	                                           its next log group) */
 	uint64_t mlog_allocs, mlog_frees;       /* tips_alloc / tips_free calls */
 	uint64_t mlog_bytes;                    /* MLog records they wrote, in bytes */
 	uint64_t reclamations;

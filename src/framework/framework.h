@@ -288,6 +288,10 @@ int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, voi
 #define ULOG_GROUP_MAX 16u
 int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
 		   void *const addr[], const size_t size[], unsigned n);
+/* ulog_add_group() for replay's log_ahead batches: the calling thread also remembers the
+ * ranges, so that its operations that log only those skip the lock and the set. */
+int ulog_log_ahead(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+		   void *const addr[], const size_t size[], unsigned n);
 /* ulog_add_group, then @then(@arg) under the ULog's lock, after the records are written
  * and flushed and before their fence. If @then returns true it has fenced (covering the
  * records), and the group takes no fence of its own: an allocation's record and an

@@ -229,7 +229,7 @@ static void log_ahead(struct tips_db *db, const struct worker *w, size_t i,
 			n += (unsigned)k;
 	}
 	if (n > 1) /* an error (a range outside the pool): each operation logs its own */
-		(void)ulog_add_group(db->ulog, db->heap, db->pool, addr, size, n);
+		(void)ulog_log_ahead(db->ulog, db->heap, db->pool, addr, size, n);
 }
 
 /* Notes an applied entry's key for gc (cache_applied_keys). Without DRAM to note it,

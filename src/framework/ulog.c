@@ -7,6 +7,8 @@
  *    it, and the heap's MLog frees it on rollback (tips_heap_block_is_fresh), or
  *  - the same range was logged since the last reclamation: rolling back restores the
  *    oldest copy, which is the state at the reclamation.
+ * A replay worker remembers the ranges of its last log_ahead batch (ulog_log_ahead), and
+ * an operation that logs only those skips the lock and the set: they are in the set.
  * The stores themselves are not flushed here: reclamation flushes every logged range
  * once (ulog_flush_targets), so repeated updates to one line cost one flush.
  * Records are appended in groups (ulog_add_group: the ranges an operation logs before
@@ -43,6 +45,7 @@
 #include "util/errors_internal.h"
 
 struct ulog {
+	uint64_t id;            /* unique in the process: names it in a thread's `ahead` */
 	unsigned char *ring;
 	uint64_t size;
 	uint64_t used;   /* bytes of records this generation (under lock) */
@@ -192,6 +195,8 @@ int ulog_new(void *ring, uint64_t size, uint64_t gen, struct ulog **out)
 	struct ulog *u = calloc(1, sizeof(*u));
 	if (!u)
 		return tips_set_error(TIPS_ENOMEM, "ulog: out of DRAM");
+	static _Atomic uint64_t ids;
+	u->id = atomic_fetch_add(&ids, 1) + 1;
 	u->ring = ring;
 	u->size = size;
 	u->gen = gen;
@@ -254,9 +259,45 @@ static inline void stat_add(_Atomic uint64_t *counter, uint64_t n)
 			      memory_order_relaxed);
 }
 
-int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
-			void *const addr[], const size_t size[], unsigned n,
-			bool (*then)(void *), void *arg)
+/*
+ * The ranges the calling thread logged ahead in its last ulog_log_ahead() group, all
+ * durable and in the set since then: an operation whose ranges are all among them (the
+ * common case after replay's log_ahead) needs neither the lock nor the set. Valid for
+ * one ULog and generation; a generation ends only while no replay worker applies
+ * anything. The skips counted here reach skipped_logged at the thread's next group.
+ */
+static _Thread_local struct {
+	uint64_t id; /* the ULog's (ulog.id; 0: none): a freed one's address may be reused */
+	uint64_t gen;
+	unsigned n;
+	uint64_t skipped;
+	uint64_t addr[ULOG_GROUP_MAX];
+	size_t size[ULOG_GROUP_MAX];
+} ahead;
+
+static bool logged_ahead(const void *addr, size_t size)
+{
+	for (unsigned j = 0; j < ahead.n; j++)
+		if (ahead.addr[j] == (uint64_t)addr && ahead.size[j] == size)
+			return true;
+	return false;
+}
+
+/* Whether every range with log[i] set is among the thread's ranges logged ahead. */
+static bool all_logged_ahead(const struct ulog *u, void *const addr[], const size_t size[],
+			     const bool log[], unsigned n)
+{
+	if (ahead.id != u->id || ahead.gen != u->gen)
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (log[i] && !logged_ahead(addr[i], size[i]))
+			return false;
+	return true;
+}
+
+static int add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+		     void *const addr[], const size_t size[], unsigned n, bool (*then)(void *),
+		     void *arg, bool is_ahead)
 {
 	bool log[ULOG_GROUP_MAX];
 	unsigned todo = 0;
@@ -267,6 +308,10 @@ int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool
 			return rc;
 		log[i] = rc == 0;
 		todo += log[i];
+	}
+	if (todo && !is_ahead && all_logged_ahead(u, addr, size, log, n)) {
+		ahead.skipped += todo;
+		todo = 0;
 	}
 	if (!todo) {
 		if (then)
@@ -329,16 +374,47 @@ int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool
 		stat_add(&u->logged, logged);
 		stat_add(&u->bytes, off - start);
 	}
+	if (ahead.id == u->id) {
+		skipped += ahead.skipped;
+		ahead.skipped = 0;
+	}
 	if (skipped)
 		stat_add(&u->skipped_logged, skipped);
+	if (is_ahead) {
+		/* Durable (fenced above, or earlier in the generation: in the set) unless
+		 * the group was not logged at all (todo 0: the fresh ranges need nothing). */
+		if (ahead.id != u->id)
+			ahead.skipped = 0; /* another ULog's: its statistics lose them */
+		ahead.id = u->id;
+		ahead.gen = u->gen;
+		ahead.n = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (log[i]) {
+				ahead.addr[ahead.n] = (uint64_t)addr[i];
+				ahead.size[ahead.n++] = size[i];
+			}
+	}
 	pthread_mutex_unlock(&u->lock);
 	return 0;
+}
+
+int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+			void *const addr[], const size_t size[], unsigned n,
+			bool (*then)(void *), void *arg)
+{
+	return add_group(u, heap, pool, addr, size, n, then, arg, false);
 }
 
 int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
 		   void *const addr[], const size_t size[], unsigned n)
 {
-	return ulog_add_group_then(u, heap, pool, addr, size, n, NULL, NULL);
+	return add_group(u, heap, pool, addr, size, n, NULL, NULL, false);
+}
+
+int ulog_log_ahead(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
+		   void *const addr[], const size_t size[], unsigned n)
+{
+	return add_group(u, heap, pool, addr, size, n, NULL, NULL, true);
 }
 
 int ulog_add(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool, void *addr,
