@@ -190,8 +190,8 @@ struct tips_stats {
 	uint64_t ulog_bytes, ulog_logged;       /* ULog bytes and records written */
 	uint64_t ulog_skipped_fresh;            /* tips_ulog_add skipped: memory is new */
 	uint64_t ulog_skipped_logged;           /* tips_ulog_add skipped: already logged
-	                                           (a replay worker adds its last few at
-	                                           its next log group) */
+	                                           (a replay worker adds some at the end
+	                                           of its epoch) */
 	uint64_t mlog_allocs, mlog_frees;       /* tips_alloc / tips_free calls */
 	uint64_t mlog_bytes;                    /* MLog records they wrote, in bytes */
 	uint64_t reclamations;

@@ -292,6 +292,8 @@ int ulog_add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *poo
  * ranges, so that its operations that log only those skip the lock and the set. */
 int ulog_log_ahead(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,
 		   void *const addr[], const size_t size[], unsigned n);
+/* Adds the calling thread's skips of ranges it logged ahead to the statistics. */
+void ulog_ahead_done(struct ulog *u);
 /* ulog_add_group, then @then(@arg) under the ULog's lock, after the records are written
  * and flushed and before their fence. If @then returns true it has fenced (covering the
  * records), and the group takes no fence of its own: an allocation's record and an

@@ -302,6 +302,8 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 	}
 	cache_applied(db->cache, live);
 	admit_release(db, cost);
+	if (ops->log_ahead)
+		ulog_ahead_done(db->ulog);
 }
 
 static bool queue_push(struct worker *w, const struct olog_rec *r, bool live)

@@ -264,7 +264,8 @@ static inline void stat_add(_Atomic uint64_t *counter, uint64_t n)
  * durable and in the set since then: an operation whose ranges are all among them (the
  * common case after replay's log_ahead) needs neither the lock nor the set. Valid for
  * one ULog and generation; a generation ends only while no replay worker applies
- * anything. The skips counted here reach skipped_logged at the thread's next group.
+ * anything. The skips counted here reach skipped_logged at the thread's next group or
+ * ulog_ahead_done(), which replay calls at the end of each epoch.
  */
 static _Thread_local struct {
 	uint64_t id; /* the ULog's (ulog.id; 0: none): a freed one's address may be reused */
@@ -396,6 +397,16 @@ static int add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *p
 	}
 	pthread_mutex_unlock(&u->lock);
 	return 0;
+}
+
+void ulog_ahead_done(struct ulog *u)
+{
+	if (ahead.id != u->id || !ahead.skipped)
+		return;
+	pthread_mutex_lock(&u->lock);
+	stat_add(&u->skipped_logged, ahead.skipped);
+	pthread_mutex_unlock(&u->lock);
+	ahead.skipped = 0;
 }
 
 int ulog_add_group_then(struct ulog *u, struct tips_heap *heap, struct tips_pool *pool,

@@ -519,8 +519,9 @@ void reserve_release(struct tips_heap *h, struct lane *lane, bool rollback)
  * an empty one filled for @size; false if neither (reserves off, both hold other sizes,
  * no room). The block's record was made durable when the reserve was filled, so a
  * block handed out needs no fence: none is taken, and the stores the caller made
- * before (its index's last operation) drain while it goes on. */
-static bool alloc_reserved(struct tips_heap *h, size_t size, void **out)
+ * before (its index's last operation) drain while it goes on. *@fenced: whether this
+ * call filled a reserve, whose fence came after everything the caller had flushed. */
+static bool alloc_reserved(struct tips_heap *h, size_t size, void **out, bool *fenced)
 {
 	struct lane *lane = lane_mine(h);
 	pthread_mutex_lock(&lane->lock);
@@ -532,8 +533,11 @@ static bool alloc_reserved(struct tips_heap *h, size_t size, void **out)
 		if (!empty && rs->next >= rs->n)
 			empty = rs;
 	}
-	if (!got && empty && reserve_fill(h, lane, empty, size))
+	if (!got && empty && reserve_fill(h, lane, empty, size)) {
 		got = reserve_take(lane, empty, size, out);
+		if (fenced)
+			*fenced = true;
+	}
 	pthread_mutex_unlock(&lane->lock);
 	return got;
 }
@@ -603,7 +607,7 @@ static int alloc_common(struct tips_heap *h, size_t size, uint64_t *slot, void *
 				      size);
 	if (fenced)
 		*fenced = false;
-	if (!slot && h->logged_reserve && alloc_reserved(h, size, out))
+	if (!slot && h->logged_reserve && alloc_reserved(h, size, out, fenced))
 		return 0;
 	struct lane *lane;
 	char *block = NULL;

@@ -71,7 +71,8 @@ uint64_t heap_chunk_room(const struct tips_heap *h);
  * when the heap is nearly full or the lane log nearly so. Call before allocating. */
 void heap_set_logged_reserve(struct tips_heap *heap, unsigned n);
 /* tips_heap_alloc_logged(), and in *@fenced (if not NULL) whether it fenced after the
- * block's record: not for a block from a reserve, whose record was fenced before. */
+ * block's record (and after all the calling thread had flushed): not for a block from
+ * a reserve filled before, whose record was fenced then. */
 int heap_alloc_logged_fenced(struct tips_heap *heap, size_t size, void **out, bool *fenced);
 /* Records still free in the calling thread's lane log. */
 uint64_t heap_lane_room(struct tips_heap *heap);

@@ -1351,8 +1351,10 @@ static void prefetch_node(struct art_node *n, uint8_t c)
 	case ART_N48: {
 		struct art_n48 *q = (struct art_n48 *)n;
 		__builtin_prefetch(&q->index[c], 1, 3);
-		for (unsigned s = 0; s < 48; s += 8)
-			__builtin_prefetch(&q->child[s], 1, 3);
+		/* child[] starts mid-line: 7 lines */
+		uintptr_t first = (uintptr_t)&q->child[0] & ~(uintptr_t)63;
+		for (uintptr_t a = first; a <= (uintptr_t)&q->child[47]; a += 64)
+			__builtin_prefetch((const void *)a, 1, 3);
 		return;
 	}
 	default:

@@ -1071,6 +1071,69 @@ static void test_ulog_groups(void)
 	unlink(ppath);
 }
 
+/* ulog_log_ahead: a thread's later operations on the ranges it logged ahead take no
+ * record, are counted as skipped by ulog_ahead_done, and only in that ULog and
+ * generation: after ulog_reset, or in a new ULog of the same generation, they log
+ * again. A batch that fails (a range outside the pool) keeps the ranges before it. */
+static void test_ulog_log_ahead(void)
+{
+	char ppath[300];
+	snprintf(ppath, sizeof(ppath), "%s.ahead", path);
+	unlink(ppath);
+	struct tips_pool_options po;
+	tips_pool_options_init(&po);
+	po.size = 16ull << 20;
+	po.log_size = 2ull << 20;
+	struct tips_pool *pool = NULL;
+	REQUIRE(tips_pool_create(ppath, &po, &pool) == 0);
+	size_t log_size = 0;
+	unsigned char *area = tips_pool_log_area(pool, &log_size);
+	REQUIRE(area && log_size >= (256u << 10));
+	const uint64_t ring_size = 64u << 10, gen = 9;
+	unsigned char *ring = area, *target = area + (128u << 10);
+	enum { LEN = 8 };
+	const uint64_t rec = sizeof(struct ulog_rec) + LEN;
+	void *addr[3] = { target, target + 64, target + 128 };
+	size_t size[3] = { LEN, LEN, LEN };
+	uint64_t bytes, logged, fresh, skipped;
+
+	struct ulog *u = NULL;
+	REQUIRE(ulog_new(ring, ring_size, gen, &u) == 0);
+	CHECK(ulog_log_ahead(u, NULL, pool, addr, size, 2) == 0);
+	CHECK(ulog_used(u) == 2 * rec);
+	CHECK(ulog_add(u, NULL, pool, addr[1], LEN) == 0); /* logged ahead: no record */
+	CHECK(ulog_add(u, NULL, pool, addr[0], LEN) == 0);
+	CHECK(ulog_used(u) == 2 * rec);
+	CHECK(ulog_add(u, NULL, pool, addr[2], LEN) == 0); /* not in the batch: a record */
+	CHECK(ulog_used(u) == 3 * rec);
+	ulog_ahead_done(u);
+	ulog_counters(u, &bytes, &logged, &fresh, &skipped);
+	CHECK(logged == 3 && skipped == 2);
+
+	/* A failed batch (its second range is not in the pool) changes nothing. */
+	void *bad[2] = { addr[2], &ppath[0] };
+	CHECK(ulog_log_ahead(u, NULL, pool, bad, size, 2) < 0);
+	CHECK(ulog_add(u, NULL, pool, addr[0], LEN) == 0);
+	CHECK(ulog_used(u) == 3 * rec);
+
+	/* A new generation: the ranges are logged again. */
+	ulog_reset(u, gen + 1);
+	CHECK(ulog_add(u, NULL, pool, addr[0], LEN) == 0);
+	CHECK(ulog_used(u) == rec);
+	ulog_delete(u);
+
+	/* A new ULog (the same generation, maybe the same address): logged again. */
+	REQUIRE(ulog_new(ring, ring_size, gen, &u) == 0);
+	CHECK(ulog_log_ahead(u, NULL, pool, addr, size, 1) == 0);
+	ulog_delete(u);
+	REQUIRE(ulog_new(ring, ring_size, gen, &u) == 0);
+	CHECK(ulog_add(u, NULL, pool, addr[0], LEN) == 0);
+	CHECK(ulog_used(u) == rec);
+	ulog_delete(u);
+	CHECK(tips_pool_close(&pool) == 0);
+	unlink(ppath);
+}
+
 /* An index of the caller's written to the plug-in contract before 0.4: found, longer
  * than the buffer, it returns 0 (tips_get then judges the length itself). */
 static int lookup_returns_0(void *index, const void *key, size_t klen, void *val, size_t cap,
@@ -1295,6 +1358,7 @@ int main(int argc, char **argv)
 	test_log_too_small();
 	test_crc32c();
 	test_ulog_groups();
+	test_ulog_log_ahead();
 	test_filter_hash();
 	return test_finish("test_framework");
 }
