@@ -999,10 +999,12 @@ static void test_crc32c(void)
  * restores all three. The middle record torn (a crash before the group's fence):
  * rollback restores the first and stops, without calling the third, intact record of
  * the same group damage. The first of two separate groups damaged: TIPS_ECORRUPT. */
-static void test_ulog_groups(void)
+/* A fresh 16 MiB pool at @path + @suffix (its name in @ppath) for the ULog tests, its
+ * log area (at least 256 KiB) in *@area. */
+static struct tips_pool *ulog_test_pool(const char *suffix, char ppath[300],
+					unsigned char **area)
 {
-	char ppath[300];
-	snprintf(ppath, sizeof(ppath), "%s.ulog", path);
+	snprintf(ppath, 300, "%s%s", path, suffix);
 	unlink(ppath);
 	struct tips_pool_options po;
 	tips_pool_options_init(&po);
@@ -1014,8 +1016,16 @@ static void test_ulog_groups(void)
 		fprintf(stderr, "tips_pool_create: %s\n", tips_errormsg());
 	REQUIRE(prc == 0);
 	size_t log_size = 0;
-	unsigned char *area = tips_pool_log_area(pool, &log_size);
-	REQUIRE(area && log_size >= (256u << 10));
+	*area = tips_pool_log_area(pool, &log_size);
+	REQUIRE(*area && log_size >= (256u << 10));
+	return pool;
+}
+
+static void test_ulog_groups(void)
+{
+	char ppath[300];
+	unsigned char *area;
+	struct tips_pool *pool = ulog_test_pool(".ulog", ppath, &area);
 	const uint64_t ring_size = 64u << 10, gen = 7;
 	unsigned char *ring = area, *target = area + (128u << 10);
 	enum { N = 3, LEN = 16 };
@@ -1078,17 +1088,8 @@ static void test_ulog_groups(void)
 static void test_ulog_log_ahead(void)
 {
 	char ppath[300];
-	snprintf(ppath, sizeof(ppath), "%s.ahead", path);
-	unlink(ppath);
-	struct tips_pool_options po;
-	tips_pool_options_init(&po);
-	po.size = 16ull << 20;
-	po.log_size = 2ull << 20;
-	struct tips_pool *pool = NULL;
-	REQUIRE(tips_pool_create(ppath, &po, &pool) == 0);
-	size_t log_size = 0;
-	unsigned char *area = tips_pool_log_area(pool, &log_size);
-	REQUIRE(area && log_size >= (256u << 10));
+	unsigned char *area;
+	struct tips_pool *pool = ulog_test_pool(".ahead", ppath, &area);
 	const uint64_t ring_size = 64u << 10, gen = 9;
 	unsigned char *ring = area, *target = area + (128u << 10);
 	enum { LEN = 8 };
