@@ -684,14 +684,55 @@ static void set_prefix(struct art_node *n, const unsigned char *p, uint32_t len,
  * range, they are neighbours) and children [pos, @end) change; @keys are the new key
  * bytes, the children are shifted by the caller after this call.
  */
+/* The two ranges small_rewrite() logs (and art_log_ahead() names ahead). */
+static void small_ranges(struct art_node *n, unsigned pos, unsigned end, void *addr[2],
+			 size_t size[2])
+{
+	addr[0] = (void *)&n->count;
+	size[0] = sizeof(n->count) + (n->type == ART_N4 ? 4 : 16);
+	addr[1] = (void *)&small_children(n)[pos];
+	size[1] = (end - pos) * sizeof(uintptr_t);
+}
+
 static void small_rewrite(struct art_node *n, unsigned pos, unsigned end,
 			  const uint8_t keys[16], unsigned cnt, bool log)
 {
-	if (log) /* both before either store: one fence */
-		IDX_LOG2(&n->count, sizeof(n->count) + (n->type == ART_N4 ? 4 : 16),
-			 &small_children(n)[pos], (end - pos) * sizeof(uintptr_t));
+	if (log) { /* both before either store: one fence */
+		void *addr[2];
+		size_t size[2];
+		small_ranges(n, pos, end, addr, size);
+		IDX_LOG2(addr[0], size[0], addr[1], size[1]);
+	}
 	small_keys_store(n, keys);
 	ST(n->count, (uint16_t)cnt);
+}
+
+/* Where key byte @c goes among the @cnt sorted key bytes of a Node4/16. */
+static unsigned small_pos(const uint8_t keys[16], unsigned cnt, uint8_t c)
+{
+	unsigned pos = 0;
+	while (pos < cnt && keys[pos] < c)
+		pos++;
+	return pos;
+}
+
+/* A Node48's first free child slot, 48 if none. */
+static unsigned n48_free_slot(struct art_n48 *p)
+{
+	unsigned s = 0;
+	while (s < 48 && LD(p->child[s]))
+		s++;
+	return s;
+}
+
+/* The two ranges a Node48 add of byte @c into slot @s logs (and art_log_ahead names). */
+static void n48_add_ranges(struct art_n48 *p, unsigned s, uint8_t c, void *addr[2],
+			   size_t size[2])
+{
+	addr[0] = (void *)&p->child[s];
+	size[0] = sizeof(p->child[s]);
+	addr[1] = (void *)&p->index[c];
+	size[1] = sizeof(p->index[c]);
 }
 
 /*
@@ -708,9 +749,7 @@ static void node_add(struct art_node *n, uint8_t c, uintptr_t child, bool log)
 		TIPS_INVARIANT(cnt < node_cap[n->type] && cnt < 16, "art: node_add on a full node");
 		small_keys(n, keys);
 		_Atomic uintptr_t *ch = small_children(n);
-		unsigned pos = 0;
-		while (pos < cnt && keys[pos] < c)
-			pos++;
+		unsigned pos = small_pos(keys, cnt, c);
 		memmove(keys + pos + 1, keys + pos, cnt - pos);
 		keys[pos] = c;
 		small_rewrite(n, pos, cnt + 1, keys, cnt + 1, log);
@@ -721,12 +760,13 @@ static void node_add(struct art_node *n, uint8_t c, uintptr_t child, bool log)
 	}
 	case ART_N48: {
 		struct art_n48 *p = (struct art_n48 *)n;
-		unsigned s = 0;
-		while (s < 48 && LD(p->child[s]))
-			s++;
-		if (log) /* both before either store: one fence */
-			IDX_LOG2(&p->child[s], sizeof(p->child[s]), &p->index[c],
-				 sizeof(p->index[c]));
+		unsigned s = n48_free_slot(p);
+		if (log) { /* both before either store: one fence */
+			void *addr[2];
+			size_t size[2];
+			n48_add_ranges(p, s, c, addr, size);
+			IDX_LOG2(addr[0], size[0], addr[1], size[1]);
+		}
 		slot_set(&p->child[s], child, false);
 		index_set(p, c, s + 1, false);
 		return;
@@ -1413,28 +1453,18 @@ static int add_ranges(struct art_node *n, uint8_t c, struct art_node *parent, ui
 	case ART_N4:
 	case ART_N16: {
 		uint8_t keys[16];
-		unsigned cnt = small_keys(n, keys), pos = 0;
+		unsigned cnt = small_keys(n, keys);
 		if (cnt >= node_cap[n->type])
 			break;
-		while (pos < cnt && keys[pos] < c)
-			pos++;
-		addr[0] = (void *)&n->count;
-		size[0] = sizeof(n->count) + (n->type == ART_N4 ? 4 : 16);
-		addr[1] = (void *)&small_children(n)[pos];
-		size[1] = (cnt + 1 - pos) * sizeof(uintptr_t);
+		small_ranges(n, small_pos(keys, cnt, c), cnt + 1, addr, size);
 		return 2;
 	}
 	case ART_N48: {
 		struct art_n48 *p = (struct art_n48 *)n;
-		unsigned s = 0;
-		while (s < 48 && LD(p->child[s]))
-			s++;
+		unsigned s = n48_free_slot(p);
 		if (s == 48)
 			break;
-		addr[0] = (void *)&p->child[s];
-		size[0] = sizeof(p->child[s]);
-		addr[1] = (void *)&p->index[c];
-		size[1] = sizeof(p->index[c]);
+		n48_add_ranges(p, s, c, addr, size);
 		return 2;
 	}
 	default:
