@@ -97,8 +97,9 @@ struct tips_index_ops {
 	 * applies them, and an operation whose ranges are all logged already in this
 	 * generation stores without a fence of its own.
 	 * Called concurrently with writes of other keys, without a lock, for keys and
-	 * values of records the framework accepted (valid lengths); it stores nothing. A wrong or stale range costs a record, never a wrong rollback (a
-	 * rollback restores the oldest copy of every byte). */
+	 * values of records the framework accepted (valid lengths); it stores nothing.
+	 * A wrong or stale range costs a record, never a wrong rollback (a rollback
+	 * restores the oldest copy of every byte). */
 	int (*log_ahead)(void *index, const void *key, size_t klen, size_t vlen,
 			 void *addr[TIPS_LOG_AHEAD_RANGES], size_t size[TIPS_LOG_AHEAD_RANGES]);
 };

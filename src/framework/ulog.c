@@ -264,8 +264,8 @@ static inline void stat_add(_Atomic uint64_t *counter, uint64_t n)
  * durable and in the set since then: an operation whose ranges are all among them (the
  * common case after replay's log_ahead) needs neither the lock nor the set. Valid for
  * one ULog and generation; a generation ends only while no replay worker applies
- * anything. The skips counted here reach skipped_logged at the thread's next group or
- * ulog_ahead_done(), which replay calls at the end of each epoch.
+ * anything. The skips counted here reach skipped_logged in ulog_ahead_done(), which
+ * replay calls at the end of each epoch.
  */
 static _Thread_local struct {
 	uint64_t id; /* the ULog's (ulog.id; 0: none): a freed one's address may be reused */
@@ -374,10 +374,6 @@ static int add_group(struct ulog *u, struct tips_heap *heap, struct tips_pool *p
 		__atomic_store_n(&u->used, off, __ATOMIC_RELAXED);
 		stat_add(&u->logged, logged);
 		stat_add(&u->bytes, off - start);
-	}
-	if (ahead.id == u->id) {
-		skipped += ahead.skipped;
-		ahead.skipped = 0;
 	}
 	if (skipped)
 		stat_add(&u->skipped_logged, skipped);

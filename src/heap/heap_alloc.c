@@ -262,6 +262,8 @@ static inline uint64_t record_tag(uint64_t gen, uint64_t block, uint64_t slot, u
 	return REC_TAG(gen, rec_check(gen, block, slot, size, type), type);
 }
 
+/* Appends a record to @lane's log, stored and flushed, and fenced if @fence (a logged
+ * free waits for the checkpoint's fence). */
 static void record_write(struct tips_heap *h, struct lane *lane, uint64_t block, uint64_t slot,
 			 uint64_t size, enum heap_record_type type, bool fence)
 {
@@ -390,8 +392,8 @@ void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size
  * was about a third of what a replay worker spent on an insert into tips-hash (about
  * 180 of 570 ns; streaming the record instead of `clwb` saved little), apparently
  * because a record shares its line with the next one and a line written back costs
- * the next store to it a trip to memory. A reserve writes the records of up to HEAP_RESERVE_MAX blocks of one
- * size together (whole lines, one fence) and hands the blocks out one per allocation
+ * the next store to it a trip to memory. A reserve writes the records of up to
+ * HEAP_RESERVE_MAX blocks of one size together (whole lines, one fence) and hands the blocks out one per allocation
  * (docs/framework.md, "Seventeenth round"). Every block still has a durable
  * ALLOC_LOGGED record of the generation before its bitmap bit or header is stored, so
  * recovery treats a reserved block as any logged allocation: a rollback frees it.
