@@ -71,7 +71,23 @@ static const char *const op_names[NOPS] = { "read", "insert", "update", "remove"
 struct thread_slot {
 	_Atomic uint64_t done;     /* operations completed in the current phase */
 	_Atomic uint64_t inflight; /* insert id lower bound, UINT64_MAX when none */
+	_Atomic pid_t tid;         /* the worker of the current phase (its schedstat) */
 } __attribute__((aligned(64)));
+
+/* What the clients and the host did in one timeline interval, so that a stalled one
+ * can be told apart: the clients' time on a CPU and waiting for one (their threads'
+ * schedstat; the rest of the interval they were blocked), and the CPU time the host
+ * took from this machine's CPUs (steal, /proc/stat: the VM was not running). */
+struct interval_sched {
+	uint32_t cpu_us, wait_us, steal_us;
+	bool known; /* false: a worker had exited, or the kernel does not say */
+};
+
+/* The running totals those are differences of; known: the kernel gave them. */
+struct sched_snap {
+	uint64_t cpu_ns, wait_ns, steal_us;
+	bool known;
+};
 
 struct sampled {
 	uint64_t n, fences, lines;
@@ -120,6 +136,7 @@ struct bench {
 	int phase; /* 0 load, 1 run */
 	struct thread_result res[MAX_THREADS];
 	uint64_t timeline[2][MAX_SAMPLES]; /* per phase: operations in each interval */
+	struct interval_sched sched[2][MAX_SAMPLES]; /* per phase: and who ran in it */
 	size_t ntimeline[2];
 	struct task_table tasks;
 	uint64_t insert_limit; /* the run phase stops before inserting this id */
@@ -665,6 +682,7 @@ static void *worker(void *p)
 	struct worker_arg *a = p;
 	struct bench *b = a->b;
 	struct tips_pm_counters c0, c1;
+	atomic_store(&b->slots[a->t].tid, gettid()); /* before the sampler starts */
 	pthread_barrier_wait(&b->barrier);
 	tips_pm_counters_thread(&c0);
 	uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -688,7 +706,68 @@ static uint64_t total_done(struct bench *b)
 	return n;
 }
 
-/* Samples the completed operations every sample_ms (PiBench's statistics thread). */
+/* Reads the first two numbers of @path (a schedstat: ns on a CPU, ns waiting for one). */
+static bool read_two(const char *path, unsigned long long *a, unsigned long long *b)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool ok = fscanf(f, "%llu %llu", a, b) == 2;
+	fclose(f);
+	return ok;
+}
+
+/* The machine's steal time in microseconds, summed over its CPUs; false if unknown. */
+static bool read_steal_us(uint64_t *us)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	if (!f)
+		return false;
+	unsigned long long v[8];
+	bool ok = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			 &v[3], &v[4], &v[5], &v[6], &v[7]) == 8;
+	fclose(f);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (!ok || hz <= 0)
+		return false;
+	*us = (uint64_t)v[7] * (1000000ull / (uint64_t)hz);
+	return true;
+}
+
+/* The clients' schedstat totals and the machine's steal, now. */
+static struct sched_snap sched_snap(const struct bench *b)
+{
+	struct sched_snap s = { 0, 0, 0, true };
+	for (unsigned t = 0; t < b->o.threads && s.known; t++) {
+		char path[64];
+		unsigned long long cpu, wait;
+		snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat",
+			 (int)atomic_load(&b->slots[t].tid));
+		s.known = read_two(path, &cpu, &wait);
+		s.cpu_ns += cpu;
+		s.wait_ns += wait;
+	}
+	s.known = s.known && read_steal_us(&s.steal_us);
+	return s;
+}
+
+static uint32_t clamp_u32(uint64_t x)
+{
+	return x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+}
+
+/* The interval from @a to @z. */
+static struct interval_sched sched_between(const struct sched_snap *a, const struct sched_snap *z)
+{
+	if (!a->known || !z->known)
+		return (struct interval_sched){ 0, 0, 0, false };
+	return (struct interval_sched){ clamp_u32((z->cpu_ns - a->cpu_ns) / 1000),
+					clamp_u32((z->wait_ns - a->wait_ns) / 1000),
+					clamp_u32(z->steal_us - a->steal_us), true };
+}
+
+/* Samples the completed operations every sample_ms (PiBench's statistics thread), and
+ * with them what the clients and the host did (struct interval_sched). */
 static void *sampler(void *p)
 {
 	struct bench *b = p;
@@ -696,7 +775,9 @@ static void *sampler(void *p)
 	uint64_t last = 0;
 	bool progress = isatty(STDERR_FILENO);
 	uint64_t *timeline = b->timeline[b->phase];
+	struct interval_sched *sched = b->sched[b->phase];
 	size_t *ntimeline = &b->ntimeline[b->phase];
+	struct sched_snap prev = sched_snap(b);
 	while (!atomic_load(&b->stop_sampler) && *ntimeline < MAX_SAMPLES) {
 		next.tv_nsec += (long)b->o.sample_ms * 1000000L;
 		while (next.tv_nsec >= 1000000000L) {
@@ -706,6 +787,9 @@ static void *sampler(void *p)
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0)
 			;
 		uint64_t n = total_done(b);
+		struct sched_snap now = sched_snap(b);
+		sched[*ntimeline] = sched_between(&prev, &now);
+		prev = now;
 		timeline[(*ntimeline)++] = n - last;
 		last = n;
 		tasks_sample(&b->tasks, false);
@@ -720,8 +804,11 @@ static void *sampler(void *p)
 	/* The workers may have finished after the last sample: count their tail too, so the
 	 * timeline always adds up to the phase's operations. */
 	uint64_t n = total_done(b);
-	if (n > last && *ntimeline < MAX_SAMPLES)
+	if (n > last && *ntimeline < MAX_SAMPLES) {
+		struct sched_snap now = sched_snap(b); /* not known: the workers exited */
+		sched[*ntimeline] = sched_between(&prev, &now);
 		timeline[(*ntimeline)++] = n - last;
+	}
 	if (progress)
 		fprintf(stderr, "\r\033[K");
 	return NULL;
@@ -819,6 +906,11 @@ struct run_summary {
 	double timeline_median;                      /* ops per full interval */
 	unsigned stalls, longest_stall;              /* intervals below half the median,
 							the longest run of them */
+	unsigned stalls_known;                       /* of them, those with their
+							struct interval_sched; in these: */
+	double stall_cpu_share, stall_wait_share;    /* the clients' time on a CPU, and
+							waiting for one, over theirs */
+	double stall_steal_ms;                       /* CPU time the host took */
 	bool pm_counted; /* the pm counters see this index's persistence (not pmdk-*) */
 };
 
@@ -852,6 +944,25 @@ static void find_stalls(const uint64_t *timeline, size_t n, struct run_summary *
 			run = 0;
 		}
 	}
+}
+
+/* What the clients and the host did in the stalled intervals among the first @n. */
+static void stall_sched(const struct bench *b, int phase, size_t n, struct run_summary *s)
+{
+	uint64_t cpu = 0, wait = 0, steal = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct interval_sched *iv = &b->sched[phase][i];
+		if ((double)b->timeline[phase][i] < s->timeline_median / 2 && iv->known) {
+			s->stalls_known++;
+			cpu += iv->cpu_us;
+			wait += iv->wait_us;
+			steal += iv->steal_us;
+		}
+	}
+	double span_us = (double)s->stalls_known * b->o.threads * b->o.sample_ms * 1000.0;
+	s->stall_cpu_share = span_us > 0 ? (double)cpu / span_us : 0;
+	s->stall_wait_share = span_us > 0 ? (double)wait / span_us : 0;
+	s->stall_steal_ms = (double)steal / 1000.0;
 }
 
 static void summarize(struct bench *b, const struct phase_result *pr, struct run_summary *s)
@@ -920,6 +1031,7 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 		      ((double)timeline[i] - s->timeline_mean);
 	s->timeline_stddev = n ? sqrt(sq / (double)n) : 0;
 	find_stalls(timeline, n, s);
+	stall_sched(b, pr->phase, n, s);
 }
 
 static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999, 0.9999 };
@@ -941,6 +1053,10 @@ static void print_phase(const char *name, const struct phase_result *pr,
 		       (unsigned long long)s->lat.max);
 	printf("\n%-5s stalls: %u of the 100 ms intervals below half the median (%.0f ops), "
 	       "longest %u", name, s->stalls, s->timeline_median, s->longest_stall);
+	if (s->stalls_known)
+		printf(" (in them the clients were on a CPU %.0f%% of their time, waiting for "
+		       "one %.0f%%; the host took %.0f ms of CPU)", 100 * s->stall_cpu_share,
+		       100 * s->stall_wait_share, s->stall_steal_ms);
 	if (s->wlat.total)
 		printf("; write latency ns p50 %llu p99.9 %llu",
 		       (unsigned long long)histogram_quantile(&s->wlat, 0.5),
@@ -958,12 +1074,20 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 		"\"cpu_ns_per_op\":{\"app\":%.1f,\"background\":%.1f,\"total\":%.1f,"
 		"\"persist\":%.1f,\"replay\":%.1f,\"gc\":%.1f,\"other_background\":%.1f},"
 		"\"stalls\":{\"interval_ms\":%u,\"median_interval_ops\":%.1f,"
-		"\"intervals_below_half_median\":%u,\"longest_run\":%u},"
-		"\"op_counts\":{", name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec,
+		"\"intervals_below_half_median\":%u,\"longest_run\":%u",
+		name, (unsigned long long)pr->ops, pr->seconds, pr->ops_per_sec,
 		pr->capped ? "true" : "false", pr->insert_capped ? "true" : "false", s->cpu_app,
 		s->cpu_backend, s->cpu_app + s->cpu_backend, s->cpu_role[ROLE_PERSIST],
 		s->cpu_role[ROLE_REPLAY], s->cpu_role[ROLE_GC], s->cpu_role[ROLE_OTHER],
 		b->o.sample_ms, s->timeline_median, s->stalls, s->longest_stall);
+	if (s->stalls_known)
+		fprintf(f, ",\"clients_on_cpu_share\":%.4f,\"clients_runqueue_share\":%.4f,"
+			"\"host_steal_ms\":%.1f}", s->stall_cpu_share, s->stall_wait_share,
+			s->stall_steal_ms);
+	else
+		fprintf(f, ",\"clients_on_cpu_share\":null,\"clients_runqueue_share\":null,"
+			"\"host_steal_ms\":null}");
+	fprintf(f, ",\"op_counts\":{");
 	for (int i = 0; i < NOPS; i++)
 		fprintf(f, "%s\"%s\":%llu", i ? "," : "", op_names[i], (unsigned long long)s->ops[i]);
 	fprintf(f, "},\"removed_key_misses\":%llu,\"latency_ns\":{\"samples\":%llu",
@@ -986,15 +1110,26 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 	fprintf(f, "],\"timeline_ms\":%u,\"timeline\":[", b->o.sample_ms);
 	for (size_t i = 0; i < b->ntimeline[pr->phase]; i++)
 		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->timeline[pr->phase][i]);
+	/* [on a CPU, waiting for one, host steal] per interval, null where not known */
+	fprintf(f, "],\"timeline_sched_us\":[");
+	for (size_t i = 0; i < b->ntimeline[pr->phase]; i++) {
+		const struct interval_sched *iv = &b->sched[pr->phase][i];
+		if (iv->known)
+			fprintf(f, "%s[%u,%u,%u]", i ? "," : "", iv->cpu_us, iv->wait_us,
+				iv->steal_us);
+		else
+			fprintf(f, "%snull", i ? "," : "");
+	}
+	fprintf(f, "]");
 	if (s->pm_counted)
-		fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":%.4f,"
+		fprintf(f, ",\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":%.4f,"
 			"\"fences_per_write\":%.4f,\"flushes_per_read\":%.4f,"
 			"\"fences_per_read\":%.4f,\"fences_per_write_all_threads\":%.4f,"
 			"\"pm_bytes_per_op\":%.2f,\"counted\":true}",
 			s->timeline_stddev, s->lines_w, s->fences_w, s->lines_r, s->fences_r,
 			s->fences_w_all, s->pm_bytes_per_op);
 	else /* persisted by libpmemobj: not seen by the pm counters, so unknown, not 0 */
-		fprintf(f, "],\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":null,"
+		fprintf(f, ",\"timeline_stddev\":%.1f,\"persist\":{\"flushes_per_write\":null,"
 			"\"fences_per_write\":null,\"flushes_per_read\":null,"
 			"\"fences_per_read\":null,\"fences_per_write_all_threads\":null,"
 			"\"pm_bytes_per_op\":null,\"counted\":false}", s->timeline_stddev);

@@ -77,7 +77,7 @@ PHASE_SCHEMA = {
     "op_counts": dict, "removed_key_misses": int, "latency_ns": dict,
     "latency_cdf": list, "timeline_ms": int, "timeline": list,
     "timeline_stddev": NUMBER, "persist": dict, "insert_capped": bool, "stalls": dict,
-    "write_latency_ns": dict,
+    "write_latency_ns": dict, "timeline_sched_us": list,
 }
 ROLES = ["persist", "replay", "gc", "other_background"]
 
@@ -98,6 +98,43 @@ def expected_stalls(timeline):
         else:
             run_ = 0
     return count, longest
+SCHED_CHECKED = 0
+
+
+def check_sched(where, ph, st, threads):
+    """timeline_sched_us: per interval [us on a CPU, us waiting for one, us of host
+    steal] of the clients, or null; the stall shares are those of the stalled ones."""
+    sched, timeline = ph["timeline_sched_us"], ph["timeline"]
+    check(len(sched) == len(timeline), where + ": one sched entry per interval")
+    ms = ph["seconds"] * 1000
+    global SCHED_CHECKED
+    for iv in sched:
+        check(iv is None or (len(iv) == 3 and all(isinstance(x, int) and x >= 0 for x in iv)),
+              "%s: sched entry %s" % (where, iv))
+    known = [iv for iv in sched[:-1] if iv is not None]
+    # a phase of 10 intervals or more has full ones, sampled while the workers lived
+    if len(timeline) >= 10:
+        check(known, where + ": the full intervals' sched is known")
+        # on a CPU and waiting for one cannot add up to more than the clients' time
+        # (5% and 10 ms of allowance for where the sampler's readings fall)
+        used = sum(iv[0] + iv[1] for iv in known)
+        check(used <= threads * (ms * 1000 * 1.05 + 10000),
+              "%s: the intervals hold %d us, more than %d clients had" % (where, used, threads))
+        check(sum(iv[0] for iv in known) > 0, where + ": the clients ran")
+        SCHED_CHECKED += 1
+    med = st["median_interval_ops"]
+    stalled = [iv for x, iv in zip(timeline[:-1], sched[:-1])
+               if x < med / 2 and iv is not None]
+    if stalled:
+        span = len(stalled) * threads * st["interval_ms"] * 1000.0
+        cpu = sum(iv[0] for iv in stalled) / span
+        check(abs(st["clients_on_cpu_share"] - cpu) < 1e-3,
+              "%s: clients_on_cpu_share %s, the intervals say %s" % (where, st, cpu))
+    else:
+        check(st["clients_on_cpu_share"] is None and st["host_steal_ms"] is None,
+              where + ": no stalled interval, no shares")
+
+
 PERSIST_FIELDS = ["flushes_per_write", "fences_per_write", "flushes_per_read",
                   "fences_per_read", "fences_per_write_all_threads", "pm_bytes_per_op"]
 FRAMEWORK_FIELDS = ["cache_hit_ratio", "workers_avg", "workers_final",
@@ -146,6 +183,7 @@ def check_phase(doc, name, tips, counted=True):
     want = expected_stalls(ph["timeline"])
     check((st.get("intervals_below_half_median"), st.get("longest_run")) == want,
           "%s: stalls %s, the timeline says %s" % (where, st, want))
+    check_sched(where, ph, st, doc["config"]["threads"])
     wl = ph["write_latency_ns"]
     for q in ["samples", "p50", "p99", "p999", "max"]:
         check(isinstance(wl.get(q), int), "%s.write_latency_ns.%s" % (where, q))
@@ -352,6 +390,7 @@ def main():
           "seconds: ran about 0.5 s past --ops (%.3f s, %d ops)" %
           (doc["run"]["seconds"], doc["run"]["ops"]))
     check(doc["run"]["insert_capped"] is False, "seconds: reads never hit the insert bound")
+    check_phase(doc, "run", False)  # about 50 intervals: their sched is checked
     # ... and its inserts stop at the bound the pool is sized for, saying so.
     doc = run(["--index", "tips-hash", "--records", "1000", "--ops", "3000", "--workload",
                "load", "--seconds", "30", "--sample-ms", "10"], path("seconds-cap.json"))
@@ -481,6 +520,7 @@ def main():
         check(d.get("fences_per_read", {}).get("median") == 0, "compare: dram fences 0")
 
     shutil.rmtree(tmp, ignore_errors=True)
+    check(SCHED_CHECKED > 0, "some phase's timeline_sched_us was checked")
     if failures:
         sys.exit("bench_json_test: %d failure(s)" % len(failures))
     print("bench_json_test: all passed")
