@@ -8,8 +8,9 @@
  *   tips-listdb-bench numa [--keys N] [--gets N] [--domains D] [--threads T]
  *                     [--layout braided|oblivious|both] [--memtable E] [--seed S]
  *   tips-listdb-bench recovery [--rates R1,R2,...] [--seconds S] [--memtable E]
- *                     [--compaction 0|1] [--no-check] [--pool-size BYTES]
+ *                     [--compaction 0|1] [--no-check] [--pool-size BYTES] [--max-l0 L]
  *   tips-listdb-bench puts [--keys N] [--threads T] [--seconds S] [--memtable E] [--rounds R]
+ *                     [--max-l0 L]
  *   tips-listdb-bench gets [--keys N] [--gets N] [--threads T] [--memtable E]
  *   common: [--pool PATH] [--seed S] [--no-prefault]
  *
@@ -118,6 +119,7 @@ struct options {
 	uint64_t memtable;           /* 0: the mode's default */
 	uint64_t pool_size;          /* 0: computed */
 	unsigned max_immutable;
+	unsigned max_l0;             /* puts, recovery: 0 = the default */
 	int flush_mode;              /* flush-timeline: TIPS_LISTDB_FLUSH_* */
 	bool both;                   /* flush-timeline: IUL then WAL */
 	unsigned sample_ms;
@@ -143,12 +145,14 @@ static void usage(FILE *f)
 		"                  [--memtable E (256K)]\n"
 		"  puts            [--keys N (10M)] [--threads T (2)] [--seconds S (no limit)]\n"
 		"                  [--memtable E (default)] [--rounds R (1): every key R times,\n"
-		"                  rounds after the first overwriting]: sustained blind puts, defaults\n"
+		"                  rounds after the first overwriting] [--max-l0 L (default)]:\n"
+		"                  sustained blind puts, defaults\n"
 		"  gets            [--keys N (2M)] [--gets N (=keys)] [--threads T (2)]: gets\n"
 		"                  after a load merged into L1, defaults: CPU and visits per get;\n"
 		"                  [--memtable E > N]: all in one MemTable (a DRAM skiplist)\n"
 		"  recovery        [--rates R,... (100k,300k,unlimited)] [--seconds S (5)]\n"
 		"                  [--memtable E (262144)] [--compaction 0|1 (1)] [--no-check]\n"
+		"                  [--max-l0 L (default)]\n"
 		"  common          [--pool PATH ($TIPS_BENCH_POOL_DIR or /dev/shm, then\n"
 		"                  /tips-listdb-bench-PID)] [--seed S]\n"
 		"                  [--pool-size BYTES (per domain pool; default from N)]\n"
@@ -263,6 +267,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (size_arg_count(v, &x) || x == 0 || x > 30)
 				goto bad;
 			o->max_immutable = (unsigned)x;
+		} else if (!strcmp(a, "--max-l0")) {
+			if (size_arg_count(v, &x) || x == 0 || x > 60)
+				goto bad;
+			o->max_l0 = (unsigned)x;
 		} else if (!strcmp(a, "--flush")) {
 			if (!strcmp(v, "iul"))
 				o->flush_mode = TIPS_LISTDB_FLUSH_IUL;
@@ -780,6 +788,8 @@ static int run_puts(const struct options *o)
 	cfg.expected_keys = keys;
 	if (o->memtable)
 		cfg.memtable_entries = o->memtable;
+	if (o->max_l0)
+		cfg.max_l0 = o->max_l0;
 	struct puts_run r = { .keys = keys, .rounds = rounds, .threads = threads };
 	if (open_fresh(o, &cfg, &r.db))
 		return EXIT_FAIL;
@@ -1138,6 +1148,8 @@ static void rec_config(const struct options *o, struct tips_listdb_config *cfg, 
 	cfg->expected_keys = pool_size / POOL_BYTES_PER_ENTRY;
 	if (o->memtable)
 		cfg->memtable_entries = o->memtable;
+	if (o->max_l0)
+		cfg->max_l0 = o->max_l0;
 	cfg->compaction = o->compaction;
 }
 

@@ -182,6 +182,15 @@ def main():
         check(o["compaction_cpu_ns_per_put"] > 0 and o["flush_cpu_ns_per_put"] > 0,
               "puts: flush and compaction CPU")
         check(0 <= o["stall_share"] <= 1, "puts: stall share %.3f" % o["stall_share"])
+        check(o["max_l0"] == 8, "puts: the default L0 bound, got %s" % o["max_l0"])
+    # --max-l0 sets the bound the writers stall at (1..60, as tips_listdb_open takes).
+    rc, objs = run(tool, ["puts", "--keys", "20000", "--threads", "1", "--memtable", "4096",
+                          "--pool-size", "64M", "--max-l0", "2"], pool)
+    check(rc == 0 and len(objs) == 1 and objs[0]["max_l0"] == 2,
+          "puts --max-l0 2: exit %d, %s" % (rc, objs and objs[0].get("max_l0")))
+    p = subprocess.run([tool, "puts", "--keys", "1000", "--max-l0", "61", "--pool", pool],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0 and not os.path.exists(pool), "puts --max-l0 61 is refused")
 
     # An existing pool is refused, not overwritten.
     with open(pool, "w") as f:
