@@ -32,6 +32,8 @@ uint64_t heap_header_checksum(const struct heap_header *hh)
 	return crc32(0, (const Bytef *)hh, offsetof(struct heap_header, checksum));
 }
 
+#define HEAP_BIG_LOGS (256ull << 20) /* heaps this large give their logs 1/8 */
+
 int heap_format(void *base, size_t size)
 {
 	if (size < HEAP_MIN_SIZE)
@@ -41,10 +43,14 @@ int heap_format(void *base, size_t size)
 	hh->magic = HEAP_MAGIC;
 	hh->layout_version = HEAP_LAYOUT_VERSION;
 	hh->nlanes = HEAP_DEFAULT_LANES;
-	/* Logs: 1/32 of the heap, 64 KiB..64 MiB in all, at least 32 records a lane. The
-	 * TIPS framework keeps a replay worker's MLog records in its lane until the next
-	 * reclamation, so bigger lanes mean fewer reclamations (a 1 GiB pool: 16K records). */
-	uint64_t log_bytes = size / 32;
+	/* Logs: 1/32 of a heap below HEAP_BIG_LOGS, 1/8 of a larger one, 64 KiB..64 MiB in
+	 * all, at least 32 records a lane. The TIPS framework keeps a replay worker's MLog
+	 * records in its lane until the next reclamation, so bigger lanes mean fewer
+	 * reclamations, each of which stops replay for about a millisecond (1/32 gave a
+	 * 2M-insert load in an 832 MiB pool about 270 of them: docs/framework.md,
+	 * "Nineteenth round"); a small heap keeps its room for data. A 1 GiB pool: 64 MiB,
+	 * 128K records a lane. */
+	uint64_t log_bytes = size / (size < HEAP_BIG_LOGS ? 32 : 8);
 	log_bytes = log_bytes < (64u << 10) ? (64u << 10) : log_bytes > (64u << 20) ? (64u << 20) : log_bytes;
 	hh->lane_records = log_bytes / hh->nlanes / sizeof(struct heap_record);
 	if (hh->lane_records < 32)

@@ -134,6 +134,15 @@ check 0 "info on the /dev/shm pool" stdout '^media: +shm$' stdout '^clean shutdo
 	stdout "^path: +$SHM_POOL$" stdout '^size: +16777216 bytes$' stdout '^layout version:  1$' \
 	stdout '^uuid: +[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' \
 	stdout '^flush: +(clwb|clflushopt|clflush)$'
+# A heap of 256 MiB or more gives its allocation logs 1/8 of itself (at most 64 MiB),
+# a smaller one 1/32, as the 16 MiB pools below (src/heap/heap_open.c): a 512 MiB pool
+# keeps 1557 chunks of 256 KiB for data (1724 with 1/32).
+BIG_POOL=$SHM_DIR/big
+run "$TIPS" pool create "$BIG_POOL" --size 512M
+expect_rc 0 "create a 512 MiB pool" || exit 1
+run "$TIPS" pool check "$BIG_POOL"
+check 0 "a 512 MiB pool's heap gives its logs 1/8" stdout '^chunks: +1557 \(1557 free, 0 in runs, 0 in extents\)$'
+rm -f "$BIG_POOL"
 # TIPS_FLUSH forces the weakest instruction.
 TIPS_FLUSH=clflush run "$TIPS" pool info "$SHM_POOL"
 check 0 "info with TIPS_FLUSH=clflush" stdout '^flush: +clflush$'
