@@ -995,39 +995,53 @@ static void test_crc32c(void)
 	fprintf(stderr, "crc32c: %s\n", fw_crc32c_is_hardware() ? "sse4.2" : "table");
 }
 
-/* ULog groups: three ranges logged with one fence, then stored to. Intact: rollback
- * restores all three. The middle record torn (a crash before the group's fence):
- * rollback restores the first and stops, without calling the third, intact record of
- * the same group damage. The first of two separate groups damaged: TIPS_ECORRUPT. */
-/* A fresh 16 MiB pool at @path + @suffix (its name in @ppath) for the ULog tests, its
- * log area (at least 256 KiB) in *@area. */
-static struct tips_pool *ulog_test_pool(const char *suffix, char ppath[300],
-					unsigned char **area)
+/* The ULog tests' setting: a fresh 16 MiB pool at @path + a suffix (its name in
+ * `path`), a ring of ULOG_TEST_RING bytes at the start of its log area and, 128 KiB
+ * further, the target bytes the tests log. */
+#define ULOG_TEST_RING (64u << 10)
+struct ulog_fixture {
+	char path[300];
+	struct tips_pool *pool;
+	unsigned char *ring, *target;
+};
+
+static void ulog_fixture_open(struct ulog_fixture *fx, const char *suffix)
 {
-	snprintf(ppath, 300, "%s%s", path, suffix);
-	unlink(ppath);
+	snprintf(fx->path, sizeof(fx->path), "%s%s", path, suffix);
+	unlink(fx->path);
 	struct tips_pool_options po;
 	tips_pool_options_init(&po);
 	po.size = 16ull << 20;
 	po.log_size = 2ull << 20;
-	struct tips_pool *pool = NULL;
-	int prc = tips_pool_create(ppath, &po, &pool);
+	fx->pool = NULL;
+	int prc = tips_pool_create(fx->path, &po, &fx->pool);
 	if (prc)
 		fprintf(stderr, "tips_pool_create: %s\n", tips_errormsg());
 	REQUIRE(prc == 0);
 	size_t log_size = 0;
-	*area = tips_pool_log_area(pool, &log_size);
-	REQUIRE(*area && log_size >= (256u << 10));
-	return pool;
+	unsigned char *area = tips_pool_log_area(fx->pool, &log_size);
+	REQUIRE(area && log_size >= (256u << 10));
+	fx->ring = area;
+	fx->target = area + (128u << 10);
 }
 
+static void ulog_fixture_close(struct ulog_fixture *fx)
+{
+	CHECK(tips_pool_close(&fx->pool) == 0);
+	unlink(fx->path);
+}
+
+/* ULog groups: three ranges logged with one fence, then stored to. Intact: rollback
+ * restores all three. The middle record torn (a crash before the group's fence):
+ * rollback restores the first and stops, without calling the third, intact record of
+ * the same group damage. The first of two separate groups damaged: TIPS_ECORRUPT. */
 static void test_ulog_groups(void)
 {
-	char ppath[300];
-	unsigned char *area;
-	struct tips_pool *pool = ulog_test_pool(".ulog", ppath, &area);
-	const uint64_t ring_size = 64u << 10, gen = 7;
-	unsigned char *ring = area, *target = area + (128u << 10);
+	struct ulog_fixture fx;
+	ulog_fixture_open(&fx, ".ulog");
+	struct tips_pool *pool = fx.pool;
+	const uint64_t ring_size = ULOG_TEST_RING, gen = 7;
+	unsigned char *ring = fx.ring, *target = fx.target;
 	enum { N = 3, LEN = 16 };
 	void *addr[N];
 	size_t size[N];
@@ -1077,8 +1091,7 @@ static void test_ulog_groups(void)
 			CHECK(rc == TIPS_ECORRUPT);
 		}
 	}
-	CHECK(tips_pool_close(&pool) == 0);
-	unlink(ppath);
+	ulog_fixture_close(&fx);
 }
 
 /* ulog_log_ahead: a thread's later operations on the ranges it logged ahead take no
@@ -1087,11 +1100,11 @@ static void test_ulog_groups(void)
  * again. A batch that fails (a range outside the pool) keeps the ranges before it. */
 static void test_ulog_log_ahead(void)
 {
-	char ppath[300];
-	unsigned char *area;
-	struct tips_pool *pool = ulog_test_pool(".ahead", ppath, &area);
-	const uint64_t ring_size = 64u << 10, gen = 9;
-	unsigned char *ring = area, *target = area + (128u << 10);
+	struct ulog_fixture fx;
+	ulog_fixture_open(&fx, ".ahead");
+	struct tips_pool *pool = fx.pool;
+	const uint64_t ring_size = ULOG_TEST_RING, gen = 9;
+	unsigned char *ring = fx.ring, *target = fx.target;
 	enum { LEN = 8 };
 	const uint64_t rec = sizeof(struct ulog_rec) + LEN;
 	void *addr[3] = { target, target + 64, target + 128 };
@@ -1112,7 +1125,7 @@ static void test_ulog_log_ahead(void)
 	CHECK(logged == 3 && skipped == 2);
 
 	/* A failed batch (its second range is not in the pool) changes nothing. */
-	void *bad[2] = { addr[2], &ppath[0] };
+	void *bad[2] = { addr[2], &fx.path[0] };
 	CHECK(ulog_log_ahead(u, NULL, pool, bad, size, 2) < 0);
 	CHECK(ulog_add(u, NULL, pool, addr[0], LEN) == 0);
 	CHECK(ulog_used(u) == 3 * rec);
@@ -1131,8 +1144,7 @@ static void test_ulog_log_ahead(void)
 	CHECK(ulog_add(u, NULL, pool, addr[0], LEN) == 0);
 	CHECK(ulog_used(u) == rec);
 	ulog_delete(u);
-	CHECK(tips_pool_close(&pool) == 0);
-	unlink(ppath);
+	ulog_fixture_close(&fx);
 }
 
 /* An index of the caller's written to the plug-in contract before 0.4: found, longer
