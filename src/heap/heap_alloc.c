@@ -393,10 +393,11 @@ void block_mark_allocated(struct tips_heap *h, const struct block_ref *ref, size
  * 180 of 570 ns; streaming the record instead of `clwb` saved little), apparently
  * because a record shares its line with the next one and a line written back costs
  * the next store to it a trip to memory. A reserve writes the records of up to
- * HEAP_RESERVE_MAX blocks of one size together (whole lines, one fence) and hands the blocks out one per allocation
- * (docs/framework.md, "Seventeenth round"). Every block still has a durable
- * ALLOC_LOGGED record of the generation before its bitmap bit or header is stored, so
- * recovery treats a reserved block as any logged allocation: a rollback frees it.
+ * HEAP_RESERVE_MAX blocks of one size together (whole lines, one fence) and hands the
+ * blocks out one per allocation (docs/framework.md, "Seventeenth round"). Every block
+ * still has a durable ALLOC_LOGGED record of the generation before its bitmap bit or
+ * header is stored, so recovery treats a reserved block as any logged allocation: a
+ * rollback frees it.
  */
 
 /* Don't reserve below this much room: near a full heap, allocate what is asked. */

@@ -67,9 +67,9 @@ uint64_t heap_chunk_room(const struct tips_heap *h);
  * at a time for tips_heap_alloc_logged() of one size: their ALLOC_LOGGED records are
  * written together under one fence, and the next allocations of that size hand them
  * out with no record and no fence of their own. Blocks left at a checkpoint are freed
- * by it (FREE_LOGGED records),
- * at a rollback with the allocations; in between they count as allocated. Not taken
- * when the heap is nearly full or the lane log nearly so. Call before allocating. */
+ * by it (FREE_LOGGED records), at a rollback with the allocations; in between they
+ * count as allocated. Not taken when the heap is nearly full or the lane log nearly
+ * so. Call before allocating. */
 void heap_set_logged_reserve(struct tips_heap *heap, unsigned n);
 /* tips_heap_alloc_logged(), and in *@fenced (if not NULL) whether it fenced after the
  * block's record (and after all the calling thread had flushed): not for a block from

@@ -679,11 +679,6 @@ static void set_prefix(struct art_node *n, const unsigned char *p, uint32_t len,
 	ST(n->plen, len);
 }
 
-/*
- * A Node4/16 rewritten from child position @pos: the count and the key bytes (one
- * range, they are neighbours) and children [pos, @end) change; @keys are the new key
- * bytes, the children are shifted by the caller after this call.
- */
 /* The two ranges small_rewrite() logs (and art_log_ahead() names ahead). */
 static void small_ranges(struct art_node *n, unsigned pos, unsigned end, void *addr[2],
 			 size_t size[2])
@@ -694,6 +689,11 @@ static void small_ranges(struct art_node *n, unsigned pos, unsigned end, void *a
 	size[1] = (end - pos) * sizeof(uintptr_t);
 }
 
+/*
+ * A Node4/16 rewritten from child position @pos: the count and the key bytes (one
+ * range, they are neighbours) and children [pos, @end) change; @keys are the new key
+ * bytes, the children are shifted by the caller after this call.
+ */
 static void small_rewrite(struct art_node *n, unsigned pos, unsigned end,
 			  const uint8_t keys[16], unsigned cnt, bool log)
 {
