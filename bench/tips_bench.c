@@ -757,7 +757,8 @@ static uint32_t clamp_u32(uint64_t x)
 }
 
 /* The interval from @a to @z. */
-static struct interval_sched sched_between(const struct sched_snap *a, const struct sched_snap *z)
+static struct interval_sched sched_between(const struct sched_snap *a,
+					   const struct sched_snap *z)
 {
 	if (!a->known || !z->known)
 		return (struct interval_sched){ 0, 0, 0, false };
@@ -921,8 +922,10 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Write stalls in the first @n intervals of @timeline: those below half the median
- * interval, and the longest run of consecutive ones. */
-static void find_stalls(const uint64_t *timeline, size_t n, struct run_summary *s)
+ * interval, the longest run of consecutive ones, and what the clients (@threads of
+ * them, over intervals of @interval_ms) and the host did in those @sched knows. */
+static void find_stalls(const uint64_t *timeline, const struct interval_sched *sched,
+			size_t n, unsigned threads, unsigned interval_ms, struct run_summary *s)
 {
 	uint64_t *sorted = malloc((n ? n : 1) * sizeof(*sorted));
 	if (!sorted || !n) {
@@ -935,31 +938,23 @@ static void find_stalls(const uint64_t *timeline, size_t n, struct run_summary *
 				   : ((double)sorted[n / 2 - 1] + (double)sorted[n / 2]) / 2;
 	free(sorted);
 	unsigned run = 0;
-	for (size_t i = 0; i < n; i++) {
-		if ((double)timeline[i] < s->timeline_median / 2) {
-			s->stalls++;
-			if (++run > s->longest_stall)
-				s->longest_stall = run;
-		} else {
-			run = 0;
-		}
-	}
-}
-
-/* What the clients and the host did in the stalled intervals among the first @n. */
-static void stall_sched(const struct bench *b, int phase, size_t n, struct run_summary *s)
-{
 	uint64_t cpu = 0, wait = 0, steal = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct interval_sched *iv = &b->sched[phase][i];
-		if ((double)b->timeline[phase][i] < s->timeline_median / 2 && iv->known) {
+		if ((double)timeline[i] >= s->timeline_median / 2) {
+			run = 0;
+			continue;
+		}
+		s->stalls++;
+		if (++run > s->longest_stall)
+			s->longest_stall = run;
+		if (sched[i].known) {
 			s->stalls_known++;
-			cpu += iv->cpu_us;
-			wait += iv->wait_us;
-			steal += iv->steal_us;
+			cpu += sched[i].cpu_us;
+			wait += sched[i].wait_us;
+			steal += sched[i].steal_us;
 		}
 	}
-	double span_us = (double)s->stalls_known * b->o.threads * b->o.sample_ms * 1000.0;
+	double span_us = (double)s->stalls_known * threads * interval_ms * 1000.0;
 	s->stall_cpu_share = span_us > 0 ? (double)cpu / span_us : 0;
 	s->stall_wait_share = span_us > 0 ? (double)wait / span_us : 0;
 	s->stall_steal_ms = (double)steal / 1000.0;
@@ -1030,8 +1025,7 @@ static void summarize(struct bench *b, const struct phase_result *pr, struct run
 		sq += ((double)timeline[i] - s->timeline_mean) *
 		      ((double)timeline[i] - s->timeline_mean);
 	s->timeline_stddev = n ? sqrt(sq / (double)n) : 0;
-	find_stalls(timeline, n, s);
-	stall_sched(b, pr->phase, n, s);
+	find_stalls(timeline, b->sched[pr->phase], n, b->o.threads, b->o.sample_ms, s);
 }
 
 static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999, 0.9999 };

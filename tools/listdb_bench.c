@@ -267,8 +267,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (size_arg_count(v, &x) || x == 0 || x > 30)
 				goto bad;
 			o->max_immutable = (unsigned)x;
-		} else if (!strcmp(a, "--max-l0")) {
-			if (size_arg_count(v, &x) || x == 0 || x > 60)
+		} else if (!strcmp(a, "--max-l0")) { /* tips_listdb_open checks the range */
+			if (size_arg_count(v, &x) || x == 0 || x > UINT32_MAX)
 				goto bad;
 			o->max_l0 = (unsigned)x;
 		} else if (!strcmp(a, "--flush")) {
