@@ -103,7 +103,11 @@ struct hash_index {
 
 /* ---- keys ---------------------------------------------------------------------------- */
 
-static inline bool node_has_key(const struct hash_node *n, const void *key, uint32_t klen)
+/* Always inline: lookup_optimistic's racy reads must stay uninstrumented by
+ * ThreadSanitizer, also in a -O0 build, where a call would be instrumented (and TSan,
+ * not seeing that function's acquire loads, reported the node's creation as a race). */
+static inline __attribute__((always_inline)) bool
+node_has_key(const struct hash_node *n, const void *key, uint32_t klen)
 {
 	if (n->klen != klen)
 		return false;
@@ -370,7 +374,8 @@ static int hash_remove(void *index, const void *key, size_t klen)
 }
 
 /* Copies @n's value (up to @cap bytes) and its length: the found case of a lookup. */
-static inline int found(const struct hash_node *n, void *val, size_t cap, size_t *vlen)
+static inline __attribute__((always_inline)) int
+found(const struct hash_node *n, void *val, size_t cap, size_t *vlen)
 {
 	size_t len = n->vlen;
 	if (cap && len)

@@ -19,8 +19,9 @@
 
 #include <tips/base.h>
 
-/* 8 bytes at @p, any alignment, in host order. */
-static inline uint64_t load64(const void *p)
+/* 8 bytes at @p, any alignment, in host order. Always inline, so that it takes the
+ * caller's sanitizer attributes (a no_sanitize_thread racy read), also at -O0. */
+static inline __attribute__((always_inline)) uint64_t load64(const void *p)
 {
 	uint64_t w;
 	memcpy(&w, p, sizeof(w));
