@@ -1136,12 +1136,14 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 					a->workers_avg * (double)a->epochs) / (double)epochs : 0;
 		fprintf(f, ",\"framework\":{\"cache_hit_ratio\":%.4f,"
 			"\"workers_avg\":%.3f,\"workers_final\":%u,\"reclamations\":%llu,"
+			"\"reclaim_graces\":%llu,"
 			"\"ulog_logged\":%llu,\"ulog_skipped_fresh\":%llu,"
 			"\"ulog_skipped_logged\":%llu,\"replayed\":%llu,\"writer_waits\":%llu,"
 			"\"gc_unlinked\":%llu,\"epochs\":%llu}",
 			looked ? (double)hits / (double)looked : 0,
 			wavg,
 			z->workers_now, (unsigned long long)(z->reclamations - a->reclamations),
+			(unsigned long long)(z->reclaim_graces - a->reclaim_graces),
 			(unsigned long long)(z->ulog_logged - a->ulog_logged),
 			(unsigned long long)(z->ulog_skipped_fresh - a->ulog_skipped_fresh),
 			(unsigned long long)(z->ulog_skipped_logged - a->ulog_skipped_logged),

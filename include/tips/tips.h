@@ -215,6 +215,10 @@ struct tips_stats {
 	uint64_t heap_chunk_margin;             /* ... and heap_chunk_room >= this */
 	uint64_t batches;                       /* tips_batch_commit() calls that wrote
 	                                           (their records count in `writes`) */
+	uint64_t reclaim_graces;                /* reclamations that waited for a grace
+	                                           period: the index had freed blocks, or
+	                                           a scan had read the OLogs, since the
+	                                           one before (the others skip it) */
 };
 
 /** tips_stats_sized() - fill the first @size bytes of @out (a longer tail is zeroed). */

@@ -831,10 +831,14 @@ long tips_scan(struct tips_db *db, const void *start, size_t klen, size_t count,
 	unsigned char bound[TIPS_MAX_KEY];
 	size_t blen = 0;
 	/* A read section, not the scan lock (whose line two scanning threads would bounce):
-	 * reclamation reads each OLog's new head from `applied` before its grace period
-	 * (reclaim_finish) and hands the space below it to writers only after, and
-	 * `applied` only grows, so no record read here is overwritten before the exit. */
+	 * reclamation reads each OLog's new head from `applied` before it takes `scanned`,
+	 * waits for a grace period if it was raised, and hands the space below the head to
+	 * writers only after; `applied` only grows. So no record read here is overwritten
+	 * before the exit (reclaim.c). The flag is written only when clear: its line stays
+	 * shared between scanning threads. */
 	grace_read_enter();
+	if (!atomic_load_explicit(&db->scanned, memory_order_acquire))
+		atomic_exchange(&db->scanned, 1);
 	const struct olog_rec *min;
 	if (backlog_view_min(db, ctx->view, start, klen, &min) != 0) {
 		grace_read_exit(); /* a backlog larger than the view */
@@ -1062,7 +1066,7 @@ static int index_create(struct tips_db *db)
 {
 	struct fw_header *fw = db->fw;
 	if (fw->flush_done) { /* the root was committed: finish */
-		reclaim_finish(db);
+		reclaim_finish(db, true);
 	} else {
 		int rc = tips_heap_rollback(db->heap);
 		if (rc)
@@ -1086,7 +1090,7 @@ static int index_create(struct tips_db *db)
 		 * create a second index and leak the first. */
 		fw->state = FW_STATE_OPEN;
 		pm_persist(&fw->state, sizeof(fw->state));
-		reclaim_finish(db);
+		reclaim_finish(db, true);
 	}
 	fw->state = FW_STATE_OPEN;
 	pm_persist(&fw->state, sizeof(fw->state));
@@ -1282,6 +1286,7 @@ static void stats_fill(struct tips_db *db, struct tips_stats *out)
 	out->mlog_frees = atomic_load(&db->mlog_frees);
 	out->mlog_bytes = (out->mlog_allocs + out->mlog_frees) * HEAP_RECORD_BYTES;
 	out->reclamations = atomic_load(&db->reclamations);
+	out->reclaim_graces = atomic_load(&db->reclaim_graces);
 	out->epochs = atomic_load(&db->epochs);
 	out->replayed = atomic_load(&db->replayed);
 	out->workers_now = atomic_load(&db->workers_published);

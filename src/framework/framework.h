@@ -380,6 +380,8 @@ struct tips_db {
 
 	/* Scans read OLogs under the read side; reclamation moves heads under the write. */
 	pthread_rwlock_t scan_lock;
+	_Atomic int scanned;              /* a bounded scan read OLog records since the last
+	                                     reclamation (reclaim.c: its grace period) */
 
 	/* Persist thread (replay.c). */
 	pthread_t persist_thread;
@@ -431,7 +433,7 @@ struct tips_db {
 	_Atomic uint64_t replay_stalls;   /* epochs that stopped on a failed operation */
 	_Atomic uint64_t leaked_frees;    /* tips_free calls the heap could not record */
 	struct thread_counters retired;   /* of threads that exited */
-	_Atomic uint64_t reclamations, epochs, replayed, worker_sum;
+	_Atomic uint64_t reclamations, reclaim_graces, epochs, replayed, worker_sum;
 	_Atomic uint64_t mlog_allocs, mlog_frees;
 	_Atomic unsigned workers_published;
 	double recovery_ms;
@@ -517,8 +519,9 @@ int fw_verify_index(struct tips_db *db);
 /* reclaim.c */
 /* UNO reclamation; called by the persist thread between epochs (or at open/close). */
 void reclaim_run(struct tips_db *db);
-/* Step 2 alone: after a crash that left flush_done set. */
-void reclaim_finish(struct tips_db *db);
+/* Step 2 alone: after a crash that left flush_done set; @grace: wait for the open read
+ * sections first. */
+void reclaim_finish(struct tips_db *db, bool grace);
 /* Crash recovery at open (state OPEN found). */
 int recover(struct tips_db *db);
 

@@ -6,14 +6,23 @@
  *   Step 1: wait for merged scans (the scan lock); flush every range in the ULog and every
  *     block allocated through the MLog; record each OLog's new head (pending_head);
  *     then persist flush_done = 1. From here the index's state is durable.
- *   Step 2: checkpoint the heap (applies the deferred frees: no replay can free those
- *     blocks again now), install the heads, move the ULog to a new generation (which
- *     empties it), and persist flush_done = 0, in that order.
+ *   Step 2: wait for a grace period, if a reader may hold what this step releases;
+ *     checkpoint the heap (applies the deferred frees: no replay can free those blocks
+ *     again now), install the heads, move the ULog to a new generation (which empties
+ *     it), and persist flush_done = 0, in that order.
+ * The grace period protects two kinds of reader: an index lookup inside a block the
+ * index freed (the checkpoint releases it), and a bounded scan reading OLog records
+ * below the new heads (writers reuse that space). With neither (no block freed since
+ * the last checkpoint, no bounded scan since the last reclamation: an insert-only load)
+ * it is skipped. It is not free: with two clients on two cores one of them is often
+ * preempted inside a read section, and liburcu-bp then sleeps 10 ms at a time.
  * Bounded scans (db.c) read OLog records from `applied` on inside a read section, not
- * under the scan lock: the new heads are `applied` values read before step 2's grace
- * period, `applied` only grows, and writers reuse space below a head only once it is
- * installed, after the grace period; so a scan that began before it is waited for, and
- * one that began after reads nothing below the new heads.
+ * under the scan lock, and raise `scanned` inside it before they read `applied`. The
+ * new heads are `applied` values read before step 2 takes `scanned` (an exchange with
+ * 0), `applied` only grows, and writers reuse space below a head only once it is
+ * installed, after the grace period. So a scan whose flag step 2 took is waited for,
+ * and one that raised it after (or found it raised after) read `applied` at or above
+ * the new heads.
  * Recovery after a crash: with flush_done set, finish step 2; otherwise undo the ULog
  * (newest record first), roll back the MLog (frees what was allocated since the last
  * reclamation, forgets deferred frees) and empty the ULog: the index is back at the
@@ -36,13 +45,14 @@ static void persist_word(uint64_t *w, uint64_t v)
 	pm_persist(w, sizeof(*w));
 }
 
-/* Step 2; also what recovery runs when it finds flush_done set. */
-void reclaim_finish(struct tips_db *db)
+/* Step 2; also what recovery and open run when they find flush_done set. @grace: wait
+ * for every open read section first (util/grace.h): the checkpoint really frees what
+ * the index tips_free'd, and an index reader (a lookup that missed the cache, a scan)
+ * may still be inside a lock-free traversal of such a block. */
+void reclaim_finish(struct tips_db *db, bool grace)
 {
-	/* The checkpoint really frees what the index tips_free'd. An index reader (a
-	 * lookup that missed the cache, a scan) may still be inside a lock-free traversal
-	 * of such a block: wait for every open read section first (util/grace.h). */
-	grace_wait();
+	if (grace)
+		grace_wait();
 	int rc = tips_heap_checkpoint(db->heap, 0);
 	TIPS_INVARIANT(rc == 0, "reclamation: heap checkpoint failed");
 	for (unsigned i = 0; i < db->ologs.n; i++) {
@@ -65,7 +75,7 @@ void reclaim_run(struct tips_db *db)
 	pthread_rwlock_wrlock(&db->scan_lock);
 	/* Step 1. */
 	ulog_flush_targets(db->ulog);
-	heap_flush_logged_blocks(db->heap); /* drains */
+	uint64_t freed = heap_flush_logged_blocks(db->heap); /* drains */
 	for (unsigned i = 0; i < db->ologs.n; i++) {
 		struct olog *l = &db->ologs.logs[i];
 		l->pm->pending_head = l->applied;
@@ -74,7 +84,10 @@ void reclaim_run(struct tips_db *db)
 	pm_drain();
 	persist_word(&db->fw->flush_done, 1);
 	/* Step 2. */
-	reclaim_finish(db);
+	bool scanned = atomic_exchange(&db->scanned, 0);
+	if (freed > 0 || scanned) /* counted before the reclamation itself (tests read both) */
+		atomic_fetch_add(&db->reclaim_graces, 1);
+	reclaim_finish(db, freed > 0 || scanned);
 	pthread_rwlock_unlock(&db->scan_lock);
 	atomic_store(&db->reclaim_wanted, 0);
 	atomic_store(&db->room_wanted, 0);
@@ -89,7 +102,7 @@ int recover(struct tips_db *db)
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (db->fw->flush_done) {
-		reclaim_finish(db);
+		reclaim_finish(db, true);
 	} else {
 		int rc = ulog_rollback(db->ulog_ring, db->ulog_size, db->fw->ulog_gen, db->pool);
 		if (rc)

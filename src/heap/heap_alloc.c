@@ -717,6 +717,7 @@ static int free_common(struct tips_heap *h, void *ptr, uint64_t *slot)
 		__atomic_store_n(&lane->logged, lane->logged + 1, __ATOMIC_RELAXED);
 	}
 	lane->frees++;
+	lane->freed++;
 	pthread_mutex_unlock(&lane->lock);
 	return 0;
 }

@@ -273,6 +273,7 @@ int checkpoint_locked(struct tips_heap *h, unsigned flags, bool rollback)
 			}
 	for (unsigned l = 0; l < h->nlanes; l++) {
 		h->lanes[l].nrec = 0;
+		h->lanes[l].freed = 0;
 		__atomic_store_n(&h->lanes[l].logged, 0, __ATOMIC_RELAXED);
 	}
 	h->undecided = false;
@@ -290,10 +291,13 @@ int tips_heap_checkpoint(struct tips_heap *h, unsigned flags)
 	return rc;
 }
 
-void heap_flush_logged_blocks(struct tips_heap *h)
+uint64_t heap_flush_logged_blocks(struct tips_heap *h)
 {
 	lanes_lock_all(h);
 	uint64_t gen = generation(h);
+	uint64_t freed = 0;
+	for (unsigned l = 0; l < h->nlanes; l++)
+		freed += h->lanes[l].freed;
 	const struct heap_record *r;
 	struct record_iter it;
 	struct line_filter f = { { 0, 0 } };
@@ -309,6 +313,7 @@ void heap_flush_logged_blocks(struct tips_heap *h)
 	}
 	lanes_unlock_all(h);
 	pm_drain();
+	return freed;
 }
 
 uint64_t heap_chunk_room(const struct tips_heap *h)

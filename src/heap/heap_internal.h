@@ -53,8 +53,11 @@ void heap_grow_apply(void *base, uint64_t nchunks);
  * without committing anything: step 1 of UNO reclamation, after which a crash must
  * still find every free to apply. The blocks left in lanes' reserves are freed here
  * (FREE_LOGGED records), so that committing the generation leaks none of them; no
- * logged allocation may come between this and the checkpoint. */
-void heap_flush_logged_blocks(struct tips_heap *heap);
+ * logged allocation may come between this and the checkpoint. Returns how many blocks
+ * the caller's tips_heap_free_logged() and tips_heap_free_from() freed since the last
+ * checkpoint: those a reader may still hold, unlike the reserves' blocks, never handed
+ * out. With 0, the checkpoint releases no block that a reader could be reading. */
+uint64_t heap_flush_logged_blocks(struct tips_heap *heap);
 /* Bytes allocations could still take (free chunks and the free slots of runs; blocks
  * freed since the last checkpoint count as taken). Lock-free, exact between changes. */
 uint64_t heap_room(const struct tips_heap *h);

@@ -100,6 +100,7 @@ struct lane {
 	int32_t active[NCLASSES]; /* run (chunk index) owned per class, -1 if none */
 	uint32_t cursor[NCLASSES]; /* bitmap word to search from */
 	uint32_t logged;         /* MLog records written this generation */
+	uint32_t freed;          /* blocks handed out that were freed this generation */
 	/* Statistics, kept per lane so that no shared line is written per call. */
 	uint64_t allocs, frees;
 	int64_t bytes_delta;     /* usable bytes allocated minus freed since open */

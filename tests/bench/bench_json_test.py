@@ -138,7 +138,7 @@ def check_sched(where, ph, st, threads):
 PERSIST_FIELDS = ["flushes_per_write", "fences_per_write", "flushes_per_read",
                   "fences_per_read", "fences_per_write_all_threads", "pm_bytes_per_op"]
 FRAMEWORK_FIELDS = ["cache_hit_ratio", "workers_avg", "workers_final",
-                    "reclamations", "ulog_logged", "ulog_skipped_fresh",
+                    "reclamations", "reclaim_graces", "ulog_logged", "ulog_skipped_fresh",
                     "ulog_skipped_logged", "replayed", "writer_waits", "gc_unlinked",
                     "epochs"]
 OPS = ["read", "insert", "update", "remove", "scan"]
@@ -280,6 +280,8 @@ def check_single(doc, tips, records, ops, ratios, counted=True):
         check(load["persist"]["fences_per_write"] == 1.0, "tips: 1 fence per load insert")
         fw = run_["framework"]
         check(fw["replayed"] > 0 and fw["reclamations"] >= 0, "tips: replay ran")
+        check(0 <= fw["reclaim_graces"] <= fw["reclamations"],
+              "tips: only reclamations wait for a grace period, got %s" % fw)
         check(load["cpu_ns_per_op"]["replay"] > 0, "tips: the replay workers' CPU is seen")
     elif counted is None:
         pass  # listdb: check_listdb()

@@ -3,7 +3,8 @@
  * index named by argv[1] (default tips-hash):
  * write semantics, the two-fence write and fence-free read, persistence across a clean
  * close, scans merging unapplied OLog records, OLog slots reused by short-lived
- * threads, selective undo logging, reclamation, and adaptive scaling down to zero
+ * threads, selective undo logging, reclamation (and when it waits for a grace
+ * period), and adaptive scaling down to zero
  * workers under reads; and, below the facade, the ULog's CRC32C (hardware and table
  * agree) and its groups (a torn last group rolls back, damage before a later group is
  * reported).
@@ -729,6 +730,78 @@ static void test_reclaim_and_ulog(void)
 	unlink(path);
 }
 
+static int update_u64(struct tips_db *db, uint64_t k, uint64_t v)
+{
+	unsigned char key[8];
+	key_of(k, key);
+	return tips_update(db, key, 8, &v, 8);
+}
+
+/* Updates keys [@from, @to) in place, round after round, until the database has
+ * reclaimed at least @target times since open; returns the stats then. */
+static struct tips_stats update_until_reclaimed(struct tips_db *db, uint64_t from,
+						uint64_t to, uint64_t target)
+{
+	struct tips_stats st;
+	uint64_t v = 0;
+	double end = test_seconds() + TEST_WAIT_DEADLINE_S;
+	for (tips_stats(db, &st); st.reclamations < target; tips_stats(db, &st)) {
+		REQUIRE(test_seconds() < end);
+		v++;
+		for (uint64_t i = from; i < to; i++)
+			CHECK_RC(update_u64(db, i, i + v * 10000), 0);
+	}
+	return st;
+}
+
+static int count_pair(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	(void)key, (void)klen, (void)val, (void)vlen;
+	++*(long *)arg;
+	return 0;
+}
+
+/* A reclamation waits for a grace period only if a reader may hold what it releases:
+ * a block the index freed, or OLog space a bounded scan read (reclaim.c). In-place
+ * updates free nothing, so they reclaim without one; one scan costs exactly one;
+ * deletes cost at least one more if the index freed a node for them (tips-clht and
+ * tips-bptree clear a slot instead). */
+static void test_reclaim_grace(void)
+{
+	struct tips_db *db = open_db(1);
+	for (uint64_t i = 0; i < 2000; i++)
+		CHECK_RC(put_u64(db, i, i), 0);
+	CHECK_RC(tips_close(&db), 0); /* reclaimed: nothing freed is pending now */
+	db = open_db(1);
+	struct tips_stats st = update_until_reclaimed(db, 0, 2000, 3);
+	fprintf(stderr, "reclaim_grace: %llu reclamations of in-place updates, %llu graces\n",
+		(unsigned long long)st.reclamations, (unsigned long long)st.reclaim_graces);
+	CHECK(st.reclaim_graces == 0);
+	long pairs = 0;
+	unsigned char key[8];
+	key_of(0, key);
+	CHECK(tips_scan(db, key, 8, 16, count_pair, &pairs) == pairs && pairs > 0);
+	tips_stats(db, &st);
+	/* The reclamation that takes the scan's flag is under way or next: both are done
+	 * once two more have counted. */
+	st = update_until_reclaimed(db, 0, 2000, st.reclamations + 2);
+	fprintf(stderr, "reclaim_grace: after one scan, %llu graces\n",
+		(unsigned long long)st.reclaim_graces);
+	CHECK(st.reclaim_graces == 1);
+	uint64_t frees = st.mlog_frees;
+	for (uint64_t i = 0; i < 100; i++) {
+		key_of(i, key);
+		CHECK_RC(tips_remove(db, key, 8), 0);
+	}
+	tips_stats(db, &st);
+	st = update_until_reclaimed(db, 100, 2000, st.reclamations + 2);
+	fprintf(stderr, "reclaim_grace: after 100 deletes (%llu blocks freed), %llu graces\n",
+		(unsigned long long)(st.mlog_frees - frees), (unsigned long long)st.reclaim_graces);
+	CHECK(st.mlog_frees > frees ? st.reclaim_graces >= 2 : st.reclaim_graces == 1);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
 /*
  * Samples the state of every thread but this one (/proc/self/task/TID/stat) IDLE_SAMPLES
  * times over one second and returns the most samples in which one thread was running
@@ -1363,6 +1436,7 @@ int main(int argc, char **argv)
 	test_scan_view();
 	test_thread_slots();
 	test_reclaim_and_ulog();
+	test_reclaim_grace();
 	test_stats_after_load();
 	test_applied_leave_cache();
 	test_log_ahead();
