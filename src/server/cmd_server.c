@@ -447,7 +447,8 @@ static void info_cmd(struct client *c)
 			tprintf(&t, "cache_hits:%llu\r\ncache_misses:%llu\r\ncache_entries:%llu\r\n"
 				"olog_records:%llu\r\nolog_bytes:%llu\r\nfences_per_write:%.2f\r\n"
 				"ulog_bytes:%llu\r\nreplayed:%llu\r\nreplay_workers:%u\r\n"
-				"replay_workers_avg:%.2f\r\nreclamations:%llu\r\nwriter_waits:%llu\r\n"
+				"replay_workers_avg:%.2f\r\nreclamations:%llu\r\n"
+				"reclaim_graces:%llu\r\nwriter_waits:%llu\r\n"
 				"writes_refused:%llu\r\nheap_room:%llu\r\n",
 				(unsigned long long)ts.cache_hits, (unsigned long long)ts.cache_misses,
 				(unsigned long long)ts.cache_entries, (unsigned long long)ts.writes,
@@ -455,7 +456,7 @@ static void info_cmd(struct client *c)
 				ts.writes ? (double)pm.fences / (double)ts.writes : 0.0,
 				(unsigned long long)ts.ulog_bytes, (unsigned long long)ts.replayed,
 				ts.workers_now, ts.workers_avg, (unsigned long long)ts.reclamations,
-				(unsigned long long)ts.writer_waits,
+				(unsigned long long)ts.reclaim_graces, (unsigned long long)ts.writer_waits,
 				(unsigned long long)ts.writes_refused, (unsigned long long)ts.heap_room);
 		else
 			tprintf(&t, "puts:%llu\r\ndeletes:%llu\r\ngets:%llu\r\n"
