@@ -185,7 +185,11 @@ static bool key_blocked(const struct olog_rec *const *blocked, unsigned n,
 /* Replay's look-ahead: before applying record @i of @w's queue, the index loads the
  * bucket of record i + AHEAD_FAR and the node that of i + AHEAD_NEAR points to
  * (tips_index_ops.prefetch), so that each operation's misses were started some
- * operations before it, not when it reaches them. */
+ * operations before it, not when it reaches them. The cache entry of record
+ * i + AHEAD_NEAR is loaded for writing too: a client wrote it on another core, and
+ * replay's store to its `applied` flag otherwise waited for that line, and the next
+ * locked instruction for the store (replay's CPU per tips-hash write 224-232 -> 195-208
+ * ns in A with 2 clients; docs/framework.md, "Twentieth round"). */
 static inline void look_ahead(const struct tips_index_ops *ops, void *index,
 			      const struct worker *w, size_t i)
 {
@@ -196,6 +200,8 @@ static inline void look_ahead(const struct tips_index_ops *ops, void *index,
 	if (i + AHEAD_NEAR < w->n) {
 		const struct olog_rec *r = w->q[i + AHEAD_NEAR].rec;
 		ops->prefetch(index, r->data, r->klen, 1);
+		if (w->q[i + AHEAD_NEAR].live && r->entry) /* not applied: not recycled */
+			__builtin_prefetch((const void *)r->entry, 1, 3);
 	}
 }
 
