@@ -1285,8 +1285,10 @@ static void stats_fill(struct tips_db *db, struct tips_stats *out)
 	out->mlog_allocs = atomic_load(&db->mlog_allocs);
 	out->mlog_frees = atomic_load(&db->mlog_frees);
 	out->mlog_bytes = (out->mlog_allocs + out->mlog_frees) * HEAP_RECORD_BYTES;
-	out->reclamations = atomic_load(&db->reclamations);
+	/* Graces first: reclaim_run counts them after the reclamation, so a snapshot
+	 * never shows more graces than reclamations. */
 	out->reclaim_graces = atomic_load(&db->reclaim_graces);
+	out->reclamations = atomic_load(&db->reclamations);
 	out->epochs = atomic_load(&db->epochs);
 	out->replayed = atomic_load(&db->replayed);
 	out->workers_now = atomic_load(&db->workers_published);

@@ -22,7 +22,13 @@
  * 0), `applied` only grows, and writers reuse space below a head only once it is
  * installed, after the grace period. So a scan whose flag step 2 took is waited for,
  * and one that raised it after (or found it raised after) read `applied` at or above
- * the new heads.
+ * the new heads. A scan that found the flag raised before step 2 took it is covered by
+ * the wait itself: its section was open when the grace period began.
+ * The count of freed blocks is exact only because every framework free is a logged
+ * free (tips_free): the heap's own checkpoints (make_room) never run while logged
+ * records are pending, so they cannot apply such a free, nor reset the count, without
+ * a grace period. It may count blocks no reader ever saw (an insert that lost a race,
+ * an allocation undone); that only costs a wait.
  * Recovery after a crash: with flush_done set, finish step 2; otherwise undo the ULog
  * (newest record first), roll back the MLog (frees what was allocated since the last
  * reclamation, forgets deferred frees) and empty the ULog: the index is back at the
@@ -85,13 +91,14 @@ void reclaim_run(struct tips_db *db)
 	persist_word(&db->fw->flush_done, 1);
 	/* Step 2. */
 	bool scanned = atomic_exchange(&db->scanned, 0);
-	if (freed > 0 || scanned) /* counted before the reclamation itself (tests read both) */
-		atomic_fetch_add(&db->reclaim_graces, 1);
-	reclaim_finish(db, freed > 0 || scanned);
+	bool grace = freed > 0 || scanned;
+	reclaim_finish(db, grace);
 	pthread_rwlock_unlock(&db->scan_lock);
 	atomic_store(&db->reclaim_wanted, 0);
 	atomic_store(&db->room_wanted, 0);
 	atomic_fetch_add(&db->reclamations, 1);
+	if (grace) /* after reclamations, which tips_stats reads second: never more graces */
+		atomic_fetch_add(&db->reclaim_graces, 1);
 	pthread_mutex_lock(&db->ologs.lock);
 	pthread_cond_broadcast(&db->ologs.room);
 	pthread_mutex_unlock(&db->ologs.lock);

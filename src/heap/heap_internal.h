@@ -56,7 +56,10 @@ void heap_grow_apply(void *base, uint64_t nchunks);
  * logged allocation may come between this and the checkpoint. Returns how many blocks
  * the caller's tips_heap_free_logged() and tips_heap_free_from() freed since the last
  * checkpoint: those a reader may still hold, unlike the reserves' blocks, never handed
- * out. With 0, the checkpoint releases no block that a reader could be reading. */
+ * out. With 0, the checkpoint releases no block that a reader could be reading (given
+ * that only logged frees are made: a checkpoint of the heap's own, when it is full,
+ * applies slot frees and resets the count, but never runs while logged records are
+ * pending). */
 uint64_t heap_flush_logged_blocks(struct tips_heap *heap);
 /* Bytes allocations could still take (free chunks and the free slots of runs; blocks
  * freed since the last checkpoint count as taken). Lock-free, exact between changes. */

@@ -751,6 +751,9 @@ static struct tips_stats update_until_reclaimed(struct tips_db *db, uint64_t fro
 		for (uint64_t i = from; i < to; i++)
 			CHECK_RC(update_u64(db, i, i + v * 10000), 0);
 	}
+	/* Once more: a reclamation's grace is counted just after it, and tips_stats reads
+	 * the graces before the reclamations. */
+	tips_stats(db, &st);
 	return st;
 }
 
