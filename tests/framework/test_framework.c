@@ -63,11 +63,19 @@ static uint64_t get_u64(struct tips_db *db, uint64_t k, int *rc)
 	return v;
 }
 
-static int put_u64(struct tips_db *db, uint64_t k, uint64_t v)
+/* @write (tips_put, tips_update, tips_insert) of key @k (big-endian) with value @v. */
+static int write_u64(int (*write)(struct tips_db *, const void *, size_t, const void *,
+				  size_t),
+		     struct tips_db *db, uint64_t k, uint64_t v)
 {
 	unsigned char key[8];
 	key_of(k, key);
-	return tips_put(db, key, 8, &v, 8);
+	return write(db, key, 8, &v, 8);
+}
+
+static int put_u64(struct tips_db *db, uint64_t k, uint64_t v)
+{
+	return write_u64(tips_put, db, k, v);
 }
 
 static void test_semantics(void)
@@ -730,13 +738,6 @@ static void test_reclaim_and_ulog(void)
 	unlink(path);
 }
 
-static int update_u64(struct tips_db *db, uint64_t k, uint64_t v)
-{
-	unsigned char key[8];
-	key_of(k, key);
-	return tips_update(db, key, 8, &v, 8);
-}
-
 /* Updates keys [@from, @to) in place, round after round, until the database has
  * reclaimed at least @target times since open; returns the stats then. */
 static struct tips_stats update_until_reclaimed(struct tips_db *db, uint64_t from,
@@ -749,7 +750,7 @@ static struct tips_stats update_until_reclaimed(struct tips_db *db, uint64_t fro
 		REQUIRE(test_seconds() < end);
 		v++;
 		for (uint64_t i = from; i < to; i++)
-			CHECK_RC(update_u64(db, i, i + v * 10000), 0);
+			CHECK_RC(write_u64(tips_update, db, i, i + v * 10000), 0);
 	}
 	/* Once more: a reclamation's grace is counted just after it, and tips_stats reads
 	 * the graces before the reclamations. */
