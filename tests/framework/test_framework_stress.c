@@ -13,6 +13,9 @@
  * Each key belongs to one writer, which gives it versions 1, 2, 3...; whether version v
  * deletes the key is a fixed function of (key, v), so checkers can tell from two
  * version numbers whether a delete happened between them.
+ * argv[2], the key length (8 to MAX_KLEN, default 8): key k is k as 8 big-endian
+ * bytes, then a fixed filler, so keys order as their numbers at any length. Keys that
+ * are not 8 bytes take the indexes' general compare paths (memcmp, not one word).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -27,6 +30,9 @@
 #define WRITERS 2
 #define READERS 2
 #define RUN_SECONDS 3
+#define MAX_KLEN 64u
+
+static size_t key_len = 8; /* every key's length (argv[2]) */
 
 static struct tips_db *db;
 static _Atomic uint64_t completed[KEYS]; /* last version whose write returned */
@@ -47,10 +53,12 @@ static bool delete_between(uint64_t key, uint64_t lo, uint64_t hi)
 	return false;
 }
 
-static void key_bytes(uint64_t k, unsigned char out[8])
+static void key_bytes(uint64_t k, unsigned char out[MAX_KLEN])
 {
 	for (int i = 7; i >= 0; i--, k >>= 8)
 		out[i] = (unsigned char)k;
+	for (size_t i = 8; i < key_len; i++)
+		out[i] = (unsigned char)('a' + i % 26);
 }
 
 static uint64_t key_value(const unsigned char *k)
@@ -76,10 +84,11 @@ static void *writer(void *arg)
 		if (k >= KEYS)
 			continue;
 		uint64_t v = atomic_load(&completed[k]) + 1;
-		unsigned char key[8];
+		unsigned char key[MAX_KLEN];
 		key_bytes(k, key);
 		uint64_t val = value_of(k, v);
-		int rc = is_delete(k, v) ? tips_remove(db, key, 8) : tips_put(db, key, 8, &val, 8);
+		int rc = is_delete(k, v) ? tips_remove(db, key, key_len)
+					 : tips_put(db, key, key_len, &val, 8);
 		/* A delete of an absent key (previous version a delete too) is refused. */
 		CHECK(rc == 0 || (rc == TIPS_ENOTFOUND && is_delete(k, v) && is_delete(k, v - 1)));
 		atomic_store(&completed[k], v);
@@ -116,11 +125,11 @@ static void *reader(void *arg)
 	unsigned seed = (unsigned)(uintptr_t)arg * 77 + 3;
 	while (!atomic_load(&stop)) {
 		uint64_t k = (uint64_t)rand_r(&seed) % KEYS;
-		unsigned char key[8];
+		unsigned char key[MAX_KLEN];
 		key_bytes(k, key);
 		uint64_t c0 = atomic_load(&completed[k]), val = 0;
 		size_t vlen = 0;
-		int rc = tips_get(db, key, 8, &val, 8, &vlen);
+		int rc = tips_get(db, key, key_len, &val, 8, &vlen);
 		uint64_t c1 = atomic_load(&completed[k]);
 		CHECK(rc == 0 || rc == TIPS_ENOTFOUND);
 		CHECK(rc != 0 || vlen == 8);
@@ -139,7 +148,7 @@ struct scan_result {
 static int scan_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
 {
 	struct scan_result *r = arg;
-	CHECK(klen == 8 && vlen == 8);
+	CHECK(klen == key_len && vlen == 8);
 	uint64_t k = key_value(key);
 	if (r->n && k <= r->keys[r->n - 1])
 		r->ordered = false;
@@ -159,9 +168,9 @@ static void *scanner(void *arg)
 		for (uint64_t k = start; k < KEYS; k++)
 			c0[k] = atomic_load(&completed[k]);
 		struct scan_result r = { .n = 0, .ordered = true };
-		unsigned char key[8];
+		unsigned char key[MAX_KLEN];
 		key_bytes(start, key);
-		long n = tips_scan(db, key, 8, count, scan_cb, &r);
+		long n = tips_scan(db, key, key_len, count, scan_cb, &r);
 		CHECK(n == (long)r.n && r.n <= count);
 		CHECK(r.ordered);
 		size_t j = 0;
@@ -193,13 +202,13 @@ static _Atomic uint64_t looked; /* the last version the reader has looked up */
 
 static void *handoff_reader(void *arg)
 {
-	unsigned char key[8];
+	unsigned char key[MAX_KLEN];
 	key_bytes(KEYS + 1, key);
 	for (uint64_t v = 1; v <= HANDOFF_ROUNDS; v++) {
 		WAIT_UNTIL(atomic_load(&handed) >= v, "the writer's hand-off");
 		uint64_t got = 0;
 		size_t vlen;
-		int rc = tips_get(db, key, 8, &got, 8, &vlen);
+		int rc = tips_get(db, key, key_len, &got, 8, &vlen);
 		atomic_store(&looked, rc == 0 && got >= v ? v : HANDOFF_ROUNDS);
 		CHECK(rc == 0 && got >= v);
 		if (rc != 0 || got < v) {
@@ -214,13 +223,13 @@ static void *handoff_reader(void *arg)
 static void handoff(void)
 {
 	pthread_t r;
-	unsigned char key[8];
+	unsigned char key[MAX_KLEN];
 	key_bytes(KEYS + 1, key);
 	struct tips_stats st0;
 	tips_stats(db, &st0);
 	REQUIRE(pthread_create(&r, NULL, handoff_reader, NULL) == 0);
 	for (uint64_t v = 1; v <= HANDOFF_ROUNDS; v++) {
-		CHECK_RC(tips_put(db, key, 8, &v, 8), 0);
+		CHECK_RC(tips_put(db, key, key_len, &v, 8), 0);
 		bool caught_up = v % 100 == 0;
 		if (caught_up) { /* let replay catch up: the lookup then skips the cache */
 			struct tips_stats st;
@@ -258,6 +267,9 @@ int main(int argc, char **argv)
 	cfg.expected_keys = KEYS;
 	cfg.cache_percent = 10; /* a small cache: gc and capacity waits run often */
 	const char *name = argc > 1 ? argv[1] : "tips-hash";
+	if (argc > 2)
+		key_len = strtoul(argv[2], NULL, 10);
+	REQUIRE(key_len >= 8 && key_len <= MAX_KLEN);
 	const struct tips_index_ops *ops = tips_index_find(name);
 	if (!ops)
 		fprintf(stderr, "no index named %s\n", name);
@@ -282,8 +294,8 @@ int main(int argc, char **argv)
 
 	struct tips_stats st;
 	tips_stats(db, &st);
-	fprintf(stderr, "writes %llu lookups %llu scans %llu; reclamations %llu, gc unlinked "
-		"%llu, writer waits %llu, cache hits %llu misses %llu\n",
+	fprintf(stderr, "%zu-byte keys: writes %llu lookups %llu scans %llu; reclamations %llu, gc unlinked "
+		"%llu, writer waits %llu, cache hits %llu misses %llu\n", key_len,
 		(unsigned long long)writes, (unsigned long long)lookups,
 		(unsigned long long)scans, (unsigned long long)st.reclamations,
 		(unsigned long long)st.gc_unlinked, (unsigned long long)st.writer_waits,
@@ -297,11 +309,11 @@ int main(int argc, char **argv)
 	REQUIRE(tips_close(&db) == 0);
 	REQUIRE(tips_open(path, &cfg, ops, &db) == 0);
 	for (uint64_t k = 0; k < KEYS; k++) {
-		unsigned char key[8];
+		unsigned char key[MAX_KLEN];
 		key_bytes(k, key);
 		uint64_t c = atomic_load(&completed[k]), val = 0;
 		size_t vlen;
-		int rc = tips_get(db, key, 8, &val, 8, &vlen);
+		int rc = tips_get(db, key, key_len, &val, 8, &vlen);
 		if (c == 0 || is_delete(k, c))
 			CHECK(rc == TIPS_ENOTFOUND);
 		else
