@@ -85,9 +85,13 @@ struct tips_index_ops {
 	 * lookup reads loads while the write secures its room and locks its cache bucket.
 	 * @deep 0: what the key alone locates (a bucket); 1: also what that points to (a
 	 * chain's first node), which a call with @deep 0 for the same key has brought in
-	 * a while before. Called concurrently with every other call; it stores nothing,
-	 * and a pointer it reads may be stale (a prefetch of any address is harmless), so
-	 * it takes no lock. */
+	 * a while before; 2 (from a writing thread): all that the write's outcome lookup
+	 * of @key will read, which it makes after a locked instruction that no load
+	 * passes, so that an index whose lookup follows dependent lines (a tree's path, a
+	 * chain) may make that lookup now and discard it; an index whose lookup reads
+	 * only what @deep 0 brings may treat 2 as 0. Called concurrently with every other
+	 * call; it stores nothing, and a pointer it reads may be stale (a prefetch of any
+	 * address is harmless), so it takes no lock. */
 	void (*prefetch)(void *index, const void *key, size_t klen, int deep);
 	/* Optional (NULL: none). The ranges an insert or update of @key with a value of
 	 * @vlen bytes would log (its IDX_LOG or IDX_LOG2, exactly: the ULog matches a

@@ -281,10 +281,10 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	 * overlaps admission and the entry's allocation instead of the lock. */
 	struct cache_bucket *b = cache_bucket_of(db->cache, cache_key_hash(key, klen));
 	__builtin_prefetch(b, 1, 3);
-	/* So is the index's bucket, which the outcome lookup reads after the bucket lock,
-	 * whose locked instruction no later load passes. */
+	/* So are the lines the outcome lookup reads after the bucket lock, whose locked
+	 * instruction no later load passes (@deep 2: the index may walk them now). */
 	if (op != OLOG_OP_PUT && db->ops->prefetch)
-		db->ops->prefetch(db->index, key, klen, 0);
+		db->ops->prefetch(db->index, key, klen, 2);
 	uint64_t size = olog_record_size(klen, vlen);
 	uint64_t cost = admit_cost(op, klen, vlen);
 	if ((rc = admit(db, ctx, op, cost)))

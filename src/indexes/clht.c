@@ -1019,12 +1019,13 @@ static __attribute__((noinline)) int lookup_any(struct clht_index *h, const void
 
 /* Replay's look-ahead (plugin.h): loads @key's head bucket, for writing (its lock,
  * layout and slots share the line). @deep 1 adds nothing: an 8-byte key and value
- * live in the bucket, and an overflow bucket is rare. The table is read inside a read
- * section, as a resize may free it. */
+ * live in the bucket, and an overflow bucket is rare. @deep 2 (a writer's outcome
+ * lookup to come) is 0: that lookup reads the bucket, and making it twice cost more
+ * than it saved. The table is read inside a read section, as a resize may free it. */
 static void clht_prefetch(void *index, const void *key, size_t klen, int deep)
 {
 	struct clht_index *h = index;
-	if (deep)
+	if (deep == 1)
 		return;
 	IDX_READ_ENTER();
 	struct clht_table *t = atomic_load_explicit(&h->table, memory_order_acquire);

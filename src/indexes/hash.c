@@ -446,10 +446,17 @@ static int hash_lookup(void *index, const void *key, size_t klen, void *val, siz
 
 /* Replay's look-ahead (plugin.h): @deep 0 loads @key's bucket head, for writing;
  * @deep 1 reads it, now in cache, and loads the first node of its chain and the
- * stripe. A head read without the lock may be stale: it is only prefetched. */
+ * stripe. A head read without the lock may be stale: it is only prefetched. @deep 2,
+ * a writer's outcome lookup to come: that lookup, made now (its chain's node is a
+ * second miss, which the lookup under the framework's bucket lock then finds here). */
 static void hash_prefetch(void *index, const void *key, size_t klen, int deep)
 {
 	struct hash_index *h = index;
+	if (deep == 2) {
+		size_t ignored;
+		(void)hash_lookup(index, key, klen, NULL, 0, &ignored);
+		return;
+	}
 	uint64_t b = bucket_of(h, key, klen);
 	struct hash_node **head = &h->buckets[b];
 	if (!deep) {

@@ -517,20 +517,6 @@ static int lf_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
 }
 #endif
 
-/* Replay's look-ahead (plugin.h): @deep 0 loads @key's list head, for writing; @deep
- * 1 reads it, now in cache, and loads the list's first node. A head read outside a
- * read section may point at a node being freed: it is only prefetched. */
-static void lf_prefetch(void *index, const void *key, size_t klen, int deep)
-{
-	struct lf_index *h = index;
-	struct lf_key k = key_make(key, klen);
-	_Atomic uintptr_t *head = bucket_of(h, &k);
-	if (!deep)
-		__builtin_prefetch((const void *)head, 1, 3);
-	else
-		__builtin_prefetch(node_of(atomic_load_explicit(head, memory_order_relaxed)), 1, 3);
-}
-
 static int lf_lookup(void *index, const void *key, size_t klen, void *val, size_t cap,
 		     size_t *vlen)
 {
@@ -576,6 +562,26 @@ static int lf_lookup(void *index, const void *key, size_t klen, void *val, size_
 	}
 	IDX_READ_EXIT();
 	return rc;
+}
+
+/* Replay's look-ahead (plugin.h): @deep 0 loads @key's list head, for writing; @deep
+ * 1 reads it, now in cache, and loads the list's first node. A head read outside a
+ * read section may point at a node being freed: it is only prefetched. @deep 2, a
+ * writer's outcome lookup to come: that lookup, made now. */
+static void lf_prefetch(void *index, const void *key, size_t klen, int deep)
+{
+	struct lf_index *h = index;
+	if (deep == 2) {
+		size_t ignored;
+		(void)lf_lookup(index, key, klen, NULL, 0, &ignored);
+		return;
+	}
+	struct lf_key k = key_make(key, klen);
+	_Atomic uintptr_t *head = bucket_of(h, &k);
+	if (!deep)
+		__builtin_prefetch((const void *)head, 1, 3);
+	else
+		__builtin_prefetch(node_of(atomic_load_explicit(head, memory_order_relaxed)), 1, 3);
 }
 
 /*

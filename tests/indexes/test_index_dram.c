@@ -487,7 +487,7 @@ static void test_model(const struct tips_index_ops *ops, uint64_t seed)
 		uint32_t vlen;
 		int rc, want;
 		if (ops->prefetch) /* a hint: the model must still agree after it */
-			ops->prefetch(x.h, e->key, e->klen, (int)(op % 2));
+			ops->prefetch(x.h, e->key, e->klen, (int)(op % 3));
 		switch (rnd(&seed) % 8) {
 		case 0: case 1: case 2: /* insert */
 			random_value(v, &vlen, (uint32_t)(rnd(&seed) % MAXV), &seed);
@@ -840,7 +840,7 @@ static void *reader_main(void *arg)
 		} else { /* a writer's key: absent, or a well-formed value of its own */
 			wkey(k, (int)(i % 2), (i >> 8) % WKEYS);
 			if (ops->prefetch) /* while writers relink and resize (ASan: no stale read) */
-				ops->prefetch(r->c->h, k, 10, (int)(i >> 1) % 2);
+				ops->prefetch(r->c->h, k, 10, (int)(i >> 1) % 3);
 			int rc = ops->lookup(r->c->h, k, 10, v, sizeof(v), &vl);
 			if (rc == 0) {
 				r->found++;
