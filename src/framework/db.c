@@ -262,7 +262,9 @@ bool key_present(struct tips_db *db, struct cache_bucket *b, const void *key,
 	if (e)
 		return !e->tombstone;
 	size_t vlen;
+	struct error_size_state saved = error_size_save();
 	int rc = db->ops->lookup(db->index, key, klen, NULL, 0, &vlen);
+	error_size_restore(saved); /* a present key's TIPS_ESIZE is not the caller's error */
 	return rc == 0 || rc == TIPS_ESIZE; /* found: with a value, longer than 0 bytes */
 }
 
@@ -283,8 +285,11 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	__builtin_prefetch(b, 1, 3);
 	/* So are the lines the outcome lookup reads after the bucket lock, whose locked
 	 * instruction no later load passes (@deep 2: the index may walk them now). */
-	if (op != OLOG_OP_PUT && db->ops->prefetch)
+	if (op != OLOG_OP_PUT && db->ops->prefetch) {
+		struct error_size_state saved = error_size_save(); /* as key_present */
 		db->ops->prefetch(db->index, key, klen, 2);
+		error_size_restore(saved);
+	}
 	uint64_t size = olog_record_size(klen, vlen);
 	uint64_t cost = admit_cost(op, klen, vlen);
 	if ((rc = admit(db, ctx, op, cost)))

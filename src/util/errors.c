@@ -22,10 +22,7 @@
 static _Thread_local char last_message[512];
 /* A message not formatted yet (tips_set_error_size): who, the value's length, the
  * buffer's; who == NULL when last_message is current. */
-static _Thread_local struct {
-	const char *who;
-	size_t vlen, cap;
-} pending_size;
+static _Thread_local struct error_size_state pending_size;
 
 static const char *const error_names[] = {
 	[0] = "invalid argument",
@@ -72,6 +69,16 @@ const char *tips_errormsg(void)
 		pending_size.who = NULL;
 	}
 	return last_message;
+}
+
+struct error_size_state error_size_save(void)
+{
+	return pending_size;
+}
+
+void error_size_restore(struct error_size_state saved)
+{
+	pending_size = saved;
 }
 
 int tips_set_error_size(const char *who, size_t vlen, size_t cap)

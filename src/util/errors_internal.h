@@ -24,6 +24,17 @@ int write_args_check(const void *handle, const void *key, size_t klen, const voi
  * it. @who must be a string that outlives the thread (a literal). */
 int tips_set_error_size(const char *who, size_t vlen, size_t cap);
 
+/* The thread's deferred TIPS_ESIZE message (who == NULL: none), saved before and put
+ * back after a lookup the library makes only to learn whether a key is present, with
+ * no buffer: that lookup's TIPS_ESIZE is no failure of the caller's call, and the
+ * caller's last failure keeps its message (tips/errors.h). */
+struct error_size_state {
+	const char *who;
+	size_t vlen, cap;
+};
+struct error_size_state error_size_save(void);
+void error_size_restore(struct error_size_state saved);
+
 /* Aborts with a message naming the broken invariant; for internal bugs only. */
 #define TIPS_INVARIANT(cond, what)                                                       \
 	do {                                                                             \

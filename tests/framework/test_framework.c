@@ -926,6 +926,32 @@ static void test_applied_leave_cache(void)
 	unlink(path);
 }
 
+/* tips_errormsg() keeps a failure's message until the next failing call (errors.h),
+ * also across successful writes whose outcome lookups find a present key in the
+ * index: such a lookup asks for no value bytes, so the index reports TIPS_ESIZE, whose
+ * deferred message must not replace the caller's. The keys are applied and mostly
+ * unlinked from the cache first, so the writes' outcome lookups reach the index. */
+static void test_errormsg_survives_writes(void)
+{
+	struct tips_db *db = open_db(1);
+	struct tips_stats st;
+	for (uint64_t i = 0; i < 500; i++)
+		CHECK_RC(put_u64(db, i, i), 0);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the puts");
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_entries <= 64), "gc to unlink them");
+	CHECK_RC(write_u64(tips_insert, db, 0, 1), TIPS_EKEYEXISTS);
+	char before[256];
+	snprintf(before, sizeof(before), "%s", tips_errormsg());
+	for (uint64_t i = 1; i < 500; i++)
+		CHECK_RC(write_u64(tips_update, db, i, i + 1), 0);
+	CHECK(strcmp(tips_errormsg(), before) == 0);
+	if (strcmp(tips_errormsg(), before) != 0)
+		fprintf(stderr, "message after the updates: \"%s\", before: \"%s\"\n",
+			tips_errormsg(), before);
+	CHECK_RC(tips_close(&db), 0);
+	unlink(path);
+}
+
 /* Replay's batched logging (tips_index_ops.log_ahead): for an index that says which
  * ranges a write logs, replay logs the ranges of 8 records under one fence, and each
  * insert then finds its ranges logged (one or two each: at least 3000 in all, against
@@ -1443,6 +1469,7 @@ int main(int argc, char **argv)
 	test_reclaim_grace();
 	test_stats_after_load();
 	test_applied_leave_cache();
+	test_errormsg_survives_writes();
 	test_log_ahead();
 	test_db_check();
 	test_hot_key();
