@@ -81,17 +81,19 @@ struct tips_index_ops {
 	/* Optional (NULL: none). Starts loading, without waiting for it, what a write of
 	 * @key will touch first: replay calls it for the records it applies a few
 	 * operations later, so that their cache misses overlap the operations before them,
-	 * and a writing thread (@deep 0) as a write begins, so that the bucket its outcome
-	 * lookup reads loads while the write secures its room and locks its cache bucket.
+	 * and a writing thread (@deep 2) as a write with an outcome begins, so that what
+	 * its outcome lookup reads loads while the write secures its room and locks its
+	 * cache bucket (a write batch's conditions ask @deep 0).
 	 * @deep 0: what the key alone locates (a bucket); 1: also what that points to (a
 	 * chain's first node), which a call with @deep 0 for the same key has brought in
-	 * a while before; 2 (from a writing thread): all that the write's outcome lookup
-	 * of @key will read, which it makes after a locked instruction that no load
-	 * passes, so that an index whose lookup follows dependent lines (a tree's path, a
-	 * chain) may make that lookup now and discard it; an index whose lookup reads
-	 * only what @deep 0 brings may treat 2 as 0. Called concurrently with every other
-	 * call; it stores nothing, and a pointer it reads may be stale (a prefetch of any
-	 * address is harmless), so it takes no lock. */
+	 * a while before; 2 (from a writing thread, holding no lock): all that the write's
+	 * outcome lookup of @key will read, which it makes after a locked instruction that
+	 * no load passes, so that an index whose lookup follows dependent lines (a tree's
+	 * path, a chain) may make that lookup now and discard it, waiting as its lookup
+	 * waits; an index whose lookup reads only what @deep 0 brings may treat 2 as 0.
+	 * Called concurrently with every other call. It stores nothing; at @deep 0 and 1
+	 * it takes no lock, and a pointer it reads may be stale (a prefetch of any address
+	 * is harmless). */
 	void (*prefetch)(void *index, const void *key, size_t klen, int deep);
 	/* Optional (NULL: none). The ranges an insert or update of @key with a value of
 	 * @vlen bytes would log (its IDX_LOG or IDX_LOG2, exactly: the ULog matches a

@@ -124,8 +124,10 @@ static void prepare(struct tips_db *db, struct tips_batch *b, struct pending *p,
 		p[g].item = x;
 		p[g].op = del ? OLOG_OP_DELETE : OLOG_OP_PUT;
 		p[g].bucket = cache_bucket_of(db->cache, cache_key_hash(batch_key(b, x), it->klen));
-		/* Start the misses the commit will wait on under the locks, as write_op does:
-		 * the cache bucket, and the index's bucket of a condition's lookup. */
+		/* Start the misses the commit will wait on under the locks: the cache bucket,
+		 * and the index's bucket of a condition's lookup. @deep 0, not write_op's 2:
+		 * the whole batch's prefetches come before the first lookup, and a lookup
+		 * made here would wait for its misses one key at a time. */
 		__builtin_prefetch(p[g].bucket, 1, 3);
 		if (batch_group_conditional(b, g) && db->ops->prefetch)
 			db->ops->prefetch(db->index, batch_key(b, x), it->klen, 0);

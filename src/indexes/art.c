@@ -1409,12 +1409,13 @@ static void prefetch_node(struct art_node *n, uint8_t c)
  * are in the nodes below: @deep 0 walks the top and prefetches the header of the node
  * it reaches two levels down; @deep 1, some operations later, walks to that node (its
  * header cached by then) and prefetches the lines of it that @key's operation reads
- * (prefetch_node). Reads nodes as they are, inside a read section.
+ * (prefetch_node). Reads nodes as they are, inside a read section. @deep 2, from a
+ * writer whose outcome lookup follows: that lookup, made now and discarded.
  */
 static void art_prefetch(void *index, const void *key, size_t klen_, int deep)
 {
 	struct art_index *t = index;
-	if (deep == 2) { /* a writer's outcome lookup to come: its path's misses, now */
+	if (deep == 2) {
 		size_t ignored;
 		(void)art_lookup(index, key, klen_, NULL, 0, &ignored);
 		return;

@@ -840,7 +840,7 @@ static void *reader_main(void *arg)
 		} else { /* a writer's key: absent, or a well-formed value of its own */
 			wkey(k, (int)(i % 2), (i >> 8) % WKEYS);
 			if (ops->prefetch) /* while writers relink and resize (ASan: no stale read) */
-				ops->prefetch(r->c->h, k, 10, (int)(i >> 1) % 3);
+				ops->prefetch(r->c->h, k, 10, (int)((i >> 1) % 3));
 			int rc = ops->lookup(r->c->h, k, 10, v, sizeof(v), &vl);
 			if (rc == 0) {
 				r->found++;
