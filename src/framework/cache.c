@@ -552,8 +552,11 @@ static void free_after_grace(struct cache *c, struct unlinked *u)
 			u->in_batch = 0;
 		}
 	}
-	atomic_fetch_sub(&c->live, u->n);
+	/* Counted as unlinked before they stop counting as live: a tips_stats snapshot,
+	 * which reads the live count first (acquire), then never shows entries that are
+	 * neither (test_applied_leave_cache relies on it). */
 	atomic_fetch_add(&c->unlinked, u->n);
+	atomic_fetch_sub(&c->live, u->n);
 	u->n = 0;
 	pthread_mutex_lock(&c->mu);
 	pthread_cond_broadcast(&c->room_cv);
@@ -785,7 +788,7 @@ void cache_delete(struct cache *c)
 
 uint64_t cache_entries(const struct cache *c)
 {
-	return atomic_load_explicit(&c->live, memory_order_relaxed);
+	return atomic_load_explicit(&c->live, memory_order_acquire); /* free_after_grace */
 }
 
 uint64_t cache_capacity(const struct cache *c)

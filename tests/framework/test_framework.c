@@ -918,6 +918,9 @@ static void test_applied_leave_cache(void)
 	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the puts");
 	WAIT_UNTIL((tips_stats(db, &st), st.cache_entries <= 64), "gc to unlink them");
 	CHECK(st.gc_unlinked >= 436);
+	if (st.gc_unlinked < 436)
+		fprintf(stderr, "cache entries %llu, gc unlinked %llu\n",
+			(unsigned long long)st.cache_entries, (unsigned long long)st.gc_unlinked);
 	for (uint64_t i = 0; i < 500; i++) {
 		int rc;
 		CHECK(get_u64(db, i, &rc) == i && rc == 0);
