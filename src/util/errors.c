@@ -21,8 +21,10 @@
 
 static _Thread_local char last_message[512];
 /* A message not formatted yet (tips_set_error_size): who, the value's length, the
- * buffer's; who == NULL when last_message is current. */
-static _Thread_local struct error_size_state pending_size;
+ * buffer's; who == NULL when last_message is current. Shared with the inline
+ * error_size_save/restore (errors_internal.h). */
+_Thread_local struct error_size_state tips_pending_size
+	__attribute__((tls_model("initial-exec")));
 
 static const char *const error_names[] = {
 	[0] = "invalid argument",
@@ -62,36 +64,26 @@ const char *tips_strerror(int code)
 
 const char *tips_errormsg(void)
 {
-	if (pending_size.who) {
+	if (tips_pending_size.who) {
 		snprintf(last_message, sizeof(last_message),
-			 "%s: the value has %zu bytes, the buffer %zu", pending_size.who,
-			 pending_size.vlen, pending_size.cap);
-		pending_size.who = NULL;
+			 "%s: the value has %zu bytes, the buffer %zu", tips_pending_size.who,
+			 tips_pending_size.vlen, tips_pending_size.cap);
+		tips_pending_size.who = NULL;
 	}
 	return last_message;
 }
 
-struct error_size_state error_size_save(void)
-{
-	return pending_size;
-}
-
-void error_size_restore(struct error_size_state saved)
-{
-	pending_size = saved;
-}
-
 int tips_set_error_size(const char *who, size_t vlen, size_t cap)
 {
-	pending_size.who = who;
-	pending_size.vlen = vlen;
-	pending_size.cap = cap;
+	tips_pending_size.who = who;
+	tips_pending_size.vlen = vlen;
+	tips_pending_size.cap = cap;
 	return TIPS_ESIZE;
 }
 
 int tips_set_error(int code, const char *fmt, ...)
 {
-	pending_size.who = NULL;
+	tips_pending_size.who = NULL;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(last_message, sizeof(last_message), fmt, ap);

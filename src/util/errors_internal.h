@@ -27,13 +27,24 @@ int tips_set_error_size(const char *who, size_t vlen, size_t cap);
 /* The thread's deferred TIPS_ESIZE message (who == NULL: none), saved before and put
  * back after a lookup the library makes only to learn whether a key is present, with
  * no buffer: that lookup's TIPS_ESIZE is no failure of the caller's call, and the
- * caller's last failure keeps its message (tips/errors.h). */
+ * caller's last failure keeps its message (tips/errors.h). Both are on every write's
+ * path: inline, on initial-exec TLS (no __tls_get_addr call in libtips.so). */
 struct error_size_state {
 	const char *who;
 	size_t vlen, cap;
 };
-struct error_size_state error_size_save(void);
-void error_size_restore(struct error_size_state saved);
+extern _Thread_local struct error_size_state tips_pending_size
+	__attribute__((tls_model("initial-exec")));
+
+static inline struct error_size_state error_size_save(void)
+{
+	return tips_pending_size;
+}
+
+static inline void error_size_restore(struct error_size_state saved)
+{
+	tips_pending_size = saved;
+}
 
 /* Aborts with a message naming the broken invariant; for internal bugs only. */
 #define TIPS_INVARIANT(cond, what)                                                       \
