@@ -1416,8 +1416,7 @@ static void art_prefetch(void *index, const void *key, size_t klen_, int deep)
 {
 	struct art_index *t = index;
 	if (deep == 2) {
-		size_t ignored;
-		(void)art_lookup(index, key, klen_, NULL, 0, &ignored);
+		IDX_LOOKUP_AHEAD(art_lookup, index, key, klen_);
 		return;
 	}
 	const unsigned char *k = key;

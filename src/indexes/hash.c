@@ -453,8 +453,7 @@ static void hash_prefetch(void *index, const void *key, size_t klen, int deep)
 {
 	struct hash_index *h = index;
 	if (deep == 2) {
-		size_t ignored;
-		(void)hash_lookup(index, key, klen, NULL, 0, &ignored);
+		IDX_LOOKUP_AHEAD(hash_lookup, index, key, klen);
 		return;
 	}
 	uint64_t b = bucket_of(h, key, klen);

@@ -134,6 +134,16 @@ static int idx_corrupt(const char *index, const void *node, const char *fmt, ...
 	return tips_set_error(TIPS_ECORRUPT, "%s: node %p: %s", index, node, what);
 }
 
+/* prefetch(@deep 2) of an index whose lookup follows dependent lines (plugin.h): the
+ * writer's outcome lookup, made with @lookup before the framework's bucket lock and
+ * its answer discarded, so that the lookup made under the lock finds its lines cached.
+ * The framework keeps the thread's error message across it. */
+#define IDX_LOOKUP_AHEAD(lookup, index, key, klen)                                      \
+	do {                                                                             \
+		size_t ignored_vlen_;                                                    \
+		(void)lookup((index), (key), (klen), NULL, 0, &ignored_vlen_);           \
+	} while (0)
+
 /*
  * What a lookup that found a value of @n bytes returns for a buffer of @cap bytes
  * (having copied min(@n, @cap) bytes and stored @n in *vlen): 0, or TIPS_ESIZE with a

@@ -572,8 +572,7 @@ static void lf_prefetch(void *index, const void *key, size_t klen, int deep)
 {
 	struct lf_index *h = index;
 	if (deep == 2) {
-		size_t ignored;
-		(void)lf_lookup(index, key, klen, NULL, 0, &ignored);
+		IDX_LOOKUP_AHEAD(lf_lookup, index, key, klen);
 		return;
 	}
 	struct lf_key k = key_make(key, klen);
