@@ -902,6 +902,18 @@ static void test_stats_after_load(void)
 	unlink(path);
 }
 
+/* Puts keys [0, @n) and waits until replay has applied them and gc has unlinked all but
+ * at most 64 cache entries (the writer's unused reservation counts as entries). */
+static struct tips_stats put_applied_and_unlinked(struct tips_db *db, uint64_t n)
+{
+	struct tips_stats st;
+	for (uint64_t i = 0; i < n; i++)
+		CHECK_RC(put_u64(db, i, i), 0);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the puts");
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_entries <= 64), "gc to unlink them");
+	return st;
+}
+
 /* What replay applied leaves the cache soon, not only when the cache nears its capacity:
  * gc gets the applied keys' hashes after each epoch (cache.c, trim_gone). 500 distinct
  * keys fill about half of a 1024-entry cache, far below the 7/8 at which a sweep starts,
@@ -913,10 +925,7 @@ static void test_applied_leave_cache(void)
 	struct tips_stats st;
 	tips_stats(db, &st);
 	CHECK(st.cache_capacity == 1024);
-	for (uint64_t i = 0; i < 500; i++)
-		CHECK_RC(put_u64(db, i, i), 0);
-	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the puts");
-	WAIT_UNTIL((tips_stats(db, &st), st.cache_entries <= 64), "gc to unlink them");
+	st = put_applied_and_unlinked(db, 500);
 	CHECK(st.gc_unlinked >= 436);
 	if (st.gc_unlinked < 436)
 		fprintf(stderr, "cache entries %llu, gc unlinked %llu\n",
@@ -937,11 +946,7 @@ static void test_applied_leave_cache(void)
 static void test_errormsg_survives_writes(void)
 {
 	struct tips_db *db = open_db(1);
-	struct tips_stats st;
-	for (uint64_t i = 0; i < 500; i++)
-		CHECK_RC(put_u64(db, i, i), 0);
-	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the puts");
-	WAIT_UNTIL((tips_stats(db, &st), st.cache_entries <= 64), "gc to unlink them");
+	put_applied_and_unlinked(db, 500);
 	CHECK_RC(write_u64(tips_insert, db, 0, 1), TIPS_EKEYEXISTS);
 	char before[256];
 	snprintf(before, sizeof(before), "%s", tips_errormsg());
