@@ -4,7 +4,8 @@
 For each index source src/indexes/NAME.c (every file listed in TIPS_INDEXES of the root
 CMakeLists.txt), counts its lines of code (lines that are not blank and not only a
 comment) and its hook sites: the uses of IDX_ALLOC, IDX_FREE and IDX_LOG in code
-(IDX_LOG2, two ranges under one fence, counts as one IDX_LOG site, and IDX_ALLOC_LOG,
+(IDX_LOG2, two ranges under one fence, and IDX_LOG_VALUE, a value overwritten in place
+with no undo record, count as one IDX_LOG site each, and IDX_ALLOC_LOG,
 a block and a range's undo record under one fence, as one IDX_ALLOC site; comments and the
 #define lines of idx_hooks.h are not counted). Those sites are what
 converting the volatile index into its TIPS plug-in took (the TIPS paper, §7.1, counts
@@ -58,7 +59,7 @@ def main():
     for name in index_names(root):
         code = strip_comments((root / "src" / "indexes" / (name + ".c")).read_text())
         loc = sum(1 for line in code.splitlines() if line.strip())
-        counts = [len(re.findall(r"\b%s(2|_LOG)?\s*\(" % h, code)) for h in HOOKS]
+        counts = [len(re.findall(r"\b%s(2|_LOG|_VALUE)?\s*\(" % h, code)) for h in HOOKS]
         print("| %s | %d | %d | %d | %d | %d |" % (name, loc, *counts, sum(counts)))
 
 

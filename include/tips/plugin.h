@@ -11,9 +11,11 @@
  * ("Add an index").
  *
  * Invariant an index keeps: every store to memory that existed at the last
- * reclamation is preceded by tips_ulog_add() of that memory, and every block it
- * allocates or frees goes through tips_alloc()/tips_free(); then recovery can roll
- * the index back to the last reclamation and replay the OLog over it.
+ * reclamation is preceded by tips_ulog_add() of that memory (or, for the bytes of a
+ * value overwritten in place by an update of its own key, tips_ulog_value()), and
+ * every block it allocates or frees goes through tips_alloc()/tips_free(); then
+ * recovery can roll the index back to the last reclamation and replay the OLog over
+ * it.
  */
 #ifndef TIPS_PLUGIN_H
 #define TIPS_PLUGIN_H
@@ -133,6 +135,23 @@ TIPS_API void tips_free(void *ptr);
  * Return: 0, or a negative code (size 0 or > TIPS_MAX_VALUE, address outside the pool).
  */
 TIPS_API int tips_ulog_add(void *addr, size_t size);
+
+/**
+ * tips_ulog_value() - announce, before storing, that an update (or put) of key K
+ * overwrites [@addr, @addr+@size) in place, and that those bytes hold nothing but K's
+ * value: no key, length, pointer, kind or anything else an operation reads to choose
+ * its path or to find memory. No undo record is written: after a crash, recovery
+ * rolls back every logged store and then replays every write since the last
+ * reclamation, K's own included, in order, so K's value bytes are written again
+ * before anything reads them (a rollback that restores the bytes to another key's
+ * role restores them from that key's older, logged copy). Only an update of the key
+ * that owns the bytes may use it; a store that changes which key owns memory, or what
+ * a word means, still needs tips_ulog_add(). The framework flushes the range before
+ * the next reclamation. Falls back to tips_ulog_add() where it cannot (a thread that
+ * is not a replay worker, no DRAM to remember the range).
+ * Return: 0, or a negative code (size 0 or > TIPS_MAX_VALUE, address outside the pool).
+ */
+TIPS_API int tips_ulog_value(void *addr, size_t size);
 
 /** tips_root() - the root object of the index being called (inside an ops call). */
 TIPS_API void *tips_root(void);

@@ -219,6 +219,9 @@ struct tips_stats {
 	                                           period: the index had freed blocks, or
 	                                           a scan had read the OLogs, since the
 	                                           one before (the others skip it) */
+	uint64_t ulog_values;                   /* values overwritten in place with no undo
+	                                           record (tips_ulog_value), counted when
+	                                           replay flushes them at its epoch's end */
 };
 
 /** tips_stats_sized() - fill the first @size bytes of @out (a longer tail is zeroed). */

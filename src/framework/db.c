@@ -1287,6 +1287,7 @@ static void stats_fill(struct tips_db *db, struct tips_stats *out)
 	out->gc_unlinked = cache_gc_unlinked(db->cache);
 	ulog_counters(db->ulog, &out->ulog_bytes, &out->ulog_logged, &out->ulog_skipped_fresh,
 		      &out->ulog_skipped_logged);
+	out->ulog_values = atomic_load(&db->ulog_values);
 	out->mlog_allocs = atomic_load(&db->mlog_allocs);
 	out->mlog_frees = atomic_load(&db->mlog_frees);
 	out->mlog_bytes = (out->mlog_allocs + out->mlog_frees) * HEAP_RECORD_BYTES;

@@ -435,6 +435,7 @@ struct tips_db {
 	struct thread_counters retired;   /* of threads that exited */
 	_Atomic uint64_t reclamations, reclaim_graces, epochs, replayed, worker_sum;
 	_Atomic uint64_t mlog_allocs, mlog_frees;
+	_Atomic uint64_t ulog_values; /* tips_ulog_value ranges flushed (no undo record) */
 	_Atomic unsigned workers_published;
 	double recovery_ms;
 	int recovered;
@@ -491,6 +492,18 @@ void fw_debug_admit_all(struct tips_db *db);
 
 /* plugin.c: the database the calling thread's ops calls act on. */
 void fw_set_current(struct tips_db *db);
+/* The value ranges a replay worker's operations overwrote in place without an undo
+ * record (tips_ulog_value): the worker flushes them, with one fence, before it reports
+ * its queue applied, so they are durable before any reclamation. */
+struct fw_value_ranges {
+	struct fw_range { void *addr; size_t size; } *r;
+	size_t n, cap;
+};
+/* The calling thread's list (NULL: tips_ulog_value logs an undo record instead). */
+void fw_set_value_ranges(struct fw_value_ranges *v);
+/* Flushes @v's ranges, fences once if there were any, adds their count to
+ * db->ulog_values and empties @v. */
+void fw_value_ranges_flush(struct tips_db *db, struct fw_value_ranges *v);
 
 /* replay.c */
 /* Starts the W_up worker threads (idle until an epoch). */

@@ -3,7 +3,10 @@
  * tips_alloc, tips_free, tips_ulog_add, tips_root, tips_block_valid; and, for the
  * indexes built into the library (src/indexes/idx_hooks.h, IDX_LOG2, IDX_ALLOC_LOG),
  * fw_ulog_add_ranges: several ranges an operation stores to, logged with one fence, and
- * fw_alloc_logging: a block and the undo record of a range, under one fence.
+ * fw_alloc_logging: a block and the undo record of a range, under one fence; and
+ * tips_ulog_value: a value overwritten in place, remembered for the replay worker to
+ * flush before it reports its queue applied (fw_value_ranges_flush), with no undo
+ * record.
  *
  * The framework calls an index's ops only from threads it controls (replay workers,
  * recovery, create), and each of them names its database here first, so the index
@@ -24,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "heap/heap_internal.h"
 #include "pm/pm.h"
@@ -130,6 +134,51 @@ int tips_ulog_add(void *addr, size_t size)
 	if (!current) /* e.g. index code run outside the framework: nothing to undo */
 		return tips_set_error(TIPS_EINVAL, "tips_ulog_add outside an index operation");
 	return ulog_add(current->ulog, current->heap, current->pool, addr, size);
+}
+
+static _Thread_local struct fw_value_ranges *value_ranges
+	__attribute__((tls_model("initial-exec")));
+
+void fw_set_value_ranges(struct fw_value_ranges *v)
+{
+	value_ranges = v;
+}
+
+static bool value_ranges_grow(struct fw_value_ranges *v)
+{
+	size_t cap = v->cap ? v->cap * 2 : 1024;
+	struct fw_range *r = realloc(v->r, cap * sizeof(*r));
+	if (!r)
+		return false;
+	v->r = r;
+	v->cap = cap;
+	return true;
+}
+
+/* No undo record: see plugin.h for why recovery needs none. The range is remembered
+ * for the worker's flush; where it cannot be, an undo record does as well. */
+int tips_ulog_value(void *addr, size_t size)
+{
+	if (!current)
+		return tips_set_error(TIPS_EINVAL, "tips_ulog_value outside an index operation");
+	struct fw_value_ranges *v = value_ranges;
+	if (v && size && size <= TIPS_MAX_VALUE && tips_pool_contains(current->pool, addr, size) &&
+	    (v->n < v->cap || value_ranges_grow(v))) {
+		v->r[v->n++] = (struct fw_range){ addr, size };
+		return 0;
+	}
+	return ulog_add(current->ulog, current->heap, current->pool, addr, size);
+}
+
+void fw_value_ranges_flush(struct tips_db *db, struct fw_value_ranges *v)
+{
+	if (!v->n)
+		return;
+	for (size_t i = 0; i < v->n; i++)
+		pm_flush(v->r[i].addr, v->r[i].size);
+	pm_drain();
+	atomic_fetch_add_explicit(&db->ulog_values, v->n, memory_order_relaxed);
+	v->n = 0;
 }
 
 int fw_ulog_add_ranges(void *const addr[], const size_t size[], unsigned n)

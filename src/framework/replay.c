@@ -87,6 +87,8 @@ struct worker {
 	size_t n, cap;
 	uint64_t *gone;   /* key hashes of the cache entries applied, for gc */
 	size_t ngone, gone_cap;
+	struct fw_value_ranges values; /* overwritten without an undo record: flushed at
+					  the end of each queue, before the epoch ends */
 	size_t done;      /* records of q applied in this epoch */
 	uint64_t fail_ts; /* stamp of the first record left unapplied, UINT64_MAX if none */
 	int rc;           /* 0, or why that record could not be applied */
@@ -257,7 +259,9 @@ static void note_gone(struct worker *w, const struct olog_rec *r)
  * Applies @w's queue, already in stamp order (see "Failed epochs" for what happens
  * when an operation fails: w->done, w->fail_ts, w->rc). For each live record (written
  * since this open) it marks the cache entry applied, zeroes the record's entry word
- * and releases its admission cost.
+ * and releases its admission cost. At the end it flushes the values its operations
+ * overwrote without an undo record (tips_ulog_value), so that they are durable before
+ * the epoch ends and any reclamation drops their records.
  */
 static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 {
@@ -306,6 +310,7 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 		}
 		w->done++;
 	}
+	fw_value_ranges_flush(db, &w->values);
 	cache_applied(db->cache, live);
 	admit_release(db, cost);
 	if (ops->log_ahead)
@@ -334,6 +339,7 @@ static void *worker_main(void *arg)
 	snprintf(name, sizeof(name), "tips-replay%u", w->idx);
 	pthread_setname_np(pthread_self(), name); /* for perf and top */
 	fw_set_current(db);
+	fw_set_value_ranges(&w->values);
 	uint64_t seen = 0;
 	pthread_mutex_lock(&db->work_mu);
 	for (;;) {
@@ -748,6 +754,7 @@ uint64_t replay_stop(struct tips_db *db)
 			pthread_join(db->workers[i].thread, NULL);
 			free(db->workers[i].q);
 			free(db->workers[i].gone);
+			free(db->workers[i].values.r);
 		}
 		free(db->workers);
 		db->workers = NULL;

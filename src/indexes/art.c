@@ -23,7 +23,7 @@
  * highest slot that tells it from every other key, so a leaf is the only block read
  * below the last inner node, and an 8-byte key is compared in that block with one
  * word compare. An 8-byte value lives in the leaf's value word and is updated in place
- * (IDX_LOG of the word, then one atomic store); a value of another length is inline
+ * (IDX_LOG_VALUE of the word, no undo record, then one atomic store); a value of another length is inline
  * after the key and immutable, so any other update builds a new leaf and swaps it into
  * the slot under the node's lock. Readers thus never see a torn value or a value of
  * another length than the one they read.
@@ -60,7 +60,8 @@
  * range) and the children it shifts; of a Node48 the index byte and the child slot; of
  * a Node256 the slot (Node48/256 keep no count: they count their slots when they need
  * to, on removes, which saves a record per insert); a path split or merge logs the
- * node's path length and bytes (one 12-byte range); an in-place value logs its word.
+ * node's path length and bytes (one 12-byte range); an in-place value of the key being
+ * updated takes IDX_LOG_VALUE instead (no undo record: recovery replays the update).
  *
  * Deletion. Removing a key from a node other than the root that then holds one entry
  * replaces the node in its parent by that entry (a leaf, or the child node, whose path
@@ -85,9 +86,10 @@
  * leaf or the unused one; remove: the removed leaf, and the node a collapse or shrink
  * replaced), IDX_LOG 6 (slot_set(), through which every pointer store goes, child
  * slots, value-leaf slots and parent slots alike; index_set() of Node48; set_prefix();
- * the in-place value word; and two IDX_LOG2, two ranges under one fence: the count,
- * keys and children small_rewrite() stores, and the child slot and index byte of a
- * Node48 add). An 8-byte update logs one record (the value word); an insert 1 (a new
+ * IDX_LOG_VALUE for the in-place value word; and two IDX_LOG2, two ranges under one
+ * fence: the count, keys and children small_rewrite() stores, and the child slot and
+ * index byte of a Node48 add). An 8-byte update logs no record (IDX_LOG_VALUE); an
+ * insert 1 (a new
  * Node4, a grown node, a Node256 slot) or 2 (a Node4/16 or Node48 child, under one
  * fence). An operation allocates and frees at most 3 blocks
  * (growth: leaf, node, old node; shrinking remove: node, old node, leaf).
@@ -1350,8 +1352,9 @@ static int art_update(void *index, const void *key, size_t klen, const void *val
 			break;
 		}
 		if (vlen == 8 && p.l->vlen == 8) {
-			/* In place: one logged word, one atomic store. */
-			IDX_LOG(&p.l->v8, sizeof(p.l->v8));
+			/* In place: one value word, no undo record (IDX_LOG_VALUE), one
+			 * atomic store. */
+			IDX_LOG_VALUE(&p.l->v8, sizeof(p.l->v8));
 			ST(p.l->v8, load64(val));
 			break;
 		}
@@ -1489,8 +1492,8 @@ static int add_ranges(struct art_node *n, uint8_t c, struct art_node *parent, ui
  * Replay's batched logging (plugin.h): the ranges an insert or update of @key logs, by
  * the case art_insert() or art_update() will meet: a child added to a node (node_add's
  * ranges, or the parent's slot for a growth), a leaf that a new Node4 replaces (its
- * slot), a value leaf, a path split (the path, then the parent's slot), or an 8-byte
- * value updated in place (the leaf's word). The descent is locate()'s without the
+ * slot), a value leaf, or a path split (the path, then the parent's slot); an 8-byte
+ * value updated in place logs nothing (IDX_LOG_VALUE). The descent is locate()'s without the
  * version checks: it reads nodes as they are, inside a read section so that none is
  * freed under it, and a range that a concurrent write makes stale costs a record.
  */
@@ -1523,14 +1526,11 @@ static int art_log_ahead(void *index, const void *key, size_t klen_, size_t vlen
 		}
 		if (depth == klen) {
 			uintptr_t vl = LD(n->vleaf);
-			if (vl && vlen == 8 && as_leaf(vl)->vlen == 8) {
-				addr[0] = (void *)&as_leaf(vl)->v8;
-				size[0] = sizeof(uint64_t);
-			} else {
+			if (!(vl && vlen == 8 && as_leaf(vl)->vlen == 8)) { /* else in place */
 				addr[0] = (void *)&n->vleaf;
 				size[0] = sizeof(uintptr_t);
+				rc = 1;
 			}
-			rc = 1;
 			break;
 		}
 		uint8_t c = k[depth];
@@ -1543,9 +1543,7 @@ static int art_log_ahead(void *index, const void *key, size_t klen_, size_t vlen
 			struct art_leaf *l = as_leaf(ch);
 			_Atomic uintptr_t *slot = child_slot(n, c);
 			if (leaf_is(l, k, klen) && vlen == 8 && l->vlen == 8) {
-				addr[0] = (void *)&l->v8;
-				size[0] = sizeof(uint64_t);
-				rc = 1;
+				/* in place, IDX_LOG_VALUE: nothing to log ahead */
 			} else if (slot) {
 				addr[0] = (void *)slot;
 				size[0] = sizeof(*slot);

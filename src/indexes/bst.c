@@ -38,8 +38,8 @@
  * store); then takes the write lock and, if the version moved, descends again.
  * Unchanged, every node and link it found is still in the tree (none was unlinked, so
  * none was freed). So the descent, a cache miss per level, overlaps lookups, and the
- * write lock covers little more than the stores (an 8-byte in-place update: one log
- * and one copy). The lock is glibc's default kind, which lets readers in while a
+ * write lock covers little more than the stores (an 8-byte in-place update: one
+ * copy). The lock is glibc's default kind, which lets readers in while a
  * writer waits, on purpose: a writer-preferring lock queued every scan and locked
  * lookup behind the stream of replayed writes of the tips build. The price: a writer
  * can wait while reads keep overlapping; the framework's replay then lags and its
@@ -50,8 +50,9 @@
  * stores. Every pointer store into a pre-existing node or the root is collected as a
  * pending (link, value) pair and applied by bst_commit(), which logs all of them
  * before the first store; stores into the node allocated by the same operation need
- * no log. Update of a value of the same length overwrites it in place (log the value
- * bytes, copy: under the write lock and inside store_begin/store_end, so no reader
+ * no log. Update of a value of the same length overwrites it in place (IDX_LOG_VALUE
+ * of the value bytes, which needs no undo record since recovery replays the update;
+ * copy: under the write lock and inside store_begin/store_end, so no reader
  * keeps a half-written value); a different length gets a replacement node that takes
  * over the old node's children and its place (same key, so same priority: the heap
  * order holds), and the old node is freed.
@@ -63,9 +64,9 @@
  * in update, removed node in remove, and insert's new node, allocated before the write
  * lock, when a changed tree shows the key present after all: dram builds only, as
  * the framework never writes one key twice at once), IDX_LOG 2 (bst_commit(), which
- * every pointer store goes through, and the in-place value). An insert makes one
- * IDX_ALLOC and at most 1 + r IDX_LOG calls for r rotations (fewer than 2 expected); a
- * remove 1 + r; an update of the same length 1.
+ * every pointer store goes through, and IDX_LOG_VALUE for the in-place value). An
+ * insert makes one IDX_ALLOC and at most 1 + r IDX_LOG calls for r rotations (fewer
+ * than 2 expected); a remove 1 + r; an update of the same length one IDX_LOG_VALUE.
  *
  * Scan. In-order from the start key: a descent stacks the nodes >= start where it
  * turns left, then each popped node is followed by the left spine of its right
@@ -522,8 +523,8 @@ static int bst_update(void *index, const void *key, size_t klen, const void *val
 	if (!old) {
 		rc = TIPS_ENOTFOUND;
 	} else if (old->vlen == vlen) {
-		if (vlen) { /* same length: overwrite in place */
-			IDX_LOG(node_value(old), vlen);
+		if (vlen) { /* same length: overwrite in place, no undo record */
+			IDX_LOG_VALUE(node_value(old), vlen);
 			store_begin(t);
 			memcpy(node_value(old), val, vlen);
 			store_end(t);

@@ -62,18 +62,20 @@
  * the current operation, other than lock stores, is preceded by IDX_LOG of exactly the
  * bytes it stores. Stores into blocks allocated by the same operation (key and value
  * blocks, a resize's new table) need none. Insert logs layout..slot i (one record:
- * layout, the key word and value word, and the slots in between); an 8-byte update logs
- * the value word; a delete logs the layout; a kind change logs layout..slot i; a new
+ * layout, the key word and value word, and the slots in between); an 8-byte update of
+ * an inline value takes IDX_LOG_VALUE (no undo record: recovery replays the update),
+ * one of a value block's pointer logs the word; a delete logs the layout; a kind change logs layout..slot i; a new
  * overflow bucket logs its 64 bytes, the link to it and the overflow cursor; a resize
  * logs the root's table pointer.
  *
- * Conversion cost: 14 hook sites - IDX_ALLOC 4 (root, table, key block, value block),
+ * Conversion cost: 15 hook sites - IDX_ALLOC 4 (root, table, key block, value block),
  * IDX_FREE 3 (root when create fails; word_free(), a key or value block deleted,
  * replaced or left unused by a failed insert; table_free(), a resize's replaced or
- * discarded table), IDX_LOG 7 (slot_log(), before an insert's publish or a kind change;
- * value word; delete; overflow cursor; overflow bucket; its link; root table pointer).
- * An insert of an 8-byte key and value runs 1 log (3 instead when it takes an overflow
- * bucket), an 8-byte update 1, a delete 1.
+ * discarded table), IDX_LOG 8 (slot_log(), before an insert's publish or a kind change;
+ * value word, IDX_LOG_VALUE inline and IDX_LOG a block pointer; delete; overflow cursor;
+ * overflow bucket; its link; root table pointer). An insert of an 8-byte key and value
+ * runs 1 log (3 instead when it takes an overflow bucket), an 8-byte update none, a
+ * delete 1.
  *
  * Lookups of 8-byte keys (lookup8(), the common case) take the same snapshot with no
  * branch per slot and the words in registers: a lookup is one cache miss, and the less
@@ -891,8 +893,13 @@ static int clht_update(void *index, const void *key, size_t klen, const void *va
 		goto out;
 	}
 	if (old_in == new_in) {
-		/* Same kind: one word store; a reader sees the old or the new value. */
-		IDX_LOG((void *)vp, sizeof(*vp));
+		/* Same kind: one word store; a reader sees the old or the new value. An
+		 * inline value word holds nothing but the value: no undo record. A pointer
+		 * to a value block is undone like any link. */
+		if (new_in)
+			IDX_LOG_VALUE((void *)vp, sizeof(*vp));
+		else
+			IDX_LOG((void *)vp, sizeof(*vp));
 		atomic_store_explicit(vp, vw, memory_order_release);
 	} else {
 		/* Kind change: WRITING keeps readers off the slot while word and kind differ. */
@@ -1035,9 +1042,9 @@ static void clht_prefetch(void *index, const void *key, size_t klen, int deep)
 
 #ifdef IDX_TIPS
 /* Replay's batched logging (plugin.h): the range an insert or update of an 8-byte @key
- * with an 8-byte value logs first. A present key whose value lives in its slot is
- * updated in place (the value word); an absent one fills the chain's first empty slot
- * (the layout through that slot, slot_publish). Anything else (a long key or value, a
+ * with an 8-byte value logs first. A present key logs nothing ahead (an inline value
+ * word is overwritten with IDX_LOG_VALUE); an absent one fills the chain's first empty
+ * slot (the layout through that slot, slot_publish). Anything else (a long key or value, a
  * full chain that takes an overflow bucket) is left to the operation. Reads the chain
  * without its lock, as chain_find does under it, inside a read section (a resize
  * frees the table). */
@@ -1055,12 +1062,8 @@ static int clht_log_ahead(void *index, const void *key, size_t klen, size_t vlen
 	struct where w;
 	chain_find(head_of(t, p.hash), &p, &w);
 	if (w.b) {
-		uint32_t m = atomic_load_explicit(&w.b->layout, memory_order_relaxed);
-		if (m & L_VIN(w.i)) {
-			*addr = (void *)&w.b->slot[w.i].val;
-			*size = sizeof(uint64_t);
-			rc = 1;
-		}
+		/* Present: an inline value is overwritten with IDX_LOG_VALUE (nothing to log
+		 * ahead); a kind change is left to the operation. */
 	} else if (w.free_b) {
 		*addr = (void *)&w.free_b->layout;
 		*size = LOG_TO_SLOT(w.free_i);

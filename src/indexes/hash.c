@@ -30,19 +30,21 @@
  *
  * Invariant (what makes the tips build crash consistent): every store to memory that
  * existed before the current operation is preceded by IDX_LOG of exactly the bytes it
- * stores. Stores into a block allocated by the same operation need no log (the
- * framework frees that block if it rolls the operation back). Writes: insert links a
- * new node at the head of its chain (log the head, store it); update overwrites a value
- * of the same length in place (log the value bytes, copy), otherwise links a
- * replacement node in place of the old one; remove logs and stores the predecessor's
- * link. The code never flushes or fences: the framework makes the stores durable.
+ * stores, or, for a node's value bytes overwritten by an update of its own key, by
+ * IDX_LOG_VALUE (no undo record: recovery replays that update again). Stores into a
+ * block allocated by the same operation need no log (the framework frees that block
+ * if it rolls the operation back). Writes: insert links a new node at the head of its
+ * chain (log the head, store it); update overwrites a value of the same length in
+ * place (IDX_LOG_VALUE, copy), otherwise links a replacement node in place of the old
+ * one; remove logs and stores the predecessor's link. The code never flushes or
+ * fences: the framework makes the stores durable.
  *
  * Conversion cost: 8 hook sites - IDX_ALLOC 2 (root, bucket array), IDX_ALLOC_LOG 1 (a
  * new node and the link it will be stored into, under one fence), IDX_FREE 3 (root when
  * create fails, replaced node in update, removed node in remove), IDX_LOG 2 (link_set(),
- * which remove's unlink goes through, and the in-place value). insert uses 1 (the
- * node's IDX_ALLOC_LOG); Figure 3's insert, an upsert, uses 3 (alloc, log, and our
- * update's in-place value log).
+ * which remove's unlink goes through, and IDX_LOG_VALUE for the in-place value). insert
+ * uses 1 (the node's IDX_ALLOC_LOG); Figure 3's insert, an upsert, uses 3 (alloc, log,
+ * and our update's in-place value).
  *
  * Scan. Keys are hashed, so an ordered scan visits the whole table: O(n) per scan
  * whatever @count is, keeping the @count smallest keys >= start in a bounded max-heap
@@ -330,7 +332,7 @@ static int hash_update(void *index, const void *key, size_t klen, const void *va
 		rc = TIPS_ENOTFOUND;
 	} else if (old->vlen == vlen) {
 		if (vlen) { /* same length: overwrite in place (Figure 3, lines 9-10) */
-			IDX_LOG(node_value(old), vlen);
+			IDX_LOG_VALUE(node_value(old), vlen);
 			seq_write_begin(&st->seq);
 			memcpy(node_value(old), val, vlen);
 			seq_write_end(&st->seq);
@@ -469,11 +471,12 @@ static void hash_prefetch(void *index, const void *key, size_t klen, int deep)
 }
 
 #ifdef IDX_TIPS
-/* Replay's batched logging (plugin.h): the range a write of @key logs first. A key in
- * the chain with a value of @vlen bytes is updated in place (its value); an absent key
- * is inserted at the bucket head (the head). A value of another length replaces the
- * node (a link the chain decides): no guess. Reads the chain without the lock, by
- * acquire loads: nodes are published complete and not reused before a reclamation. */
+/* Replay's batched logging (plugin.h): the range a write of @key logs first. An absent
+ * key is inserted at the bucket head (the head). A key in the chain logs nothing ahead:
+ * a value of @vlen bytes is overwritten in place with no undo record (IDX_LOG_VALUE),
+ * and a value of another length replaces the node (a link the chain decides): no
+ * guess. Reads the chain without the lock, by acquire loads: nodes are published
+ * complete and not reused before a reclamation. */
 static int hash_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
 			  void **addr, size_t *size)
 {
@@ -483,13 +486,8 @@ static int hash_log_ahead(void *index, const void *key, size_t klen, size_t vlen
 	for (struct hash_node *n = atomic_load_explicit(link, memory_order_acquire); n;
 	     n = atomic_load_explicit((struct hash_node *_Atomic *)&n->next,
 				      memory_order_acquire)) {
-		if (!node_has_key(n, key, (uint32_t)klen))
-			continue;
-		if (n->vlen != vlen || vlen == 0)
+		if (node_has_key(n, key, (uint32_t)klen))
 			return 0;
-		*addr = node_value(n);
-		*size = vlen;
-		return 1;
 	}
 	*addr = (void *)link;
 	*size = sizeof(struct hash_node *);

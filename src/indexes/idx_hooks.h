@@ -29,6 +29,14 @@
  *   IDX_LOG(addr, size)  must precede every store to memory that existed before the
  *                        current operation, covering exactly the bytes stored (size > 0).
  *                        A no-op in the dram build.
+ *   IDX_LOG_VALUE(addr, size)
+ *                        IDX_LOG for an update (or put) of key K that overwrites K's
+ *                        value in place, where the bytes hold nothing but the value
+ *                        (no key, length, pointer or kind): no undo record and no
+ *                        fence, since recovery replays K's write again after any
+ *                        rollback (tips_ulog_value in tips/plugin.h says why). A
+ *                        store that changes what a word means, or which key owns it,
+ *                        still takes IDX_LOG.
  *   IDX_LOG2(a1, s1, a2, s2)
  *                        IDX_LOG of two ranges with one fence instead of two: for an
  *                        operation that logs both before its first store to either
@@ -93,6 +101,7 @@
 #define IDX_ALLOC(size) tips_alloc(size)
 #define IDX_FREE(p) tips_free(p)
 #define IDX_LOG(addr, size) ((void)tips_ulog_add((addr), (size)))
+#define IDX_LOG_VALUE(addr, size) ((void)tips_ulog_value((void *)(addr), (size)))
 /* src/framework/plugin.c: the ranges' undo records, one fence for all of them. */
 int fw_ulog_add_ranges(void *const addr[], const size_t size[], unsigned n);
 #define IDX_LOG2(a1, s1, a2, s2)                                                     \
@@ -108,6 +117,7 @@ void *fw_alloc_logging(size_t size, void *addr, size_t lsize);
 #define IDX_ALLOC(size) idx_dram_alloc(size)
 #define IDX_FREE(p) grace_free(p)
 #define IDX_LOG(addr, size) ((void)(addr), (void)(size))
+#define IDX_LOG_VALUE(addr, size) ((void)(addr), (void)(size))
 #define IDX_LOG2(a1, s1, a2, s2) ((void)(a1), (void)(s1), (void)(a2), (void)(s2))
 #define IDX_ALLOC_LOG(size, addr, lsize) ((void)(addr), (void)(lsize), idx_dram_alloc(size))
 #define IDX_FREE_BARRIER() grace_free_barrier()

@@ -25,8 +25,8 @@
  * is <= 8 bytes, the shorter is a prefix of the longer: compare lengths).
  *
  * Values. A value of at most 8 bytes lives in the leaf's atomic word `vword` (zero
- * padded) and is overwritten in place when an update keeps its length: IDX_LOG of 8
- * bytes and one atomic store, so a reader sees the old or the new word, never a mix. A
+ * padded) and is overwritten in place when an update keeps its length: IDX_LOG_VALUE of
+ * 8 bytes (no undo record) and one atomic store, so a reader sees the old or the new word, never a mix. A
  * longer value follows the key bytes and is immutable. A leaf's klen and vlen never
  * change. Every other update replaces the leaf: a new leaf (same key) is CASed into the
  * parent's edge in place of the old one, which the updater then frees.
@@ -65,8 +65,10 @@
  *
  * Invariant (what makes the tips build crash consistent): every store to memory that
  * existed before the current operation is preceded by IDX_LOG of exactly the bytes it
- * stores. Those stores are: the edge CASes (edge_cas: insert, replacement, flag,
- * splice), the tag (edge_tag, an atomic OR) and the in-place value (value_store). Nodes
+ * stores, or, for the in-place value (value_store) of the key being updated, by
+ * IDX_LOG_VALUE (no undo record: recovery replays the update). Those stores are: the
+ * edge CASes (edge_cas: insert, replacement, flag, splice), the tag (edge_tag, an
+ * atomic OR) and the in-place value. Nodes
  * are filled before the CAS that publishes them, with no log (fresh blocks). Recovery
  * rolls the index back to the last reclamation, where no operation was in flight, so
  * no mark survives a crash; the code does not rely on it (helping clears any marked
@@ -76,8 +78,8 @@
  * Conversion cost: 9 hook sites - IDX_ALLOC 3 (root, leaf, internal node), IDX_FREE 3
  * (free_region: a spliced-out leaf, a spliced-out internal node; node_drop: a replaced
  * leaf, or a node never published because its write failed or lost a race), IDX_LOG 3
- * (edge_cas, edge_tag, value_store). insert uses 3 (two IDX_ALLOCs, edge_cas's log);
- * an in-place update 1. The read sections (5 IDX_READ_ENTER/EXIT pairs) are not
+ * (edge_cas, edge_tag, and IDX_LOG_VALUE in value_store). insert uses 3 (two
+ * IDX_ALLOCs, edge_cas's log); an in-place update 1, with no undo record. The read sections (5 IDX_READ_ENTER/EXIT pairs) are not
  * conversion: the volatile original needs them too, for safe memory reclamation.
  *
  * Scan. An in-order traversal from the start key with an explicit stack (no recursion):
@@ -251,10 +253,11 @@ static inline void leaf_value_copy(struct lf_leaf *l, void *out, size_t cap)
 	}
 }
 
-/* The in-place update of a value of at most 8 bytes (same length). */
+/* The in-place update of a value of at most 8 bytes (same length), by an update of the
+ * leaf's own key: the word holds nothing but the value, so no undo record. */
 static inline void value_store(struct lf_leaf *l, uint64_t w)
 {
-	IDX_LOG((void *)&l->vword, sizeof(l->vword));
+	IDX_LOG_VALUE((void *)&l->vword, sizeof(l->vword));
 	atomic_store_explicit(&l->vword, w, memory_order_release);
 }
 

@@ -16,8 +16,8 @@
  * Keys and values. The key is inline after the 24-byte header, so an 8-byte key is
  * compared with one load and no pointer chase (a 32-byte node for 8-byte keys and
  * values). A value of at most 8 bytes lives in the atomic word `val` (zero-padded); it
- * is replaced in place when an update keeps its length: IDX_LOG of 8 bytes and one
- * atomic store, so a reader gets either the old or the new word, never a mix. A longer
+ * is replaced in place when an update keeps its length: IDX_LOG_VALUE of 8 bytes and
+ * one atomic store, so a reader gets either the old or the new word, never a mix. A longer
  * value follows the key and is immutable. klen and vlen never change once a node is
  * published, so a value and its length always match. Any other update (another length,
  * or a value longer than 8 bytes) replaces the node: see "Replacement" below.
@@ -58,9 +58,11 @@
  *
  * Invariant (what makes the tips build crash consistent): every store to memory that
  * existed before the current operation is preceded by IDX_LOG of exactly the bytes it
- * stores. The index stores to two kinds of words, each a full aligned 8 bytes: links
- * (a bucket head or a node's next: insert, mark, replace, unlink), all through
- * link_cas(), and a node's in-place `val`. A failed CAS after its log is harmless: the
+ * stores, or, for a node's in-place `val` overwritten by an update of its own key, by
+ * IDX_LOG_VALUE (no undo record: recovery replays that update again). The index stores
+ * to two kinds of words, each a full aligned 8 bytes: links (a bucket head or a node's
+ * next: insert, mark, replace, unlink), all through link_cas(), and a node's in-place
+ * `val`. A failed CAS after its log is harmless: the
  * log holds the word's state at the last reclamation. Stores into a node allocated by
  * the same operation need no log. No lock word exists in PM (nor in DRAM): the mark
  * bits are part of the logical state and are undone like any other logged store, so
@@ -69,9 +71,9 @@
  * Conversion cost: 9 hook sites - IDX_ALLOC 3 (root, bucket array, node), IDX_FREE 4
  * (root when create fails, a node by the thread that unlinked it in unlink_node(), and
  * in insert and update a node that lost its race and was never published), IDX_LOG 2
- * (link_cas(), which every link CAS goes through, and the in-place value). At run time
- * an insert costs one IDX_ALLOC and one IDX_LOG; an update of the same length <= 8 one
- * IDX_LOG; a remove two IDX_LOGs and one IDX_FREE; a replacing update one IDX_ALLOC,
+ * (link_cas(), which every link CAS goes through, and IDX_LOG_VALUE for the in-place
+ * value). At run time an insert costs one IDX_ALLOC and one IDX_LOG; an update of the
+ * same length <= 8 one IDX_LOG_VALUE (no undo record); a remove two IDX_LOGs and one IDX_FREE; a replacing update one IDX_ALLOC,
  * two IDX_LOGs and one IDX_FREE.
  *
  * Scan. Keys are hashed, so an ordered scan visits the whole table: O(n) per scan
@@ -414,7 +416,7 @@ static int lf_update(void *index, const void *key, size_t klen, const void *val,
 			 * of this very key marked cur meanwhile, this store is never read:
 			 * readers check the mark after loading val. */
 			if (vlen) {
-				IDX_LOG(&cur->val, sizeof(cur->val));
+				IDX_LOG_VALUE(&cur->val, sizeof(cur->val));
 				atomic_store_explicit(&cur->val, val_pack(val, vlen),
 						      memory_order_release);
 			}
@@ -479,8 +481,9 @@ static int lf_remove(void *index, const void *key, size_t klen)
 /* Replay's batched logging (plugin.h): the range a write of @key logs first, found by
  * lf_find's walk without its stores. An absent key is linked in at its predecessor's
  * link (a deleted node on the way is skipped: lf_find unlinks it through that same
- * link first); a present key with a value of the same short length is updated in place
- * (its value word). A replacement (another length) is left to the operation. */
+ * link first); a present key logs nothing ahead: a value of the same short length is
+ * overwritten in place with no undo record (IDX_LOG_VALUE), and a replacement (another
+ * length) is left to the operation. */
 static int lf_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
 			void **addr, size_t *size)
 {
@@ -501,10 +504,6 @@ static int lf_log_ahead(void *index, const void *key, size_t klen, size_t vlen,
 		if (c > 0) {
 			*addr = (void *)prev;
 			*size = sizeof(*prev);
-			rc = 1;
-		} else if (c == 0 && cur->vlen == vlen && vlen && vlen <= LF_INLINE_MAX) {
-			*addr = (void *)&cur->val;
-			*size = sizeof(cur->val);
 			rc = 1;
 		}
 		if (c >= 0)

@@ -697,8 +697,19 @@ static void test_thread_slots(void)
 	unlink(path);
 }
 
-/* Enough writes to force several reclamations; updates of old keys are undo-logged
- * once per reclamation interval, new nodes never. */
+/* A 16-byte value for key @k in round @round: its length differs from put_u64's. */
+static int put_long(struct tips_db *db, uint64_t k, uint64_t round)
+{
+	unsigned char key[8];
+	uint64_t v[2] = { k, round };
+	key_of(k, key);
+	return tips_put(db, key, 8, v, sizeof(v));
+}
+
+/* Enough writes to force several reclamations. Updates of a value in place write no
+ * undo record (IDX_LOG_VALUE: counted in ulog_values when replay flushes them);
+ * updates that change a value's length store to links and lengths of old nodes, which
+ * are undo-logged once per reclamation interval; new nodes never. */
 static void test_reclaim_and_ulog(void)
 {
 	struct tips_db *db = open_db(2);
@@ -713,26 +724,53 @@ static void test_reclaim_and_ulog(void)
 		int rc;
 		CHECK(get_u64(db, i, &rc) == i + 29 * 10000 && rc == 0);
 	}
-	/* Make every write applied, then read what the undo log did: updates of the old
-	 * nodes were logged (ulog_logged), a range logged again in the same interval was
-	 * skipped (ulog_skipped_logged), and no key was logged more than once per
-	 * reclamation interval (every index here logs one range per update of a value in
-	 * place: 15 intervals x 2000 keys = 30000 records, the other 30000 updates skipped). */
+	/* Every one of the 60000 same-length updates went through IDX_LOG_VALUE, and none
+	 * wrote an undo record. */
 	struct tips_stats st;
-	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the updates");
-	fprintf(stderr, "reclaim_and_ulog: reclamations %llu ulog logged %llu skipped logged "
-		"%llu skipped fresh %llu\n", (unsigned long long)st.reclamations,
-		(unsigned long long)st.ulog_logged, (unsigned long long)st.ulog_skipped_logged,
-		(unsigned long long)st.ulog_skipped_fresh);
+	WAIT_UNTIL((tips_stats(db, &st), st.ulog_values >= 60000), "replay of the updates");
+	fprintf(stderr, "reclaim_and_ulog, in place: reclamations %llu ulog logged %llu "
+		"values %llu\n", (unsigned long long)st.reclamations,
+		(unsigned long long)st.ulog_logged, (unsigned long long)st.ulog_values);
 	CHECK(st.reclamations >= 2);
-	CHECK(st.ulog_logged > 0);
-	CHECK(st.ulog_skipped_logged > 0);
-	CHECK(st.ulog_logged <= (st.reclamations + 1) * 2000);
+	CHECK(st.ulog_values == 60000);
+	CHECK(st.ulog_logged == 0);
 	CHECK_RC(tips_close(&db), 0);
 	db = open_db(2);
 	for (uint64_t i = 0; i < 2000; i += 7) {
 		int rc;
 		CHECK(get_u64(db, i, &rc) == i + 29 * 10000 && rc == 0);
+	}
+
+	/* Now lengths that alternate (16 bytes, then 8), on 50 keys: each update replaces
+	 * the value's node or block, storing to the old structure. Those ranges were logged
+	 * (ulog_logged), a range logged again in the same interval was skipped
+	 * (ulog_skipped_logged: the frees make a reclamation every few hundred updates, so
+	 * few keys get there), and no key logged more than twice (the most any index here
+	 * logs for such an update) per reclamation interval. */
+	const uint64_t nkeys = 50, rounds = 1200;
+	for (uint64_t round = 0; round < rounds; round++)
+		for (uint64_t i = 0; i < nkeys; i++)
+			CHECK_RC(round % 2 ? put_u64(db, i, i + round * 10000)
+					   : put_long(db, i, round), 0);
+	for (uint64_t i = 0; i < nkeys; i++) {
+		int rc;
+		CHECK(get_u64(db, i, &rc) == i + (rounds - 1) * 10000 && rc == 0);
+	}
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the updates");
+	fprintf(stderr, "reclaim_and_ulog, replacing: reclamations %llu ulog logged %llu "
+		"skipped logged %llu skipped fresh %llu values %llu\n",
+		(unsigned long long)st.reclamations, (unsigned long long)st.ulog_logged,
+		(unsigned long long)st.ulog_skipped_logged,
+		(unsigned long long)st.ulog_skipped_fresh, (unsigned long long)st.ulog_values);
+	CHECK(st.reclamations >= 2);
+	CHECK(st.ulog_logged > 0);
+	CHECK(st.ulog_skipped_logged > 0);
+	CHECK(st.ulog_logged <= (st.reclamations + 1) * nkeys * 2);
+	CHECK_RC(tips_close(&db), 0);
+	db = open_db(2);
+	for (uint64_t i = 0; i < nkeys; i++) {
+		int rc;
+		CHECK(get_u64(db, i, &rc) == i + (rounds - 1) * 10000 && rc == 0);
 	}
 	CHECK_RC(tips_close(&db), 0);
 	unlink(path);
