@@ -1138,8 +1138,8 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 			"\"workers_avg\":%.3f,\"workers_final\":%u,\"reclamations\":%llu,"
 			"\"reclaim_graces\":%llu,"
 			"\"ulog_logged\":%llu,\"ulog_skipped_fresh\":%llu,"
-			"\"ulog_skipped_logged\":%llu,\"replayed\":%llu,\"writer_waits\":%llu,"
-			"\"gc_unlinked\":%llu,\"epochs\":%llu}",
+			"\"ulog_skipped_logged\":%llu,\"ulog_values\":%llu,\"replayed\":%llu,"
+			"\"writer_waits\":%llu,\"gc_unlinked\":%llu,\"epochs\":%llu}",
 			looked ? (double)hits / (double)looked : 0,
 			wavg,
 			z->workers_now, (unsigned long long)(z->reclamations - a->reclamations),
@@ -1147,6 +1147,7 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 			(unsigned long long)(z->ulog_logged - a->ulog_logged),
 			(unsigned long long)(z->ulog_skipped_fresh - a->ulog_skipped_fresh),
 			(unsigned long long)(z->ulog_skipped_logged - a->ulog_skipped_logged),
+			(unsigned long long)(z->ulog_values - a->ulog_values),
 			(unsigned long long)(z->replayed - a->replayed),
 			(unsigned long long)(z->writer_waits - a->writer_waits),
 			(unsigned long long)(z->gc_unlinked - a->gc_unlinked),

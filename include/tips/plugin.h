@@ -43,7 +43,8 @@ struct tips_index_config {
  * for the same key at once); lookup/scan from any thread, concurrently with everything.
  * An index is written once against IDX_ALLOC/IDX_FREE/IDX_LOG (src/indexes/idx_hooks.h)
  * and built twice: dram-NAME (malloc, no logging: the volatile original) and tips-NAME
- * (tips_alloc, tips_free, tips_ulog_add before every store to memory that existed before).
+ * (tips_alloc, tips_free, tips_ulog_add before every store to memory that existed before,
+ * or tips_ulog_value before an in-place overwrite of the updated key's value).
  * Keys compare as byte strings (memcmp, shorter first on a tie).
  */
 struct tips_index_ops {
@@ -148,7 +149,9 @@ TIPS_API int tips_ulog_add(void *addr, size_t size);
  * that owns the bytes may use it; a store that changes which key owns memory, or what
  * a word means, still needs tips_ulog_add(). The framework flushes the range before
  * the next reclamation. Falls back to tips_ulog_add() where it cannot (a thread that
- * is not a replay worker, no DRAM to remember the range).
+ * is not a replay worker, no DRAM to remember the range) or should not (a pool on
+ * msync media, TIPS_MEDIA_FILE, where each flush is an msync and a record is written
+ * only once per range and reclamation interval).
  * Return: 0, or a negative code (size 0 or > TIPS_MAX_VALUE, address outside the pool).
  */
 TIPS_API int tips_ulog_value(void *addr, size_t size);

@@ -1204,6 +1204,9 @@ int tips_open(const char *path, const struct tips_config *config,
 	if (rc)
 		goto fail;
 	db->heap = tips_pool_heap(db->pool);
+	struct tips_pool_info info;
+	tips_pool_info_sized(db->pool, &info, sizeof(info));
+	db->values_logged = info.media == TIPS_MEDIA_FILE;
 	/* Replay allocates one index node per insert, of a few sizes: let each worker's lane
 	 * record them HEAP_RESERVE_MAX at a time (heap_internal.h). */
 	heap_set_logged_reserve(db->heap, HEAP_RESERVE_MAX);

@@ -436,6 +436,10 @@ struct tips_db {
 	_Atomic uint64_t reclamations, reclaim_graces, epochs, replayed, worker_sum;
 	_Atomic uint64_t mlog_allocs, mlog_frees;
 	_Atomic uint64_t ulog_values; /* tips_ulog_value ranges flushed (no undo record) */
+	/* The pool persists by msync (TIPS_MEDIA_FILE): tips_ulog_value writes undo records,
+	 * since a flush per value would be an msync per update, where a record is written
+	 * once per range and reclamation interval. */
+	bool values_logged;
 	_Atomic unsigned workers_published;
 	double recovery_ms;
 	int recovered;

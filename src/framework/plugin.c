@@ -156,13 +156,15 @@ static bool value_ranges_grow(struct fw_value_ranges *v)
 }
 
 /* No undo record: see plugin.h for why recovery needs none. The range is remembered
- * for the worker's flush; where it cannot be, an undo record does as well. */
+ * for the worker's flush; where it cannot be, or where each flush would be an msync
+ * (db->values_logged), an undo record does as well. */
 int tips_ulog_value(void *addr, size_t size)
 {
 	if (!current)
 		return tips_set_error(TIPS_EINVAL, "tips_ulog_value outside an index operation");
 	struct fw_value_ranges *v = value_ranges;
-	if (v && size && size <= TIPS_MAX_VALUE && tips_pool_contains(current->pool, addr, size) &&
+	if (v && !current->values_logged && size && size <= TIPS_MAX_VALUE &&
+	    tips_pool_contains(current->pool, addr, size) &&
 	    (v->n < v->cap || value_ranges_grow(v))) {
 		v->r[v->n++] = (struct fw_range){ addr, size };
 		return 0;

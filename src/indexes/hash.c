@@ -16,8 +16,9 @@
  * in the persistent root: a lock held when the process died reads as free because it
  * no longer exists (design decision "Locks inside PM"). Writers take the stripe's
  * write lock and make its counter odd around their stores to reachable memory (a link,
- * a value overwritten in place), after their IDX_LOGs (each a ULog record and a fence
- * in the tips build), so lookups retry only for the nanoseconds of the stores. Lookups
+ * a value overwritten in place), after their IDX_LOG or IDX_LOG_VALUE (in the tips
+ * build a ULog record and a fence, or for the value nothing that waits), so lookups
+ * retry only for the nanoseconds of the stores. Lookups
  * are optimistic (lookup_optimistic): they read the chain without the lock between two
  * reads of the counter and keep the answer only if it was even and did not move; after
  * HASH_OPT_TRIES failures they take the read lock. Scans take the read lock. A reader

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "test_util.h"
+#include "test_disk.h"
 #include "framework/framework.h"
 #include "framework/fw_layout.h"
 
@@ -741,13 +742,14 @@ static void test_reclaim_and_ulog(void)
 		CHECK(get_u64(db, i, &rc) == i + 29 * 10000 && rc == 0);
 	}
 
-	/* Now lengths that alternate (16 bytes, then 8), on 50 keys: each update replaces
+	/* Now lengths that alternate (16 bytes, then 8), on 10 keys: each update replaces
 	 * the value's node or block, storing to the old structure. Those ranges were logged
 	 * (ulog_logged), a range logged again in the same interval was skipped
-	 * (ulog_skipped_logged: the frees make a reclamation every few hundred updates, so
-	 * few keys get there), and no key logged more than twice (the most any index here
-	 * logs for such an update) per reclamation interval. */
-	const uint64_t nkeys = 50, rounds = 1200;
+	 * (ulog_skipped_logged: the frees make a reclamation after nearly every epoch, so
+	 * only a few keys make that possible in any epoch), and no key logged more than
+	 * twice (the most any index here logs for such an update) per reclamation
+	 * interval. */
+	const uint64_t nkeys = 10, rounds = 6000;
 	for (uint64_t round = 0; round < rounds; round++)
 		for (uint64_t i = 0; i < nkeys; i++)
 			CHECK_RC(round % 2 ? put_u64(db, i, i + round * 10000)
@@ -772,8 +774,83 @@ static void test_reclaim_and_ulog(void)
 		int rc;
 		CHECK(get_u64(db, i, &rc) == i + (rounds - 1) * 10000 && rc == 0);
 	}
+
+	/* Last, 16-byte values of the same length: hash, bst and bptree overwrite them in
+	 * place (a node's value bytes, a value block) with no record; the others replace
+	 * the node or leaf, and tips-clht stores a new value block's pointer, a logged
+	 * word. The first round changes the length (8 -> 16). */
+	const uint64_t rounds16 = 200;
+	const char *const in_place16[] = { "tips-hash", "tips-bst", "tips-bptree" };
+	bool in_place = false;
+	for (size_t j = 0; j < sizeof(in_place16) / sizeof(in_place16[0]); j++)
+		in_place |= strcmp(ops->name, in_place16[j]) == 0;
+	struct tips_stats st0;
+	tips_stats(db, &st0);
+	for (uint64_t round = 0; round < rounds16; round++)
+		for (uint64_t i = 0; i < nkeys; i++)
+			CHECK_RC(put_long(db, i, round), 0);
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the updates");
+	fprintf(stderr, "reclaim_and_ulog, 16 bytes: ulog logged %llu values %llu\n",
+		(unsigned long long)(st.ulog_logged - st0.ulog_logged),
+		(unsigned long long)(st.ulog_values - st0.ulog_values));
+	CHECK(st.ulog_values - st0.ulog_values == (in_place ? (rounds16 - 1) * nkeys : 0));
+	CHECK(st.ulog_logged > st0.ulog_logged); /* the first round's replacements */
+	CHECK_RC(tips_close(&db), 0);
+	db = open_db(2);
+	for (uint64_t i = 0; i < nkeys; i++) {
+		unsigned char key[8];
+		uint64_t v[2] = { 0, 0 };
+		size_t vlen = 0;
+		key_of(i, key);
+		CHECK_RC(tips_get(db, key, 8, v, sizeof(v), &vlen), 0);
+		CHECK(vlen == sizeof(v) && v[0] == i && v[1] == rounds16 - 1);
+	}
 	CHECK_RC(tips_close(&db), 0);
 	unlink(path);
+}
+
+/* On msync media (a pool on a disk file system) tips_ulog_value writes undo records
+ * instead of noting the range (a flush there is an msync, per value), and the values
+ * still survive a close. Run alone, as `test_framework NAME msync`: it skips where no
+ * disk file system is found. */
+static void test_values_on_msync_media(void)
+{
+	char dir[PATH_MAX], fpath[PATH_MAX];
+	if (!test_disk_dir(dir, sizeof(dir))) {
+		test_skip("values_on_msync_media", "no disk file system found");
+		return;
+	}
+	test_path(fpath, sizeof(fpath), dir, "framework-msync");
+	struct tips_config cfg;
+	tips_config_init(&cfg);
+	cfg.flags = TIPS_CREATE;
+	cfg.pool_size = 32ull << 20;
+	cfg.expected_keys = 1024;
+	cfg.workers_up = 1;
+	struct tips_db *db = NULL;
+	REQUIRE(tips_open(fpath, &cfg, ops, &db) == 0);
+	const uint64_t nkeys = 100;
+	for (uint64_t i = 0; i < nkeys; i++)
+		CHECK_RC(put_u64(db, i, i), 0);
+	CHECK_RC(tips_close(&db), 0); /* the nodes are old now */
+	REQUIRE(tips_open(fpath, &cfg, ops, &db) == 0);
+	for (uint64_t round = 1; round <= 2; round++)
+		for (uint64_t i = 0; i < nkeys; i++)
+			CHECK_RC(put_u64(db, i, i + round * 1000), 0);
+	struct tips_stats st;
+	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the updates");
+	fprintf(stderr, "values_on_msync_media: ulog logged %llu values %llu\n",
+		(unsigned long long)st.ulog_logged, (unsigned long long)st.ulog_values);
+	CHECK(st.ulog_values == 0);
+	CHECK(st.ulog_logged >= nkeys); /* each key's value, once in the generation */
+	CHECK_RC(tips_close(&db), 0);
+	REQUIRE(tips_open(fpath, &cfg, ops, &db) == 0);
+	for (uint64_t i = 0; i < nkeys; i++) {
+		int rc;
+		CHECK(get_u64(db, i, &rc) == i + 2000 && rc == 0);
+	}
+	CHECK_RC(tips_close(&db), 0);
+	unlink(fpath);
 }
 
 /* Updates keys [@from, @to) in place, round after round, until the database has
@@ -1503,6 +1580,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "no index named %s\n", name);
 	REQUIRE(ops != NULL);
 	test_path(path, sizeof(path), "/dev/shm", "framework");
+	if (argc > 2 && strcmp(argv[2], "msync") == 0) {
+		test_values_on_msync_media();
+		return test_finish("test_framework msync");
+	}
 	test_semantics();
 	test_get_sizes();
 	test_fences();

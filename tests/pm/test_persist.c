@@ -17,13 +17,12 @@
  */
 #define _GNU_SOURCE
 #include "test_util.h"
+#include "test_disk.h"
 #include "pm_test_files.h"
 #include "pm/pm.h"
 
-#include <linux/magic.h>
 #include <pthread.h>
 #include <sys/mman.h>
-#include <sys/vfs.h>
 
 #define MIB (1ull << 20)
 #define LINE 64u
@@ -361,29 +360,6 @@ static void test_concurrent_threads_add_exactly(void)
 
 /* ---- media ---------------------------------------------------------------------------- */
 
-/* A directory on a disk file system: /tmp, or the test binary's own directory. */
-static int disk_dir(char *out, size_t len)
-{
-	struct statfs fs;
-	if (statfs("/tmp", &fs) == 0 && fs.f_type != TMPFS_MAGIC) {
-		snprintf(out, len, "/tmp");
-		return 1;
-	}
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return 0;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return 0;
-	*slash = '\0';
-	if (statfs(exe, &fs) != 0 || fs.f_type == TMPFS_MAGIC)
-		return 0;
-	snprintf(out, len, "%s", exe);
-	return 1;
-}
-
 static unsigned char pattern_byte(size_t i) { return (unsigned char)(i * 131 + 17); }
 
 static void test_media_shm(void)
@@ -465,7 +441,7 @@ static void test_prefault(void)
 static void test_media_file(void)
 {
 	char dir[PATH_MAX];
-	if (!disk_dir(dir, sizeof(dir))) {
+	if (!test_disk_dir(dir, sizeof(dir))) {
 		test_skip("test_media_file", "no disk file system found");
 		return;
 	}
