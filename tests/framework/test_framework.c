@@ -25,20 +25,27 @@
 static char path[256];
 static const struct tips_index_ops *ops;
 
-static struct tips_db *open_db_with(const struct tips_index_ops *o, unsigned workers_up)
+/* Opens (creating if needed) the database at @at: a pool of @pool_size bytes. */
+static struct tips_db *open_db_at(const char *at, uint64_t pool_size,
+				  const struct tips_index_ops *o, unsigned workers_up)
 {
 	struct tips_config cfg;
 	tips_config_init(&cfg);
 	cfg.flags = TIPS_CREATE;
-	cfg.pool_size = 64ull << 20;
+	cfg.pool_size = pool_size;
 	cfg.expected_keys = 4096;
 	cfg.workers_up = workers_up;
 	struct tips_db *db = NULL;
-	int rc = tips_open(path, &cfg, o, &db);
+	int rc = tips_open(at, &cfg, o, &db);
 	if (rc)
 		fprintf(stderr, "tips_open: %s\n", tips_errormsg());
 	REQUIRE(rc == 0);
 	return db;
+}
+
+static struct tips_db *open_db_with(const struct tips_index_ops *o, unsigned workers_up)
+{
+	return open_db_at(path, 64ull << 20, o, workers_up);
 }
 
 static struct tips_db *open_db(unsigned workers_up)
@@ -821,19 +828,12 @@ static void test_values_on_msync_media(void)
 		return;
 	}
 	test_path(fpath, sizeof(fpath), dir, "framework-msync");
-	struct tips_config cfg;
-	tips_config_init(&cfg);
-	cfg.flags = TIPS_CREATE;
-	cfg.pool_size = 32ull << 20;
-	cfg.expected_keys = 1024;
-	cfg.workers_up = 1;
-	struct tips_db *db = NULL;
-	REQUIRE(tips_open(fpath, &cfg, ops, &db) == 0);
+	struct tips_db *db = open_db_at(fpath, 32ull << 20, ops, 1);
 	const uint64_t nkeys = 100;
 	for (uint64_t i = 0; i < nkeys; i++)
 		CHECK_RC(put_u64(db, i, i), 0);
 	CHECK_RC(tips_close(&db), 0); /* the nodes are old now */
-	REQUIRE(tips_open(fpath, &cfg, ops, &db) == 0);
+	db = open_db_at(fpath, 32ull << 20, ops, 1);
 	for (uint64_t round = 1; round <= 2; round++)
 		for (uint64_t i = 0; i < nkeys; i++)
 			CHECK_RC(put_u64(db, i, i + round * 1000), 0);
@@ -844,7 +844,7 @@ static void test_values_on_msync_media(void)
 	CHECK(st.ulog_values == 0);
 	CHECK(st.ulog_logged >= nkeys); /* each key's value, once in the generation */
 	CHECK_RC(tips_close(&db), 0);
-	REQUIRE(tips_open(fpath, &cfg, ops, &db) == 0);
+	db = open_db_at(fpath, 32ull << 20, ops, 1);
 	for (uint64_t i = 0; i < nkeys; i++) {
 		int rc;
 		CHECK(get_u64(db, i, &rc) == i + 2000 && rc == 0);
