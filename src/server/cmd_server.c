@@ -446,7 +446,8 @@ static void info_cmd(struct client *c)
 		if (strcmp(si.index, "listdb"))
 			tprintf(&t, "cache_hits:%llu\r\ncache_misses:%llu\r\ncache_entries:%llu\r\n"
 				"olog_records:%llu\r\nolog_bytes:%llu\r\nfences_per_write:%.2f\r\n"
-				"ulog_bytes:%llu\r\nreplayed:%llu\r\nreplay_workers:%u\r\n"
+				"ulog_bytes:%llu\r\nulog_values:%llu\r\nreplayed:%llu\r\n"
+				"replay_workers:%u\r\n"
 				"replay_workers_avg:%.2f\r\nreclamations:%llu\r\n"
 				"reclaim_graces:%llu\r\nwriter_waits:%llu\r\n"
 				"writes_refused:%llu\r\nheap_room:%llu\r\n",
@@ -454,7 +455,8 @@ static void info_cmd(struct client *c)
 				(unsigned long long)ts.cache_entries, (unsigned long long)ts.writes,
 				(unsigned long long)ts.olog_bytes,
 				ts.writes ? (double)pm.fences / (double)ts.writes : 0.0,
-				(unsigned long long)ts.ulog_bytes, (unsigned long long)ts.replayed,
+				(unsigned long long)ts.ulog_bytes, (unsigned long long)ts.ulog_values,
+				(unsigned long long)ts.replayed,
 				ts.workers_now, ts.workers_avg, (unsigned long long)ts.reclamations,
 				(unsigned long long)ts.reclaim_graces, (unsigned long long)ts.writer_waits,
 				(unsigned long long)ts.writes_refused, (unsigned long long)ts.heap_room);
