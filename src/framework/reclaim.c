@@ -31,11 +31,12 @@
  * an allocation undone); that only costs a wait.
  * Recovery after a crash: with flush_done set, finish step 2; otherwise undo the ULog
  * (newest record first), roll back the MLog (frees what was allocated since the last
- * reclamation, forgets deferred frees) and empty the ULog: the index's structure is back
- * at the last reclamation (values overwritten in place with no record, tips_ulog_value,
- * may hold later bytes, which the replay of their keys' writes sets again). Then the OLogs are replayed from their heads and reclaimed. Each
- * step is idempotent or crash-safe, so a crash during recovery is recovered by
- * recovering again.
+ * reclamation, forgets deferred frees) and empty the ULog: the index's structure is
+ * back at the last reclamation (values overwritten in place with no record,
+ * tips_ulog_value, may hold later bytes, which the replay of their keys' writes sets
+ * again). Then the OLogs are replayed from their heads and reclaimed. Each step is
+ * idempotent or crash-safe, so a crash during recovery is recovered by recovering
+ * again.
  */
 #define _GNU_SOURCE
 #include <time.h>
