@@ -714,17 +714,36 @@ static int put_long(struct tips_db *db, uint64_t k, uint64_t round)
 	return tips_put(db, key, 8, v, sizeof(v));
 }
 
-/* Enough writes to force several reclamations. Updates of a value in place write no
- * undo record (IDX_LOG_VALUE: counted in ulog_values when replay flushes them);
- * updates that change a value's length store to links and lengths of old nodes, which
- * are undo-logged once per reclamation interval; new nodes never. */
-static void test_reclaim_and_ulog(void)
+/* Puts keys [0, @n) with 8-byte values (value = key) and reopens the database: the clean
+ * close reclaims, so the index's nodes are old (not fresh) when the caller writes. */
+static struct tips_db *open_with_old_keys(uint64_t n)
 {
 	struct tips_db *db = open_db(2);
-	for (uint64_t i = 0; i < 2000; i++)
+	for (uint64_t i = 0; i < n; i++)
 		CHECK_RC(put_u64(db, i, i), 0);
-	CHECK_RC(tips_close(&db), 0); /* a clean close reclaims: the nodes are old now */
-	db = open_db(2);
+	CHECK_RC(tips_close(&db), 0);
+	return open_db(2);
+}
+
+/* Closes, reopens and checks that keys [0, @n) hold 8-byte values i + @add; closes. */
+static void check_u64_after_reopen(struct tips_db **db, uint64_t n, uint64_t add)
+{
+	CHECK_RC(tips_close(db), 0);
+	*db = open_db(2);
+	for (uint64_t i = 0; i < n; i++) {
+		int rc;
+		CHECK(get_u64(*db, i, &rc) == i + add && rc == 0);
+	}
+	CHECK_RC(tips_close(db), 0);
+	unlink(path);
+}
+
+/* Enough same-length updates of old keys to force several reclamations: each overwrites
+ * its value in place with no undo record (IDX_LOG_VALUE, counted in ulog_values when
+ * replay flushes them), so the ULog stays empty. */
+static void test_reclaim_and_ulog(void)
+{
+	struct tips_db *db = open_with_old_keys(2000);
 	for (int round = 0; round < 30; round++)
 		for (uint64_t i = 0; i < 2000; i++)
 			CHECK_RC(put_u64(db, i, i + (uint64_t)round * 10000), 0);
@@ -732,31 +751,27 @@ static void test_reclaim_and_ulog(void)
 		int rc;
 		CHECK(get_u64(db, i, &rc) == i + 29 * 10000 && rc == 0);
 	}
-	/* Every one of the 60000 same-length updates went through IDX_LOG_VALUE, and none
-	 * wrote an undo record. */
 	struct tips_stats st;
 	WAIT_UNTIL((tips_stats(db, &st), st.ulog_values >= 60000), "replay of the updates");
-	fprintf(stderr, "reclaim_and_ulog, in place: reclamations %llu ulog logged %llu "
-		"values %llu\n", (unsigned long long)st.reclamations,
-		(unsigned long long)st.ulog_logged, (unsigned long long)st.ulog_values);
+	fprintf(stderr, "reclaim_and_ulog: reclamations %llu ulog logged %llu values %llu\n",
+		(unsigned long long)st.reclamations, (unsigned long long)st.ulog_logged,
+		(unsigned long long)st.ulog_values);
 	CHECK(st.reclamations >= 2);
 	CHECK(st.ulog_values == 60000);
 	CHECK(st.ulog_logged == 0);
-	CHECK_RC(tips_close(&db), 0);
-	db = open_db(2);
-	for (uint64_t i = 0; i < 2000; i += 7) {
-		int rc;
-		CHECK(get_u64(db, i, &rc) == i + 29 * 10000 && rc == 0);
-	}
+	check_u64_after_reopen(&db, 2000, 29 * 10000);
+}
 
-	/* Now lengths that alternate (16 bytes, then 8), on 10 keys: each update replaces
-	 * the value's node or block, storing to the old structure. Those ranges were logged
-	 * (ulog_logged), a range logged again in the same interval was skipped
-	 * (ulog_skipped_logged: the frees make a reclamation after nearly every epoch, so
-	 * only a few keys make that possible in any epoch), and no key logged more than
-	 * twice (the most any index here logs for such an update) per reclamation
-	 * interval. */
+/* Lengths that alternate (16 bytes, then 8), on 10 old keys: each update replaces the
+ * value's node or block, storing to the old structure. Those ranges were logged
+ * (ulog_logged), a range logged again in the same interval was skipped
+ * (ulog_skipped_logged: the frees make a reclamation after nearly every epoch, so only
+ * a few keys make that possible in any epoch), and no key logged more than twice (the
+ * most any index here logs for such an update) per reclamation interval. */
+static void test_ulog_length_changes(void)
+{
 	const uint64_t nkeys = 10, rounds = 6000;
+	struct tips_db *db = open_with_old_keys(nkeys);
 	for (uint64_t round = 0; round < rounds; round++)
 		for (uint64_t i = 0; i < nkeys; i++)
 			CHECK_RC(round % 2 ? put_u64(db, i, i + round * 10000)
@@ -765,9 +780,10 @@ static void test_reclaim_and_ulog(void)
 		int rc;
 		CHECK(get_u64(db, i, &rc) == i + (rounds - 1) * 10000 && rc == 0);
 	}
+	struct tips_stats st;
 	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the updates");
-	fprintf(stderr, "reclaim_and_ulog, replacing: reclamations %llu ulog logged %llu "
-		"skipped logged %llu skipped fresh %llu values %llu\n",
+	fprintf(stderr, "ulog_length_changes: reclamations %llu ulog logged %llu skipped "
+		"logged %llu skipped fresh %llu values %llu\n",
 		(unsigned long long)st.reclamations, (unsigned long long)st.ulog_logged,
 		(unsigned long long)st.ulog_skipped_logged,
 		(unsigned long long)st.ulog_skipped_fresh, (unsigned long long)st.ulog_values);
@@ -775,33 +791,30 @@ static void test_reclaim_and_ulog(void)
 	CHECK(st.ulog_logged > 0);
 	CHECK(st.ulog_skipped_logged > 0);
 	CHECK(st.ulog_logged <= (st.reclamations + 1) * nkeys * 2);
-	CHECK_RC(tips_close(&db), 0);
-	db = open_db(2);
-	for (uint64_t i = 0; i < nkeys; i++) {
-		int rc;
-		CHECK(get_u64(db, i, &rc) == i + (rounds - 1) * 10000 && rc == 0);
-	}
+	check_u64_after_reopen(&db, nkeys, (rounds - 1) * 10000);
+}
 
-	/* Last, 16-byte values of the same length: hash, bst and bptree overwrite them in
-	 * place (a node's value bytes, a value block) with no record; the others replace
-	 * the node or leaf, and tips-clht stores a new value block's pointer, a logged
-	 * word. The first round changes the length (8 -> 16). */
-	const uint64_t rounds16 = 200;
+/* 16-byte values of the same length on 10 old keys: hash, bst and bptree overwrite them
+ * in place (a node's value bytes, a value block) with no record; the others replace the
+ * node or leaf, and tips-clht stores a new value block's pointer, a logged word. The
+ * first round changes the length (8 -> 16), which is logged everywhere. */
+static void test_ulog_in_place_16(void)
+{
+	const uint64_t nkeys = 10, rounds = 200;
 	const char *const in_place16[] = { "tips-hash", "tips-bst", "tips-bptree" };
 	bool in_place = false;
 	for (size_t j = 0; j < sizeof(in_place16) / sizeof(in_place16[0]); j++)
 		in_place |= strcmp(ops->name, in_place16[j]) == 0;
-	struct tips_stats st0;
-	tips_stats(db, &st0);
-	for (uint64_t round = 0; round < rounds16; round++)
+	struct tips_db *db = open_with_old_keys(nkeys);
+	for (uint64_t round = 0; round < rounds; round++)
 		for (uint64_t i = 0; i < nkeys; i++)
 			CHECK_RC(put_long(db, i, round), 0);
+	struct tips_stats st;
 	WAIT_UNTIL((tips_stats(db, &st), st.cache_unapplied == 0), "replay of the updates");
-	fprintf(stderr, "reclaim_and_ulog, 16 bytes: ulog logged %llu values %llu\n",
-		(unsigned long long)(st.ulog_logged - st0.ulog_logged),
-		(unsigned long long)(st.ulog_values - st0.ulog_values));
-	CHECK(st.ulog_values - st0.ulog_values == (in_place ? (rounds16 - 1) * nkeys : 0));
-	CHECK(st.ulog_logged > st0.ulog_logged); /* the first round's replacements */
+	fprintf(stderr, "ulog_in_place_16: ulog logged %llu values %llu\n",
+		(unsigned long long)st.ulog_logged, (unsigned long long)st.ulog_values);
+	CHECK(st.ulog_values == (in_place ? (rounds - 1) * nkeys : 0));
+	CHECK(st.ulog_logged > 0); /* the first round's replacements */
 	CHECK_RC(tips_close(&db), 0);
 	db = open_db(2);
 	for (uint64_t i = 0; i < nkeys; i++) {
@@ -810,7 +823,7 @@ static void test_reclaim_and_ulog(void)
 		size_t vlen = 0;
 		key_of(i, key);
 		CHECK_RC(tips_get(db, key, 8, v, sizeof(v), &vlen), 0);
-		CHECK(vlen == sizeof(v) && v[0] == i && v[1] == rounds16 - 1);
+		CHECK(vlen == sizeof(v) && v[0] == i && v[1] == rounds - 1);
 	}
 	CHECK_RC(tips_close(&db), 0);
 	unlink(path);
@@ -1593,6 +1606,8 @@ int main(int argc, char **argv)
 	test_scan_view();
 	test_thread_slots();
 	test_reclaim_and_ulog();
+	test_ulog_length_changes();
+	test_ulog_in_place_16();
 	test_reclaim_grace();
 	test_stats_after_load();
 	test_applied_leave_cache();
