@@ -190,7 +190,8 @@ static void log_and_publish(struct tips_db *db, struct thread_ctx *ctx, struct t
 {
 	uint64_t ts = ts_take_n(n);
 	/* Counted and marked before replay can see a record, and before publishing. */
-	unsigned slot = cache_count_unapplied(db->cache, n);
+	uint64_t gen = cache_count_unapplied(db->cache, n);
+	unsigned slot = (unsigned)(gen & 1);
 	struct olog *log = ctx->log;
 	uint64_t tail = atomic_load_explicit(&log->durable_tail, memory_order_relaxed);
 	for (size_t i = 0; i < n; i++) {
@@ -198,7 +199,7 @@ static void log_and_publish(struct tips_db *db, struct thread_ctx *ctx, struct t
 		bool del = p[i].op == OLOG_OP_DELETE;
 		p[i].entry->ts = ts + i;
 		p[i].entry->pending_slot = slot;
-		cache_mark_pending(db->cache, slot,
+		cache_mark_pending(db->cache, gen,
 				   cache_filter_hash(batch_key(b, p[i].item), it->klen));
 		olog_put_record(log, &tail, false, OLOG_OP_IN_SLOT(p[i].op, slot), ts + i,
 				batch_key(b, p[i].item), it->klen,

@@ -264,56 +264,84 @@ void cache_unreserve(struct cache *c, unsigned n)
 /*
  * Pending filter. A reader with entries unapplied somewhere in the cache would have to
  * read its key's bucket (a DRAM miss in a table of the cache's capacity) and walk its
- * chain of mostly applied entries; the filter (64 KiB per slot, 128 KiB in all, which
- * stay in the reader's caches) tells it from one line whether its key can have an
- * unapplied entry at all. The reader's side (cache_may_be_pending) is inline in
+ * chain of mostly applied entries; the filter (128 KiB, which stays in the reader's
+ * caches) tells it from one word whether its key can have an unapplied entry at all.
+ * The reader's side (cache_may_be_pending, cache_pending_in_word) is inline in
  * framework.h, in front of every lookup made while a write is unapplied.
- * Invariant: an entry published and not applied has its bit set in its slot, and its
- * slot's count is above 0. Bits are cleared only when the persist thread flips: it
- * reads the other slot's count as 0, clears that slot's words, then makes it current
- * (gen + 1). A writer counts itself in a slot and then reads gen again: it keeps the
- * slot only if gen did not move, i.e. its count came before the flip that could
- * clear its bits next (which then sees it until replay applied the entry);
- * otherwise it uncounts and starts over. Its bits are set after that, so no clear of
- * a flip it was counted for can come after them.
- * Memory order: the writer's add and second read of gen, and the flip's store of gen
- * and read of the count, are a store-buffering pair and must stay seq_cst (the
- * defaults below). The flip's release fence after reading the count 0 orders replay's
- * index writes (released by its subtraction) before the clearing stores, so a reader
- * whose acquire load sees a cleared bit also sees the index holding the write.
+ *
+ * Generations. A writer counts itself in the slot of the current generation g, then
+ * reads the generation again: it keeps its count only if the generation did not move,
+ * otherwise it uncounts and starts over. The persist thread moves the generation to
+ * g + 1 only after reading the count of slot (g + 1) & 1, the one generation g - 1
+ * used, as 0. So while an entry counted in g is unapplied, the generation is g or
+ * g + 1; once it is g + 2, replay has applied the entry (its subtraction came before
+ * the flip's read of 0).
+ *
+ * Invariant: an entry counted in generation g and not applied has its bit set in its
+ * word, in the first set if the tag is g, in the second if the tag is g + 1, and the
+ * tag is never g + 2 or more while it is unapplied. The writer marks with a CAS after
+ * counting (and before publishing):
+ * - tag g: set its bit in the first set; tag g + 1 (it counted just before a flip):
+ *   in the second;
+ * - tag g - 1: retag to g, the first set's bits moving to the second (they are of
+ *   generation g - 1, which can still be unapplied), its bit alone in the first;
+ * - any other tag (g - 2 or older, whose entries are all applied, or a tag 2^16 or
+ *   more generations old that looks like anything): retag to g with its bit alone.
+ * No writer ever sees a tag above g + 1: a tag is the generation of a writer still
+ * counted when it marked, and generation g + 2 needs g's count to be 0. So a retag
+ * drops only sets of applied generations, and a bit once set stays, in the set
+ * matching the tag, for as long as its entry is unapplied; cache_pending_in_word then
+ * finds it for any generation a reader can read meanwhile (g or g + 1), whichever of
+ * the tags g or g + 1 it reads.
+ *
+ * Memory order: the writer's add and second read of the generation, and the flip's
+ * store of it and read of the count, are a store-buffering pair and must stay seq_cst
+ * (the defaults below). A reader that answers from the index although the tag is
+ * recent (its bit clear in the sets that count) or old needs replay's index writes of
+ * every write of its class counted in an older generation: replay's subtraction
+ * releases them, the flip's seq_cst read of 0 and store of the generation pass them
+ * on, and the reader acquires them through the generation it reads, or through the
+ * marking CAS (release) of the writer whose newer tag it reads.
  */
-unsigned cache_count_unapplied(struct cache *c, uint64_t n)
+uint64_t cache_count_unapplied(struct cache *c, uint64_t n)
 {
 	for (;;) {
 		uint64_t g = atomic_load(&c->u.gen);
-		unsigned slot = (unsigned)(g & 1);
-		atomic_fetch_add(&c->u.unapplied[slot], n);
+		atomic_fetch_add(&c->u.unapplied[g & 1], n);
 		if (atomic_load(&c->u.gen) == g)
-			return slot;
-		atomic_fetch_sub(&c->u.unapplied[slot], n);
+			return g;
+		atomic_fetch_sub(&c->u.unapplied[g & 1], n);
 	}
 }
 
-void cache_mark_pending(struct cache *c, unsigned slot, uint64_t filter_hash)
+void cache_mark_pending(struct cache *c, uint64_t gen, uint64_t filter_hash)
 {
-	uint64_t k = cache_pending_class(filter_hash), bit = 1ull << (k & 63);
-	_Atomic uint64_t *w = &c->u.pending[2 * (k >> 6) + slot];
-	if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
-		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	_Atomic uint64_t *p = &c->u.pending[cache_pending_word(filter_hash)];
+	uint64_t bit = 1ull << cache_pending_bit(filter_hash);
+	uint64_t tag = (gen & 0xffff) << CACHE_PENDING_TAG_SHIFT;
+	uint64_t w = atomic_load_explicit(p, memory_order_relaxed), next;
+	do {
+		int16_t d = (int16_t)(uint16_t)(gen - (w >> CACHE_PENDING_TAG_SHIFT));
+		if (d == 0 || d == -1) { /* the tag is this generation, or the next one */
+			uint64_t mine = d == 0 ? bit : bit << CACHE_PENDING_SET_BITS;
+			if (w & mine)
+				return; /* a store would take the line from readers for nothing */
+			next = w | mine;
+		} else if (d == 1) { /* the previous generation's set moves to the second */
+			next = tag | (w & CACHE_PENDING_SET_MASK) << CACHE_PENDING_SET_BITS | bit;
+		} else {
+			next = tag | bit;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(p, &w, next, memory_order_release,
+							memory_order_relaxed));
 }
 
 void cache_pending_flip(struct cache *c)
 {
 	uint64_t g = atomic_load(&c->u.gen);
-	unsigned other = (unsigned)((g + 1) & 1);
-	if (atomic_load(&c->u.unapplied[other]) != 0)
+	if (atomic_load(&c->u.unapplied[(g + 1) & 1]) != 0)
 		return;
-	atomic_thread_fence(memory_order_release);
-	/* Only words with bits set are stored: a store takes the line from readers. */
-	for (size_t i = other; i < 2 * (size_t)CACHE_PENDING_WORDS; i += 2)
-		if (atomic_load_explicit(&c->u.pending[i], memory_order_relaxed))
-			atomic_store_explicit(&c->u.pending[i], 0, memory_order_relaxed);
-	atomic_store(&c->u.gen, g + 1); /* after the clear: writers of the new slot see it */
+	atomic_store(&c->u.gen, g + 1);
 }
 
 bool cache_publish(struct cache *c, struct cache_bucket *b, struct cache_entry *e)
@@ -730,7 +758,7 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 	c->buckets = hugepage_alloc(nb * sizeof(*c->buckets));
 	if (c->buckets)
 		memset(c->buckets, 0, nb * sizeof(*c->buckets));
-	c->u.pending = aligned_alloc(64, 2 * CACHE_PENDING_WORDS * sizeof(*c->u.pending));
+	c->u.pending = aligned_alloc(64, CACHE_PENDING_WORDS * sizeof(*c->u.pending));
 	if (!c->buckets || !c->u.pending) {
 		free(c->buckets);
 		free(c->u.pending);
@@ -738,7 +766,7 @@ int cache_new(uint64_t capacity, unsigned chain_bound, struct cache **out)
 		return tips_set_error(TIPS_ENOMEM, "cache: out of DRAM for %llu buckets",
 				      (unsigned long long)nb);
 	}
-	for (size_t i = 0; i < 2 * (size_t)CACHE_PENDING_WORDS; i++)
+	for (size_t i = 0; i < CACHE_PENDING_WORDS; i++)
 		atomic_init(&c->u.pending[i], 0);
 	c->mask = nb - 1;
 	c->capacity = capacity;

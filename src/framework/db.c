@@ -324,8 +324,9 @@ static int write_op(struct tips_db *db, unsigned op, const void *key, size_t kle
 	ctx->cache_credit--;
 	e->ts = ts_take(); /* under the bucket lock: a key's stamps follow its commits */
 	/* Counted and marked before replay can see the record, and before publishing. */
-	e->pending_slot = cache_count_unapplied(db->cache, 1);
-	cache_mark_pending(db->cache, e->pending_slot, cache_filter_hash(key, klen));
+	uint64_t gen = cache_count_unapplied(db->cache, 1);
+	e->pending_slot = gen & 1;
+	cache_mark_pending(db->cache, gen, cache_filter_hash(key, klen));
 	olog_append(ctx->log, OLOG_OP_IN_SLOT(op, e->pending_slot), e->ts, key, klen, val, vlen,
 		    (uint64_t)e);
 	bool long_chain = cache_publish(db->cache, b, e);

@@ -34,7 +34,8 @@ struct cache_entry {
 	uint64_t ts;                      /* commit timestamp of the write */
 	_Atomic uint8_t applied;          /* 1 once replay applied it to the index */
 	uint8_t tombstone : 1;            /* a delete */
-	uint8_t pending_slot : 1;         /* the unapplied count it is in (cache.c) */
+	uint8_t pending_slot : 1;         /* the unapplied count it is in: its generation's
+					   * low bit (cache.c) */
 	uint16_t klen;
 	uint32_t vlen;
 	unsigned char data[];             /* key, then value */
@@ -89,34 +90,46 @@ void cache_queue_gc(struct cache *c, struct cache_bucket *b);
  * replay can see their records (so replay's subtraction never comes first) and mark
  * their keys in a filter, both before publishing; so a reader that finds nothing
  * unapplied, or its key unmarked, knows the index holds every write of its key that
- * completed before it began. Counts and filter have two slots: writers use the current
- * one, and after an epoch the persist thread clears the other once its count is 0 and
- * makes it current (cache_pending_flip).
+ * completed before it began. The counts have two slots, by the low bit of a
+ * generation: writers count in the current one, and after an epoch the persist thread
+ * moves the generation on once the other slot's count is 0 (cache_pending_flip).
  *
  * cache_count_unapplied counts @n entries (a write's, a batch's) in the current slot
- * and returns it (the entries keep it in pending_slot); cache_mark_pending marks a
- * key's cache_filter_hash() in that slot.
+ * and returns the generation they are counted in (its low bit is the slot the entries
+ * keep in pending_slot); cache_mark_pending marks a key's cache_filter_hash() for that
+ * generation.
  */
-unsigned cache_count_unapplied(struct cache *c, uint64_t n);
-void cache_mark_pending(struct cache *c, unsigned slot, uint64_t filter_hash);
-/* After an epoch (the persist thread only): flips the slots if the other one drained. */
+uint64_t cache_count_unapplied(struct cache *c, uint64_t n);
+void cache_mark_pending(struct cache *c, uint64_t gen, uint64_t filter_hash);
+/* After an epoch (the persist thread only): the next generation, if the other slot
+ * drained. */
 void cache_pending_flip(struct cache *c);
 
-/* The filter: per slot one bit per class of keys (the top CACHE_PENDING_BITS_LOG bits
- * of cache_filter_hash), 64 KiB; the two slots' words alternate, so that a reader
- * finds both of its bits on one line. */
-#define CACHE_PENDING_BITS_LOG 19
-#define CACHE_PENDING_WORDS ((1u << CACHE_PENDING_BITS_LOG) / 64)
+/*
+ * The filter: CACHE_PENDING_WORDS words (128 KiB), each a tag and two sets of
+ * CACHE_PENDING_SET_BITS bits: bits 0-23 mark keys written in generation tag, bits
+ * 24-47 keys written in generation tag - 1, bits 48-63 the tag's low 16 bits. A key's
+ * word is the top bits of its filter hash, its bit in a set the next ones. No one
+ * clears the filter: a writer of a newer generation retags the word, keeping the one
+ * set that can still be unapplied, and a reader reads a set as meaningful only by the
+ * tag's distance from the current generation (cache_pending_in_word). So a write
+ * takes one line from the readers, once, where clearing took it a second time after
+ * each epoch.
+ */
+#define CACHE_PENDING_WORDS_LOG 14
+#define CACHE_PENDING_WORDS (1u << CACHE_PENDING_WORDS_LOG)
+#define CACHE_PENDING_SET_BITS 24
+#define CACHE_PENDING_SET_MASK ((1ull << CACHE_PENDING_SET_BITS) - 1)
+#define CACHE_PENDING_TAG_SHIFT 48
 
-/* The counters of entries published and not yet applied, per slot, the slot
- * generation (its low bit is the current slot) and the filter's address: the first
- * member of struct cache (cache.c), since every lookup reads the counters, inline.
- * Alone on its line: writers add, replay subtracts, and readers only read it. */
+/* The counters of entries published and not yet applied, per slot, the generation
+ * (its low bit is the current slot) and the filter's address: the first member of
+ * struct cache (cache.c), since every lookup reads the counters, inline. Alone on its
+ * line: writers add, replay subtracts, and readers only read it. */
 struct cache_unapplied_line {
 	_Atomic uint64_t unapplied[2] __attribute__((aligned(64)));
 	_Atomic uint64_t gen;
-	_Atomic uint64_t *pending; /* [2 * CACHE_PENDING_WORDS], word w of slot s at 2w + s;
-				    * set once by cache_new */
+	_Atomic uint64_t *pending; /* [CACHE_PENDING_WORDS]; set once by cache_new */
 	char pad[32];
 };
 _Static_assert(sizeof(struct cache_unapplied_line) == 64, "the counters' line is one line");
@@ -162,20 +175,45 @@ static inline uint64_t cache_filter_hash(const void *key, size_t klen)
 	return x * 0x9e3779b97f4a7c15ull;
 }
 
-/* The filter class of @filter_hash: its bit is 1 << (class & 63) in word class >> 6. */
-static inline uint64_t cache_pending_class(uint64_t filter_hash)
+/* The filter word of @filter_hash, and its bit in a set (below CACHE_PENDING_SET_BITS:
+ * the next 32 bits of the hash scaled to the set's width). */
+static inline uint32_t cache_pending_word(uint64_t filter_hash)
 {
-	return filter_hash >> (64 - CACHE_PENDING_BITS_LOG);
+	return (uint32_t)(filter_hash >> (64 - CACHE_PENDING_WORDS_LOG));
+}
+
+static inline unsigned cache_pending_bit(uint64_t filter_hash)
+{
+	uint64_t next = (filter_hash >> (32 - CACHE_PENDING_WORDS_LOG)) & 0xffffffffu;
+	return (unsigned)((next * CACHE_PENDING_SET_BITS) >> 32);
+}
+
+/*
+ * Whether filter word @w marks @bit as possibly unapplied, read in generation @gen.
+ * A write counted in generation g and not yet applied keeps the generation at g or
+ * g + 1, and its bit in the word's first set while the tag is g, in its second while
+ * the tag is g + 1 (a tag of g + 2 means it was applied). So by the tag's distance d
+ * from @gen: d = 0, either set; d = -1, the first; d = +1 (retagged after @gen was
+ * read), the second; any other, none. The distance is taken mod 2^16, so a tag 65536
+ * generations old can look recent: that sends a lookup through the cache needlessly,
+ * never the other way (cache.c, "Pending filter", has the argument).
+ */
+static inline bool cache_pending_in_word(uint64_t w, uint64_t gen, unsigned bit)
+{
+	int16_t d = (int16_t)(uint16_t)((w >> CACHE_PENDING_TAG_SHIFT) - gen);
+	uint64_t sets = d == 0 ? w | w >> CACHE_PENDING_SET_BITS :
+			d == -1 ? w : d == 1 ? w >> CACHE_PENDING_SET_BITS : 0;
+	return (sets >> bit) & 1;
 }
 
 /* False if no unapplied entry of a key with @filter_hash is in the cache. */
 static inline bool cache_may_be_pending(const struct cache *c, uint64_t filter_hash)
 {
 	const struct cache_unapplied_line *u = (const struct cache_unapplied_line *)c;
-	uint64_t k = cache_pending_class(filter_hash), bit = 1ull << (k & 63);
-	const _Atomic uint64_t *w = &u->pending[2 * (k >> 6)];
-	return ((atomic_load_explicit(&w[0], memory_order_acquire) |
-		 atomic_load_explicit(&w[1], memory_order_acquire)) & bit) != 0;
+	uint64_t gen = atomic_load_explicit(&u->gen, memory_order_acquire);
+	uint64_t w = atomic_load_explicit(&u->pending[cache_pending_word(filter_hash)],
+					  memory_order_acquire);
+	return cache_pending_in_word(w, gen, cache_pending_bit(filter_hash));
 }
 
 uint64_t cache_unapplied(const struct cache *c);

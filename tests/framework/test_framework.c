@@ -1469,16 +1469,21 @@ static void test_get_sizes(void)
 	}
 }
 
-/* Distinct pending-filter classes (cache_pending_class) among @n keys made by @make. */
+/* The pending filter's classes: a word and a bit in its sets. */
+#define FILTER_CLASSES ((size_t)CACHE_PENDING_WORDS * CACHE_PENDING_SET_BITS)
+
+/* Distinct pending-filter classes among @n keys made by @make. */
 static size_t filter_classes(size_t n, size_t (*make)(uint64_t i, unsigned char *key))
 {
-	uint64_t *seen = calloc(CACHE_PENDING_WORDS, sizeof(uint64_t));
+	uint64_t *seen = calloc(FILTER_CLASSES / 64, sizeof(uint64_t));
 	REQUIRE(seen != NULL);
 	size_t distinct = 0;
 	unsigned char key[64];
 	for (uint64_t i = 0; i < n; i++) {
 		size_t klen = make(i, key);
-		uint64_t c = cache_pending_class(cache_filter_hash(key, klen));
+		uint64_t h = cache_filter_hash(key, klen);
+		size_t c = (size_t)cache_pending_word(h) * CACHE_PENDING_SET_BITS +
+			   cache_pending_bit(h);
 		if (!(seen[c >> 6] & (1ull << (c & 63))))
 			distinct++;
 		seen[c >> 6] |= 1ull << (c & 63);
@@ -1534,10 +1539,10 @@ static size_t next_len(size_t len)
 static void test_filter_hash(void)
 {
 	const size_t n = 1u << 16;
-	double bins = (double)(1u << CACHE_PENDING_BITS_LOG);
-	/* Random hashing of n = bins / 8 keys fills bins * (1 - e^(-1/8)) classes. */
-	_Static_assert((1u << 16) * 8 == 1u << CACHE_PENDING_BITS_LOG, "n = bins / 8");
-	double random_fill = bins * 0.1175030974154046;
+	double bins = (double)FILTER_CLASSES;
+	/* Random hashing of n = bins / 6 keys fills bins * (1 - e^(-1/6)) classes. */
+	_Static_assert((1u << 16) * 6 == FILTER_CLASSES, "n = bins / 6");
+	double random_fill = bins * 0.15351827510938587;
 	size_t (*families[])(uint64_t, unsigned char *) = { key_be8, key_le8, key_ascii,
 							     key_middle24, key_tail20, key_short };
 	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
@@ -1585,6 +1590,123 @@ static void test_filter_hash(void)
 	unlink(path);
 }
 
+/* The filter word of key @k, read from @c's filter (test_filter_generations). */
+static uint64_t filter_word_of(struct cache *c, uint64_t k)
+{
+	unsigned char key[8];
+	key_of(k, key);
+	const struct cache_unapplied_line *u = (const struct cache_unapplied_line *)c;
+	return atomic_load(&u->pending[cache_pending_word(cache_filter_hash(key, 8))]);
+}
+
+static bool key_may_be_pending(struct cache *c, uint64_t k)
+{
+	unsigned char key[8];
+	key_of(k, key);
+	return cache_may_be_pending(c, cache_filter_hash(key, 8));
+}
+
+static unsigned key_filter_bit(uint64_t k)
+{
+	unsigned char key[8];
+	key_of(k, key);
+	return cache_pending_bit(cache_filter_hash(key, 8));
+}
+
+/* Counts and marks a write of key @k, as write_op does; returns its generation. */
+static uint64_t count_and_mark(struct cache *c, uint64_t k)
+{
+	unsigned char key[8];
+	key_of(k, key);
+	uint64_t gen = cache_count_unapplied(c, 1);
+	cache_mark_pending(c, gen, cache_filter_hash(key, 8));
+	return gen;
+}
+
+/*
+ * The pending filter's generations (framework.h, cache.c "Pending filter"), step by
+ * step on a cache of its own, with keys that share one filter word: a write stays
+ * marked while it is unapplied, whichever newer writer retags its word and whichever
+ * generation a reader read, and is forgotten two generations after it was applied.
+ * The reader's rule is checked on its own too, for a reader whose generation is one
+ * behind the word's tag (a flip and a retag between its two loads).
+ */
+static void test_filter_generations(void)
+{
+	/* Five keys in key 0's word, on five different bits. */
+	uint64_t k[5] = { 0 };
+	size_t found = 1;
+	for (uint64_t i = 1; found < 5 && i < 100000000; i++) {
+		unsigned char a[8], b[8];
+		key_of(0, a);
+		key_of(i, b);
+		if (cache_pending_word(cache_filter_hash(a, 8)) !=
+		    cache_pending_word(cache_filter_hash(b, 8)))
+			continue;
+		bool clash = false;
+		for (size_t j = 0; j < found; j++)
+			clash |= key_filter_bit(k[j]) == key_filter_bit(i);
+		if (!clash)
+			k[found++] = i;
+	}
+	REQUIRE(found == 5);
+
+	struct cache *c = NULL;
+	CHECK_RC(cache_new(1024, 8, &c), 0);
+	REQUIRE(c != NULL);
+	for (size_t j = 0; j < 5; j++)
+		CHECK(!key_may_be_pending(c, k[j]));
+	const uint64_t one[2][2] = { { 1, 0 }, { 0, 1 } }; /* one entry applied, per slot */
+
+	CHECK(count_and_mark(c, k[0]) == 0);
+	CHECK(key_may_be_pending(c, k[0]) && !key_may_be_pending(c, k[1]));
+	cache_pending_flip(c); /* slot 1 is empty: generation 1 */
+	CHECK(key_may_be_pending(c, k[0])); /* tag 0, read in 1: the first set */
+	CHECK(count_and_mark(c, k[1]) == 1); /* retags to 1: k0 moves to the second set */
+	CHECK(key_may_be_pending(c, k[0]) && key_may_be_pending(c, k[1]));
+	cache_pending_flip(c); /* k0 is unapplied in slot 0: no flip */
+	CHECK(count_and_mark(c, k[2]) == 1);
+	CHECK(key_may_be_pending(c, k[0]) && key_may_be_pending(c, k[2]));
+
+	cache_applied(c, one[0]); /* k0 */
+	cache_pending_flip(c);    /* generation 2 */
+	CHECK(!key_may_be_pending(c, k[0])); /* tag 1 read in 2: its second set is done */
+	CHECK(key_may_be_pending(c, k[1]) && key_may_be_pending(c, k[2]));
+
+	/* A writer counted in 1 that marks after a writer of 2 retagged: the second set. */
+	CHECK(count_and_mark(c, k[3]) == 2); /* retag to 2: k1, k2 to the second set */
+	{
+		unsigned char key[8];
+		key_of(k[4], key);
+		struct cache_unapplied_line *u = (struct cache_unapplied_line *)c;
+		atomic_fetch_add(&u->unapplied[1], 1); /* counted in 1 before the flip */
+		cache_mark_pending(c, 1, cache_filter_hash(key, 8));
+	}
+	uint64_t w = filter_word_of(c, k[4]);
+	CHECK(w >> CACHE_PENDING_TAG_SHIFT == 2);
+	CHECK((w >> (CACHE_PENDING_SET_BITS + key_filter_bit(k[4]))) & 1);
+	for (size_t j = 1; j < 5; j++)
+		CHECK(key_may_be_pending(c, k[j]));
+
+	/* A reader that read generation 2 before the flip to 3 and a retag to 3. */
+	cache_applied(c, one[1]); /* k1 */
+	cache_applied(c, one[1]); /* k2 */
+	cache_applied(c, one[1]); /* k4 */
+	cache_pending_flip(c);    /* generation 3 */
+	CHECK(count_and_mark(c, k[1]) == 3); /* retag to 3: k3 (generation 2) to the second */
+	w = filter_word_of(c, k[3]);
+	CHECK(cache_pending_in_word(w, 2, key_filter_bit(k[3]))); /* tag 3 read in 2 */
+	CHECK(cache_pending_in_word(w, 3, key_filter_bit(k[3])));
+	CHECK(!cache_pending_in_word(w, 4, key_filter_bit(k[3]))); /* k3 applied by then */
+	CHECK(cache_pending_in_word(w, 4, key_filter_bit(k[1])));
+	CHECK(!cache_pending_in_word(w, 5, key_filter_bit(k[1])));
+	CHECK(!key_may_be_pending(c, k[2]) && !key_may_be_pending(c, k[4]));
+
+	/* Tags are 16 bits: generation 2^16 + 3 reads a tag of 3 as recent (needlessly). */
+	CHECK(cache_pending_in_word(w, ((uint64_t)1 << 16) + 3, key_filter_bit(k[1])));
+	cache_delete(c);
+}
+
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "tips-hash";
@@ -1620,5 +1742,6 @@ int main(int argc, char **argv)
 	test_ulog_groups();
 	test_ulog_log_ahead();
 	test_filter_hash();
+	test_filter_generations();
 	return test_finish("test_framework");
 }
