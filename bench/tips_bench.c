@@ -1134,13 +1134,13 @@ static void json_phase(FILE *f, struct bench *b, const char *name,
 		uint64_t epochs = z->epochs - a->epochs;
 		double wavg = epochs ? (z->workers_avg * (double)z->epochs -
 					a->workers_avg * (double)a->epochs) / (double)epochs : 0;
-		fprintf(f, ",\"framework\":{\"cache_hit_ratio\":%.4f,"
+		fprintf(f, ",\"framework\":{\"cache_hit_ratio\":%.4f,\"cache_lookups\":%llu,"
 			"\"workers_avg\":%.3f,\"workers_final\":%u,\"reclamations\":%llu,"
 			"\"reclaim_graces\":%llu,"
 			"\"ulog_logged\":%llu,\"ulog_skipped_fresh\":%llu,"
 			"\"ulog_skipped_logged\":%llu,\"ulog_values\":%llu,\"replayed\":%llu,"
 			"\"writer_waits\":%llu,\"gc_unlinked\":%llu,\"epochs\":%llu}",
-			looked ? (double)hits / (double)looked : 0,
+			looked ? (double)hits / (double)looked : 0, (unsigned long long)looked,
 			wavg,
 			z->workers_now, (unsigned long long)(z->reclamations - a->reclamations),
 			(unsigned long long)(z->reclaim_graces - a->reclaim_graces),
