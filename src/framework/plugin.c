@@ -31,6 +31,7 @@
 
 #include "heap/heap_internal.h"
 #include "pm/pm.h"
+#include "util/grow.h"
 #include "framework/framework.h"
 #include "util/errors_internal.h"
 
@@ -144,17 +145,6 @@ void fw_set_value_ranges(struct fw_value_ranges *v)
 	value_ranges = v;
 }
 
-static bool value_ranges_grow(struct fw_value_ranges *v)
-{
-	size_t cap = v->cap ? v->cap * 2 : 1024;
-	struct fw_range *r = realloc(v->r, cap * sizeof(*r));
-	if (!r)
-		return false;
-	v->r = r;
-	v->cap = cap;
-	return true;
-}
-
 /* No undo record: see plugin.h for why recovery needs none. The range is remembered
  * for the worker's flush; where it cannot be, or where each flush would be an msync
  * (db->values_logged), an undo record does as well. */
@@ -165,7 +155,7 @@ int tips_ulog_value(void *addr, size_t size)
 	struct fw_value_ranges *v = value_ranges;
 	if (v && !current->values_logged && size && size <= TIPS_MAX_VALUE &&
 	    tips_pool_contains(current->pool, addr, size) &&
-	    (v->n < v->cap || value_ranges_grow(v))) {
+	    array_grow((void **)&v->r, &v->cap, v->n + 1, sizeof(*v->r), 1024)) {
 		v->r[v->n++] = (struct fw_range){ addr, size };
 		return 0;
 	}

@@ -55,6 +55,7 @@
 #include "heap/heap_internal.h"
 #include "framework/framework.h"
 #include "util/errors_internal.h"
+#include "util/grow.h"
 
 #define EPOCH_MAX_RECORDS (256u * 1024u)
 #define EPOCH_BATCH_MIN 1024u      /* fewer records: wait a little for more */
@@ -244,14 +245,9 @@ static void log_ahead(struct tips_db *db, const struct worker *w, size_t i,
  * the entry stays in the cache until a sweep or a long chain takes it. */
 static void note_gone(struct worker *w, const struct olog_rec *r)
 {
-	if (w->ngone == w->gone_cap) {
-		size_t cap = w->gone_cap ? w->gone_cap * 2 : 4096;
-		uint64_t *g = realloc(w->gone, cap * sizeof(*g));
-		if (!g)
-			return;
-		w->gone = g;
-		w->gone_cap = cap;
-	}
+	if (!array_grow((void **)&w->gone, &w->gone_cap, w->ngone + 1, sizeof(*w->gone),
+			4096))
+		return;
 	w->gone[w->ngone++] = cache_key_hash(r->data, r->klen);
 }
 
@@ -319,14 +315,8 @@ static void apply_queue(struct tips_db *db, struct worker *w, unsigned W)
 
 static bool queue_push(struct worker *w, const struct olog_rec *r, bool live)
 {
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 4096;
-		struct queued *q = realloc(w->q, cap * sizeof(*q));
-		if (!q)
-			return false;
-		w->q = q;
-		w->cap = cap;
-	}
+	if (!array_grow((void **)&w->q, &w->cap, w->n + 1, sizeof(*w->q), 4096))
+		return false;
 	w->q[w->n++] = (struct queued){ r, live };
 	return true;
 }

@@ -14,6 +14,7 @@
 #include <tips/base.h>
 
 #include "util/batch_internal.h"
+#include "util/grow.h"
 #include "util/errors_internal.h"
 
 int tips_batch_new(struct tips_batch **out)
@@ -62,21 +63,6 @@ static int add_failed(struct tips_batch *b, int rc)
 	return rc;
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return true;
-	size_t c = *cap ? *cap : 16;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = c;
-	return true;
-}
-
 static int add(struct tips_batch *b, unsigned op, const void *key, size_t klen,
 	       const void *val, size_t vlen)
 {
@@ -88,8 +74,8 @@ static int add(struct tips_batch *b, unsigned op, const void *key, size_t klen,
 	if (b->n >= TIPS_BATCH_MAX_OPS)
 		return add_failed(b, tips_set_error(TIPS_ETOOBIG, "tips_batch: a batch holds at "
 						    "most %u operations", TIPS_BATCH_MAX_OPS));
-	if (!grow((void **)&b->items, &b->cap, b->n + 1, sizeof(*b->items)) ||
-	    !grow((void **)&b->buf, &b->buf_cap, b->used + klen + vlen, 1))
+	if (!array_grow((void **)&b->items, &b->cap, b->n + 1, sizeof(*b->items), 16) ||
+	    !array_grow((void **)&b->buf, &b->buf_cap, b->used + klen + vlen, 1, 16))
 		return add_failed(b, tips_set_error(TIPS_ENOMEM, "tips_batch: out of DRAM"));
 	struct batch_item *it = &b->items[b->n++];
 	it->op = (uint8_t)op;
@@ -179,7 +165,7 @@ static int by_key_then_position(const void *pa, const void *pb, void *arg)
 
 int batch_group(struct tips_batch *b)
 {
-	if (!grow((void **)&b->order, &b->group_cap, b->n, sizeof(size_t)))
+	if (!array_grow((void **)&b->order, &b->group_cap, b->n, sizeof(size_t), 16))
 		return tips_set_error(TIPS_ENOMEM, "batch commit: out of DRAM");
 	size_t cap = b->group_cap;
 	size_t *ge = realloc(b->group_end, cap * sizeof(size_t));
