@@ -139,8 +139,8 @@ PERSIST_FIELDS = ["flushes_per_write", "fences_per_write", "flushes_per_read",
                   "fences_per_read", "fences_per_write_all_threads", "pm_bytes_per_op"]
 FRAMEWORK_FIELDS = ["cache_hit_ratio", "cache_lookups", "workers_avg", "workers_final",
                     "reclamations", "reclaim_graces", "ulog_logged", "ulog_skipped_fresh",
-                    "ulog_skipped_logged", "replayed", "writer_waits", "gc_unlinked",
-                    "epochs"]
+                    "ulog_skipped_logged", "ulog_values", "replayed", "writer_waits",
+                    "gc_unlinked", "epochs"]
 OPS = ["read", "insert", "update", "remove", "scan"]
 
 
